@@ -1,0 +1,26 @@
+"""npusim: a discrete-event model of an Ascend AI core's Cube and Vector units, the GM workspace between
+them and the cross-core syncs, that executes phase programs with real tensor math.
+
+    profile.py    hardware profiles (TOML)          ops.py        which unit runs an op, and its cost
+    program.py    phase programs, the Npu runtime   dataflow.py   where tensors live; hand-off checks
+    graph.py      the recorded per-chunk graph      workspace.py  resident region and ping/pong slots
+    cost.py       phase and sync durations          engine.py     the SimPy event model
+    report.py     syncs, latency, utilisation, bound
+"""
+from .engine import OWN, RIDE, Run, Template, Trace, TraceEvent, build_template, simulate
+from .errors import DataflowError, NpuSimError, ProfileError, WorkspaceError
+from .graph import CUBE, VEC, Payload, Phase, PhaseGraph, StateSpec, Sync
+from .precision import DTYPES, Precision
+from .profile import Profile, load_profile, shipped_profiles
+from .program import Executor, Nonfinite, Npu, PhaseProgram, phase_program
+from .report import Report, build_report, run_and_report
+
+__all__ = [
+    "CUBE", "VEC", "OWN", "RIDE", "DTYPES",
+    "DataflowError", "NpuSimError", "ProfileError", "WorkspaceError",
+    "Executor", "Nonfinite", "Npu", "PhaseProgram", "phase_program",
+    "Payload", "Phase", "PhaseGraph", "StateSpec", "Sync", "Precision",
+    "Profile", "load_profile", "shipped_profiles",
+    "Report", "Run", "Template", "Trace", "TraceEvent", "build_report", "build_template", "run_and_report",
+    "simulate",
+]

@@ -1,0 +1,222 @@
+"""Hardware profiles: the numbers the cost model and the event model run on, loaded from TOML.
+
+A profile file has one table per part of the machine. Every field is either a plain number or a table
+`{ value = ..., source = "..." }`; a source that starts with "ASSUMED" marks a number no public document
+gives (reports list those, and studies should sweep them). A file may start from a shipped profile with
+`inherits = "ascend-910b2"` and override single fields.
+"""
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field, fields
+from importlib import resources
+from pathlib import Path
+
+from .errors import ProfileError
+
+
+@dataclass(frozen=True)
+class Chip:
+    ai_cores: int                 # AI cores (one Cube unit each) that heads are spread over
+    vec_per_core: int             # Vector units per AI core; they split each Vector phase
+    clock_ghz: float              # cycles per nanosecond
+    launch_overhead_us: float     # fixed cost of launching the kernel on the chip
+
+
+@dataclass(frozen=True)
+class Cube:
+    macs_per_cycle: float         # 16-bit operands (fp16/bf16), fp32 accumulation
+    fp32_macs_per_cycle: float    # fp32 operands
+    op_overhead_cycles: float     # per matmul: operand loads into L0A/L0B, pipeline fill and drain
+
+
+@dataclass(frozen=True)
+class Vector:
+    elems_per_cycle: float        # fp32 element operations per cycle per Vector unit
+    op_overhead_cycles: float     # per vector instruction (issue and pipeline latency)
+    step_latency_cycles: float    # per dependent step of a sequential op (forward substitution rows)
+
+
+@dataclass(frozen=True)
+class Sync:
+    latency_us: float             # fixed cost of one cross-core hand-off (flag set -> wait returns)
+    bandwidth_gbps: float         # GB/s (1e9 B/s) for the payload through the GM/L2 workspace
+
+
+@dataclass(frozen=True)
+class Memory:
+    gm_bandwidth_gbps: float      # per core, for GM inputs read and outputs written; inf: not modelled
+    chip_bandwidth_gbps: float    # shared by all cores (HBM/L2); inf: no contention modelled
+
+
+@dataclass(frozen=True)
+class Workspace:
+    resident_kib: float           # region for tensors that stay put across chunks (state, declared ones)
+    slot_kib: float               # one ping/pong slot: a chunk's transient tensors
+    slots: int                    # number of slots: 1 = no chunk overlap, 2 = ping/pong
+
+
+_SECTIONS = {"chip": Chip, "cube": Cube, "vector": Vector, "sync": Sync, "memory": Memory,
+             "workspace": Workspace}
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    chip: Chip
+    cube: Cube
+    vector: Vector
+    sync: Sync
+    memory: Memory
+    workspace: Workspace
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+    # Derived rates, in units per microsecond.
+    def cube_macs_per_us(self, operand_bytes: int) -> float:
+        per_cycle = self.cube.fp32_macs_per_cycle if operand_bytes >= 4 else self.cube.macs_per_cycle
+        return per_cycle * self.chip.clock_ghz * 1e3
+
+    def cycles_to_us(self, cycles: float) -> float:
+        return cycles / (self.chip.clock_ghz * 1e3)
+
+    def sync_us(self, nbytes: float) -> float:
+        """Time of one hand-off carrying `nbytes`: fixed latency + bytes / bandwidth."""
+        return self.sync.latency_us + self.transfer_us(nbytes)
+
+    def transfer_us(self, nbytes: float) -> float:
+        return nbytes / (self.sync.bandwidth_gbps * 1e3)
+
+    def gm_us(self, nbytes: float) -> float:
+        return 0.0 if nbytes == 0 or math.isinf(self.memory.gm_bandwidth_gbps) else nbytes / (
+            self.memory.gm_bandwidth_gbps * 1e3)
+
+    @property
+    def assumptions(self) -> dict[str, str]:
+        """Fields whose source says ASSUMED: no public figure backs them."""
+        return {k: v for k, v in self.sources.items() if v.upper().startswith("ASSUMED")}
+
+    def replace(self, **changes: float) -> "Profile":
+        """A copy with fields changed, named as 'section.field' with dots replaced by '__'
+        (e.g. `replace(sync__latency_us=2.0)`), for sweeps."""
+        raw = self.as_dict()
+        for key, value in changes.items():
+            section, _, name = key.partition("__")
+            if section not in raw or not isinstance(raw[section], dict) or name not in raw[section]:
+                raise ProfileError(f"profile {self.name}: no field {section}.{name}")
+            raw[section][name] = value
+        return _build(raw, f"{self.name} (modified)", self.sources)
+
+    def as_dict(self) -> dict:
+        out: dict = {"name": self.name, "description": self.description}
+        for section in _SECTIONS:
+            part = getattr(self, section)
+            out[section] = {f.name: getattr(part, f.name) for f in fields(part)}
+        return out
+
+
+def shipped_profiles() -> list[str]:
+    """Names of the profiles shipped in the package."""
+    root = resources.files("npusim") / "profiles"
+    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".toml"))
+
+
+def load_profile(name_or_path: str | Path) -> Profile:
+    """Load a shipped profile by name (`seed-doc`, `ascend-910b2`, ...) or a TOML file by path."""
+    raw, origin = _read(name_or_path)
+    return _resolve(raw, origin, seen=set())
+
+
+def _read(name_or_path: str | Path) -> tuple[dict, str]:
+    text_name = str(name_or_path)
+    path = Path(text_name)
+    if path.suffix == ".toml" or path.exists():
+        if not path.is_file():
+            raise ProfileError(f"profile file {text_name} does not exist")
+        data = path.read_bytes()
+        origin = text_name
+    else:
+        res = resources.files("npusim") / "profiles" / f"{text_name}.toml"
+        if not res.is_file():
+            raise ProfileError(f"unknown profile {text_name!r}: shipped profiles are "
+                               f"{', '.join(shipped_profiles())}, or pass a path to a .toml file")
+        data = res.read_bytes()
+        origin = text_name
+    try:
+        return tomllib.loads(data.decode("utf-8")), origin
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ProfileError(f"profile {origin}: not valid TOML ({err})") from None
+
+
+def _resolve(raw: dict, origin: str, seen: set[str]) -> Profile:
+    parent = raw.pop("inherits", None)
+    sources: dict[str, str] = {}
+    if parent is not None:
+        if parent in seen:
+            raise ProfileError(f"profile {origin}: inherits from itself through {parent!r}")
+        base_raw, base_origin = _read(parent)
+        base = _resolve(base_raw, base_origin, seen | {parent})
+        merged = base.as_dict()
+        sources = dict(base.sources)
+        for key, value in raw.items():
+            if isinstance(value, dict) and key in _SECTIONS:
+                if not isinstance(merged.get(key), dict):
+                    merged[key] = {}
+                merged[key] = {**merged[key], **value}
+                for name in value:
+                    sources.pop(f"{key}.{name}", None)
+            else:
+                merged[key] = value
+        raw = merged
+    return _build(raw, origin, sources)
+
+
+def _build(raw: dict, origin: str, inherited_sources: dict[str, str]) -> Profile:
+    sources = dict(inherited_sources)
+    unknown = set(raw) - set(_SECTIONS) - {"name", "description"}
+    if unknown:
+        raise ProfileError(f"profile {origin}: unknown table or field {sorted(unknown)[0]!r}")
+    parts = {}
+    for section, cls in _SECTIONS.items():
+        table = raw.get(section)
+        if not isinstance(table, dict):
+            raise ProfileError(f"profile {origin}: missing table [{section}]")
+        known = {f.name: f for f in fields(cls)}
+        extra = set(table) - set(known)
+        if extra:
+            raise ProfileError(f"profile {origin}: unknown field {section}.{sorted(extra)[0]}")
+        values = {}
+        for name, f in known.items():
+            if name not in table:
+                raise ProfileError(f"profile {origin}: missing field {section}.{name}")
+            value = table[name]
+            if isinstance(value, dict):
+                if "value" not in value:
+                    raise ProfileError(f"profile {origin}: field {section}.{name} is a table without 'value'")
+                if "source" in value:
+                    sources[f"{section}.{name}"] = str(value["source"])
+                value = value["value"]
+            values[name] = _check_number(value, f.type, f"{section}.{name}", origin)
+        parts[section] = cls(**values)
+    name = raw.get("name", Path(origin).stem)
+    return Profile(name=str(name), description=str(raw.get("description", "")), sources=sources, **parts)
+
+
+def _check_number(value, type_name: str, where: str, origin: str):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ProfileError(f"profile {origin}: field {where} must be a number, got {value!r}")
+    if math.isnan(value) or value < 0:
+        raise ProfileError(f"profile {origin}: field {where} must be >= 0, got {value!r}")
+    if type_name == "int":
+        if value != int(value) or value < 1:
+            raise ProfileError(f"profile {origin}: field {where} must be a whole number >= 1, got {value!r}")
+        return int(value)
+    if value == 0 and where.split(".")[-1] in _POSITIVE:
+        raise ProfileError(f"profile {origin}: field {where} must be > 0")
+    return float(value)
+
+
+# Rates that divide: zero would mean infinite time.
+_POSITIVE = {"clock_ghz", "macs_per_cycle", "fp32_macs_per_cycle", "elems_per_cycle", "bandwidth_gbps",
+             "gm_bandwidth_gbps", "chip_bandwidth_gbps", "slot_kib"}

@@ -1,0 +1,61 @@
+"""Shared helpers: a toy profile with round numbers, and recording of small phase programs."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+
+from npusim import Executor, Precision, load_profile
+
+TOY_PROFILE = """
+name = "toy"
+[chip]
+ai_cores = {cores}
+vec_per_core = {vec}
+clock_ghz = 1.0
+launch_overhead_us = 0.0
+[cube]
+macs_per_cycle = 1000.0          # 1e6 MACs per us
+fp32_macs_per_cycle = 1000.0
+op_overhead_cycles = 0.0
+[vector]
+elems_per_cycle = 100.0          # 1e5 elements per us per Vector unit
+op_overhead_cycles = 0.0
+step_latency_cycles = 0.0
+[sync]
+latency_us = {latency}
+bandwidth_gbps = 1.0             # 1000 bytes per us
+[memory]
+gm_bandwidth_gbps = inf
+chip_bandwidth_gbps = inf
+[workspace]
+resident_kib = 1024.0
+slot_kib = {slot_kib}
+slots = {slots}
+"""
+
+
+@pytest.fixture
+def toy_profile(tmp_path):
+    def make(latency=1.0, slots=2, slot_kib=1024.0, cores=1, vec=1):
+        path = tmp_path / f"toy-{latency}-{slots}-{slot_kib}-{cores}-{vec}.toml"
+        path.write_text(textwrap.dedent(TOY_PROFILE.format(latency=latency, slots=slots, slot_kib=slot_kib,
+                                                           cores=cores, vec=vec)))
+        return load_profile(path)
+    return make
+
+
+def record(program, precision: Precision | None = None, state=None, **inputs):
+    """Record one chunk of `program` on the given inputs; returns the PhaseGraph."""
+    ex = Executor(program, precision or Precision("fp32"))
+    return ex.record(inputs, state)
+
+
+@pytest.fixture(scope="session")
+def seed_doc():
+    return load_profile("seed-doc")
+
+
+def randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))

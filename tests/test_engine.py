@@ -1,0 +1,111 @@
+"""The event model against timings worked out by hand on a toy profile:
+Vec 1e5 elements/us, Cube 1e6 MACs/us, links 1000 B/us, sync latency 1 us, GM free.
+
+Toy program: P (Vec) sums x [1000, 100] over its last axis: 1e5 elements = 1 us; y [1000, 1] fp32 is
+4000 B: the sync takes 4 us on the link + 1 us latency; Q (Cube) does y^T @ w [1000, 1000]: 1e6 MACs = 1 us.
+One chunk therefore ends at exactly 1 + 5 + 1 = 7 us."""
+import pytest
+
+from npusim import OWN, RIDE, build_template, phase_program, run_and_report, simulate
+from tests.conftest import randn, record
+
+X, W = randn(1, 1000, 100), randn(1, 1000, 1000, seed=1)
+
+
+def toy(resident=()):
+    @phase_program("toy", returns=("z",), resident=resident)
+    def program(npu, x, w):
+        with npu.vec("P"):
+            y = x.sum(-1, keepdim=True)
+        npu.sync(y)
+        with npu.cube("Q"):
+            z = y.mT @ w
+        return z
+    return record(program, x=X, w=W)
+
+
+def spans(run):
+    return {(e.chunk, e.name): (round(e.start, 9), round(e.end, 9)) for e in run.trace.events()}
+
+
+def test_two_phases_one_sync_exact_end_time(toy_profile):
+    run = simulate(toy(), toy_profile(), chunks=1)
+    assert run.makespan_us == pytest.approx(7.0)
+    assert spans(run) == {(0, "P"): (0, 1), (0, "sync1"): (1, 6), (0, "Q"): (6, 7)}
+
+
+def test_one_slot_means_no_overlap(toy_profile):
+    run = simulate(toy(), toy_profile(slots=1), chunks=3)
+    assert run.makespan_us == pytest.approx(21.0)
+    assert run.makespan_us == pytest.approx(simulate(toy(), toy_profile(), chunks=3, serial=True).makespan_us)
+
+
+def test_two_slots_overlap_as_computed_by_hand(toy_profile):
+    run = simulate(toy(), toy_profile(slots=2), chunks=3)
+    s = spans(run)
+    # chunk 1 starts P as soon as the Vector unit is free; its sync waits for the link (busy until 5)
+    assert s[(1, "P")] == (1, 2) and s[(1, "sync1")] == (5, 10) and s[(1, "Q")] == (10, 11)
+    # chunk 2 needs a slot: chunk 0 frees its slot when Q ends at 7
+    assert s[(2, "P")] == (7, 8) and s[(2, "sync1")] == (9, 14) and s[(2, "Q")] == (14, 15)
+    assert run.makespan_us == pytest.approx(15.0)
+
+
+def test_resident_tensor_waits_for_previous_readers(toy_profile):
+    s = spans(simulate(toy(resident=("y",)), toy_profile(slots=2), chunks=3))
+    # sync ① of chunk 1 overwrites the resident y: it waits until Q of chunk 0 has read it (at 7)
+    assert s[(1, "sync1")] == (7, 12) and s[(2, "sync1")] == (13, 18)
+
+
+def stateful():
+    @phase_program("st", returns=("o", "S_new"), state=("S", "S_new"))
+    def program(npu, x, S):
+        with npu.vec("P"):
+            y = x.sum(-1, keepdim=True)          # 1 us; y is 4000 B
+        npu.sync(y)                              # 4 us + 1 us
+        with npu.cube("Q"):
+            o = y.mT @ S                          # 1e4 MACs = 0.01 us
+        npu.sync(o)                              # 40 B: 0.04 us + 1 us
+        with npu.vec("R"):
+            S_new = S * 0.5                       # 1e4 elements = 0.1 us
+        return o, S_new
+    return record(program, state=randn(1, 1000, 10, seed=3), x=X)
+
+
+def test_state_hand_off_rides_or_has_its_own_sync(toy_profile):
+    p = toy_profile()
+    ride = build_template(stateful(), p, RIDE)
+    assert ride.state_mode == RIDE and ride.nodes[ride.state_sync].label == "①"
+    own = build_template(stateful(), p, OWN)
+    assert own.state_mode == OWN and own.nodes[own.state_sync].name == "state"
+    # serial: chunk 0 = 1 + 5 + 0.01 + 1.04 + 0.1 = 7.15 us; chunk 1 adds the 40 KB state (40 us):
+    # riding on ① it costs only its bytes, as its own sync it also costs a fixed latency.
+    assert simulate(ride, p, chunks=2, serial=True).makespan_us == pytest.approx(7.15 + 47.15)
+    assert simulate(own, p, chunks=2, serial=True).makespan_us == pytest.approx(7.15 + 48.15)
+
+
+def test_state_dependency_orders_chunks(toy_profile):
+    run = simulate(stateful(), toy_profile(slots=2), chunks=3)
+    ev = spans(run)
+    for t in (1, 2):   # the hand-off that carries S into chunk t starts after R of chunk t-1
+        assert ev[(t, "sync1")][0] >= ev[(t - 1, "R")][1] - 1e-9
+
+
+def test_same_inputs_give_identical_traces(toy_profile):
+    a = simulate(stateful(), toy_profile(), chunks=5, sequences=3)
+    b = simulate(stateful(), toy_profile(), chunks=5, sequences=3)
+    assert a.trace.events() == b.trace.events() and a.makespan_us == b.makespan_us
+
+
+def test_sequences_spread_over_cores(toy_profile):
+    one = simulate(toy(), toy_profile(cores=1), chunks=2, sequences=4)
+    four = simulate(toy(), toy_profile(cores=4), chunks=2, sequences=4)
+    assert {e.core for e in four.trace.events()} == {0, 1, 2, 3}
+    assert four.makespan_us == pytest.approx(simulate(toy(), toy_profile(), chunks=2).makespan_us)
+    assert one.makespan_us > 2 * four.makespan_us
+
+
+def test_report_bound_is_below_pipelined_and_serial(toy_profile):
+    rep, piped, serial = run_and_report(stateful(), toy_profile(), chunks=6, sequences=2)
+    assert rep.bound_us <= rep.pipelined_us + 1e-9 <= rep.serial_us + 1e-9
+    assert 0 < rep.efficiency <= 1 and rep.speedup >= 1
+    assert rep.syncs_per_chunk == 2 and rep.state.rides_on == "①" and rep.state.handoffs == 5 * 2
