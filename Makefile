@@ -13,7 +13,12 @@ test: .venv/.stamp
 	$(PY) -m pytest
 
 bench: .venv/.stamp
+	$(PY) -m pip --disable-pip-version-check -q install -e ".[bench]"
+	$(PY) benchmarks/scale.py
 	$(PY) benchmarks/replay_speed.py
+
+notebooks: .venv/.stamp
+	$(PY) scripts/execute_notebooks.py
 
 clean:
 	rm -rf .venv build *.egg-info .pytest_cache .hypothesis

@@ -11,9 +11,11 @@ graph once, and computes every chunk for all B x H sequences at once.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
 
 from npusim import Executor, Nonfinite, PhaseGraph, Precision
 from npusim.precision import DTYPES, dtype_name
@@ -28,14 +30,24 @@ class KdaInputError(ValueError):
 
 @dataclass
 class Execution:
-    o: torch.Tensor                        # [B, T, H, V] in the compute type
-    final_state: torch.Tensor              # [B, H, K, V] as kept between chunks (state type)
+    o: torch.Tensor | None                 # [B, T, H, V] (the compute type unless asked otherwise); None: no numerics
+    final_state: torch.Tensor | None       # [B, H, K, V] as kept between chunks (state type)
     graph: PhaseGraph
     nonfinite: Nonfinite | None
     precision: Precision
     chunks: int
     chunk_size: int
-    inputs_as_stored: tuple                # (q, k, v, g, beta, h0) as the NPU sees them, for references
+    inputs: tuple | None = None            # (q, k, v, g, beta, h0) as given
+
+    @cached_property
+    def inputs_as_stored(self) -> tuple:
+        """(q, k, v, g, beta, h0) as the NPU's GM holds them (q, k, v in the transfer type), for references."""
+        q, k, v, g, beta, h0 = self.inputs
+        p, cd = self.precision, self.precision.compute
+        stored = lambda x: p.round(x.to(cd), p.transfer)
+        B, _, H, K = q.shape
+        h0 = (torch.zeros(B, H, K, v.shape[-1], dtype=cd) if h0 is None else p.round(h0.to(cd), p.state_type))
+        return stored(q), stored(k), stored(v), g.to(cd), beta.to(cd), h0
 
 
 def _check(q, k, v, g, beta, initial_state, chunk_size) -> tuple[int, int, int, int, int]:
@@ -59,67 +71,105 @@ def _check(q, k, v, g, beta, initial_state, chunk_size) -> tuple[int, int, int, 
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise KdaInputError(f"chunk_size must be a positive integer, got {chunk_size!r}")
     for name, x in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("initial_state", initial_state)):
-        if x is not None and not bool(torch.isfinite(x).all()):
+        if x is not None and not all(bool(torch.isfinite(b).all()) for b in _blocks(x)):
             raise KdaInputError(f"{name} contains NaN or inf")
-    if bool((g > 0).any()):
+    if any(bool((b > 0).any()) for b in _blocks(g)):
         raise KdaInputError(f"g is the log decay and must be <= 0 (decay alpha = exp(g) in (0, 1]); "
                             f"max g = {float(g.max()):.4g}")
     return B, T, H, K, V
 
 
-def _chunked(x: torch.Tensor, C: int, T_pad: int) -> torch.Tensor:
-    """[B, T, H, ...] -> [B*H, NT, C, ...], zero-padded at the end (zero g, beta, k: no decay, no update)."""
-    B, T, H = x.shape[:3]
-    x = x.transpose(1, 2).reshape(B * H, T, *x.shape[3:])
-    if T_pad > T:
-        x = torch.cat([x, x.new_zeros(B * H, T_pad - T, *x.shape[2:])], dim=1)
-    return x.reshape(B * H, T_pad // C, C, *x.shape[2:])
+def _blocks(x: torch.Tensor, elements: int = 1 << 24):
+    """x in slices along its second axis (tokens) of about `elements` each: checks of a whole layer's
+    inputs then need no full-size temporaries."""
+    if x.dim() < 2 or x.numel() <= elements:
+        yield x
+        return
+    step = max(1, elements // max(1, x.numel() // x.shape[1]))
+    for lo in range(0, x.shape[1], step):
+        yield x[:, lo:lo + step]
+
+
+def _chunk_of(x: torch.Tensor, lo: int, hi: int, C: int, dtype: torch.dtype, round_to=None) -> torch.Tensor:
+    """Tokens lo:hi of x [B, T, H, ...] as [B*H, C, ...] in `dtype`, zero-padded to C tokens at the end of
+    the sequence (zero k, beta and g: no update and no decay, so the padding changes nothing)."""
+    part = x[:, lo:hi].transpose(1, 2)
+    part = part.reshape(-1, hi - lo, *x.shape[3:]).to(dtype)
+    if round_to is not None:
+        part = round_to(part)
+    if hi - lo < C:
+        part = torch.cat([part, part.new_zeros(part.shape[0], C - (hi - lo), *part.shape[2:])], dim=1)
+    return part
+
+
+def program_default_state(program, transfer: str) -> str | None:
+    """A program may declare the type its state is kept in under a transfer type
+    (`@phase_program(..., state_for_bf16="fp32")`); None: the transfer type."""
+    return program.notes.get(f"state_for_{transfer}")
+
+
+def _precision(q, transfer_dtype, precision, compute_dtype, program) -> Precision:
+    if precision is not None:
+        return precision
+    if transfer_dtype is None:       # as in FLA: the transfer type follows the inputs
+        transfer_dtype = q.dtype if q.dtype in (torch.bfloat16, torch.float16) else torch.float32
+    transfer = dtype_name(transfer_dtype)
+    return Precision(transfer=transfer, compute=compute_dtype, state=program_default_state(program, transfer))
+
+
+def record_graph(program, *, chunk_size: int, d_k: int, d_v: int, precision: Precision) -> PhaseGraph:
+    """The phase graph of one chunk, recorded on random inputs: it depends on the shapes and the
+    precision policy only, so a timing-only replay needs no real data (`--no-numerics`)."""
+    gen = torch.Generator().manual_seed(0)
+    cd = precision.compute
+    rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=cd)
+    C = chunk_size
+    inputs = {"Q": F.normalize(rnd(1, C, d_k), dim=-1), "K": F.normalize(rnd(1, C, d_k), dim=-1),
+              "V": rnd(1, C, d_v), "g": F.logsigmoid(rnd(1, C, d_k)), "beta": torch.sigmoid(rnd(1, C)),
+              "scale": d_k ** -0.5}
+    ex = Executor(program, precision, input_types={"g": "fp32", "beta": "fp32"})
+    return ex.record(inputs, torch.zeros(1, d_k, d_v, dtype=cd), shapes={"chunk_size": C, "d_k": d_k, "d_v": d_v})
 
 
 def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = "v3", chunk_size: int = 64,
             transfer_dtype: str | torch.dtype | None = None, precision: Precision | None = None,
-            compute_dtype: torch.dtype = torch.float32, program=None,
+            compute_dtype: torch.dtype = torch.float32, program=None, out_dtype: torch.dtype | None = None,
             progress: Callable[[int, int], None] | None = None) -> Execution:
-    """Run a KDA phase program over a whole batch; see the module docstring."""
+    """Run a KDA phase program over a whole batch; see the module docstring. Chunks are cut from the
+    inputs one at a time, so memory beyond the inputs and the output stays at one chunk's worth."""
     B, T, H, K, V = _check(q, k, v, g, beta, initial_state, chunk_size)
     program = program or get_program(version)
-    if precision is None:
-        if transfer_dtype is None:       # as in FLA: the transfer type follows the inputs
-            transfer_dtype = q.dtype if q.dtype in (torch.bfloat16, torch.float16) else torch.float32
-        precision = Precision(transfer=dtype_name(transfer_dtype), compute=compute_dtype)
+    precision = _precision(q, transfer_dtype, precision, compute_dtype, program)
     cd = precision.compute
     if scale is None:
         scale = K ** -0.5
     C = chunk_size
     NT = -(-T // C)
-    T_pad = NT * C
 
     # GM contents: q, k, v in the transfer type; g, beta and the initial state in fp32.
-    stored = lambda x: precision.round(x.to(cd), precision.transfer)
-    qs, ks, vs = stored(q), stored(k), stored(v)
-    gs, bs = g.to(cd), beta.to(cd)
-    h0 = (torch.zeros(B, H, K, V, dtype=cd) if initial_state is None
-          else precision.round(initial_state.to(cd), precision.state_type))
-    Qc, Kc, Vc, Gc = (_chunked(x, C, T_pad) for x in (qs, ks, vs, gs))
-    Bc = _chunked(bs, C, T_pad)
-    S = h0.reshape(B * H, K, V)
+    stored = lambda x: precision.round(x, precision.transfer)
 
+    def chunk(t: int, probe: bool = False) -> dict:
+        lo, hi = t * C, min(T, (t + 1) * C)
+        src = [x[:1, :, :1] if probe else x for x in (q, k, v, g, beta)]
+        Q, K_, V_ = (_chunk_of(x, lo, hi, C, cd, stored) for x in src[:3])
+        return {"Q": Q, "K": K_, "V": V_, "g": _chunk_of(src[3], lo, hi, C, cd), "beta": _chunk_of(src[4], lo, hi, C, cd),
+                "scale": scale}
+
+    S = (torch.zeros(B * H, K, V, dtype=cd) if initial_state is None
+         else precision.round(initial_state.to(cd), precision.state_type).reshape(B * H, K, V))
     ex = Executor(program, precision, input_types={"g": "fp32", "beta": "fp32"})
-    chunk = lambda t, n=slice(None): {"Q": Qc[n, t], "K": Kc[n, t], "V": Vc[n, t], "g": Gc[n, t],
-                                      "beta": Bc[n, t], "scale": scale}
-    probe_state = S[:1].clone()
-    graph = ex.record({n: (x.clone() if isinstance(x, torch.Tensor) else x) for n, x in chunk(0, slice(0, 1)).items()},
-                      probe_state, shapes={"chunk_size": C, "d_k": K, "d_v": V})
-    outs = []
+    graph = ex.record(chunk(0, probe=True), S[:1].clone(), shapes={"chunk_size": C, "d_k": K, "d_v": V})
+    o = torch.empty(B, T, H, V, dtype=out_dtype or cd)
     with torch.no_grad():
         for t in range(NT):
             result, S = ex.step(chunk(t), S, t)
-            outs.append(result["O"])
+            lo, hi = t * C, min(T, (t + 1) * C)
+            o[:, lo:hi] = result["O"][:, :hi - lo].reshape(B, H, hi - lo, V).transpose(1, 2)
             if progress is not None:
                 progress(t + 1, NT)
-    o = torch.stack(outs, dim=1).reshape(B, H, T_pad, V)[:, :, :T].transpose(1, 2)
     return Execution(o, S.reshape(B, H, K, V), graph, ex.first_nonfinite, precision, NT, C,
-                     (qs, ks, vs, gs, bs, h0))
+                     (q, k, v, g, beta, initial_state))
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,
@@ -127,8 +177,8 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
     """KDA computed by running a phase program on the simulated NPU. Returns (o, final_state or None);
     o has v's dtype, the final state is fp32 (FLA's conventions)."""
     ex = execute(q, k, v, g, beta, scale, initial_state, version=version, chunk_size=chunk_size,
-                 transfer_dtype=transfer_dtype, precision=precision)
-    return ex.o.to(v.dtype), (ex.final_state.to(torch.float32) if output_final_state else None)
+                 transfer_dtype=transfer_dtype, precision=precision, out_dtype=v.dtype)
+    return ex.o, (ex.final_state.to(torch.float32) if output_final_state else None)
 
 
 def recurrent_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False):

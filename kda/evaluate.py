@@ -10,8 +10,9 @@ import torch
 
 from npusim import Profile, Report, Run, WorkspaceError, build_report, build_template, load_profile, simulate
 from npusim.engine import RIDE
+from npusim.precision import NAMES, Precision, itemsize
 
-from .api import Execution, execute
+from .api import Execution, execute, program_default_state, record_graph
 from .inputs import KdaInputs, make_inputs
 from .parity import Parity, compare
 from .programs import get_program
@@ -36,6 +37,15 @@ class Settings:
     tokens: int | None = None        # default chunks x chunk_size; any T works (the last chunk is padded)
     workspace: dict = field(default_factory=dict, hash=False)   # overrides, e.g. {"slot_kib": 96}
     resident: tuple[str, ...] | None = None    # replaces the program's resident tensors (workspace plan)
+    cores: int | None = None         # AI cores to spread the sequences over (default: the profile's)
+    numerics: bool = True            # False: record the graph on random inputs and replay timing only
+    keep_trace: bool = True          # keep every event of the timing runs (for traces and plots)
+    # precision policy beyond `dtype` (npusim/precision.py): a type per sync payload, the state's type
+    # (None: the program's default, else `dtype`), the Cube's accumulation type (None: fp32)
+    payload_dtypes: dict = field(default_factory=dict, hash=False)    # tensor name -> "fp32" | "bf16" | "fp16"
+    state_dtype: str | None = None
+    accumulate_dtype: str | None = None
+    attribution: bool = False        # also rank the hand-offs by the accuracy their rounding costs (slower)
 
     @property
     def T(self) -> int:
@@ -46,6 +56,7 @@ class Settings:
 class Reference:
     o: torch.Tensor                  # fp64
     state: torch.Tensor              # fp64
+    key: tuple = ()                  # what the stored inputs depend on (see _reference_key)
 
 
 @dataclass
@@ -53,9 +64,9 @@ class VersionResult:
     version: str
     settings: Settings
     profile: Profile
-    execution: Execution
-    parity_o: Parity
-    parity_state: Parity
+    execution: Execution             # with numerics off, only its graph and sizes
+    parity_o: Parity | None          # None: numerics off
+    parity_state: Parity | None
     chunk_errors: list[float]        # rel RMS error of the output, per chunk
     first_failing_chunk: int | None
     report: Report | None = None
@@ -63,10 +74,12 @@ class VersionResult:
     serial: Run | None = None
     workspace_error: str | None = None
     note: str | None = None          # e.g. v1's known defect, when parity fails
+    attribution: "Attribution | None" = None    # kda/attribution.py, when settings.attribution
 
     @property
     def passed(self) -> bool:
-        return self.parity_o.passed and self.parity_state.passed
+        """Parity holds for the output and the final state (True when numerics were not run)."""
+        return self.parity_o is None or (self.parity_o.passed and self.parity_state.passed)
 
     def to_json(self) -> dict:
         s, r, ex = self.settings, self.report, self.execution
@@ -74,11 +87,17 @@ class VersionResult:
             "version": self.version, "chunks": ex.chunks, "tokens": s.T, "batch": s.batch, "heads": s.heads,
             "chunk_size": s.chunk_size, "d_k": s.d_k, "d_v": s.d_v, "dtype": s.dtype, "gates": s.gates,
             "seed": s.seed, "profile": self.profile.name,
-            "parity": {**self.parity_o.to_dict(), "state": self.parity_state.to_dict(),
-                       "pass": self.passed, "first_failing_chunk": self.first_failing_chunk,
-                       "note": self.note},
+            "numerics": self.parity_o is not None,
+            "parity": None if self.parity_o is None else {
+                **self.parity_o.to_dict(), "state": self.parity_state.to_dict(), "pass": self.passed,
+                "first_failing_chunk": self.first_failing_chunk, "note": self.note},
             "overflow": _overflow(ex),
             "workspace_error": self.workspace_error,
+            "errors": None if self.parity_o is None else {
+                "o": _json_err(self.parity_o.rel_rms_err), "final_state": _json_err(self.parity_state.rel_rms_err),
+                "o_per_chunk": [_json_err(e) for e in self.chunk_errors]},
+            "precision": _policy_json(ex),
+            "attribution": self.attribution.to_dict() if self.attribution is not None else None,
         }
         g = ex.graph
         out.update(syncs_per_chunk=len(g.syncs), sync_bytes_per_chunk=g.sync_bytes,
@@ -98,6 +117,15 @@ class VersionResult:
                                   **{k: v for k, v in r.utilization.items() if k.startswith("link")}}
             out["phase_us"] = r.phase_us
             out["cores"] = r.cores
+            tokens = s.batch * s.T
+            out["chip"] = {"ai_cores": r.ai_cores, "cores_used": r.cores, "waves": r.waves,
+                           "layer_latency_us": r.pipelined_us, "tokens_per_s": tokens / (r.pipelined_us * 1e-6),
+                           "head_tokens_per_s": tokens * s.heads / (r.pipelined_us * 1e-6),
+                           "cube_roofline_us": r.roofline_us, "roofline_efficiency": r.roofline_efficiency,
+                           "utilization": r.chip_utilization, "shared_bandwidth_utilization": r.shared_utilization}
+            if self.pipelined is not None and self.pipelined.trace is not None:
+                from npusim.overlap import analyse      # interval-merging metrics of the pipelined run
+                out["overlap"] = analyse(self.pipelined).to_dict()
         return out
 
 
@@ -110,10 +138,47 @@ def _overflow(ex: Execution) -> dict | None:
     return {"phase": phase, "tensor": nf.tensor, "where": nf.where, "chunk": nf.chunk, "sequence": nf.sequence}
 
 
+def _json_err(x: float):
+    return x if math.isfinite(x) else None
+
+
+def _policy_json(ex: Execution) -> dict:
+    p, g = ex.precision, ex.graph
+    uniform = uniform_bytes(g, p.transfer)
+    return {"transfer": p.transfer, "payloads": {x.name: x.dtype for s in g.syncs for x in s.payload},
+            "state": p.state_type, "accumulate": p.accumulate or NAMES[p.compute],
+            "bytes_per_chunk": {"syncs": sum(g.sync_bytes), "state": g.state.nbytes if g.state else 0,
+                                "uniform_transfer": uniform}}
+
+
+def uniform_bytes(graph, transfer: str) -> int:
+    """Sync + state bytes per chunk and sequence if every hand-off carried `transfer`: what a policy's
+    wider types are measured against."""
+    size = itemsize(transfer)
+    syncs = sum(math.prod(p.shape) * size for s in graph.syncs for p in s.payload)
+    return syncs + (math.prod(graph.state.shape) * size if graph.state else 0)
+
+
+def precision_for(settings: Settings, program) -> Precision:
+    """The policy a run uses: `dtype` for every hand-off, the per-payload types, the state type (the
+    program's declared default where the settings give none), the accumulation type."""
+    state = settings.state_dtype or program_default_state(program, settings.dtype)
+    return Precision(settings.dtype, dict(settings.payload_dtypes), state=state,
+                     accumulate=settings.accumulate_dtype)
+
+
+def unknown_payloads(graph, names) -> list[str]:
+    """Names of a precision policy that no sync of the graph hands over."""
+    known = {p.name for s in graph.syncs for p in s.payload}
+    return [n for n in names if n not in known]
+
+
 def profile_for(settings: Settings) -> Profile:
     profile = load_profile(settings.profile)
     if settings.workspace:
         profile = profile.replace(**{f"workspace__{k}": v for k, v in settings.workspace.items()})
+    if settings.cores is not None:
+        profile = profile.replace(chip__ai_cores=settings.cores)
     return profile
 
 
@@ -125,20 +190,37 @@ def reference(ex: Execution) -> Reference:
     """The fp64 recurrence on exactly the inputs the NPU saw (rounded to their GM types)."""
     q, k, v, g, beta, h0 = ex.inputs_as_stored
     o, S = naive_recurrent_kda(q, k, v, g, beta, None, h0, True, dtype=torch.float64)
-    return Reference(o, S)
+    return Reference(o, S, _reference_key(ex))
+
+
+def _reference_key(ex: Execution) -> tuple:
+    """GM holds q, k, v in the transfer type and the initial state in the state type: a reference made
+    for one policy serves another only if these agree (v4 keeps its state in fp32 by default)."""
+    has_h0 = ex.inputs is not None and ex.inputs[5] is not None
+    return (ex.precision.transfer, ex.precision.state_type if has_h0 else None)
 
 
 def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, ref: Reference | None = None,
              progress: Callable[[int, int], None] | None = None, timing: bool = True,
-             program=None) -> VersionResult:
+             program=None, foreign_payloads_ok: bool = False) -> VersionResult:
+    """`foreign_payloads_ok`: payload types naming tensors this program does not hand over are ignored
+    (for --version all) instead of an error."""
     program = program or get_program(version)
     if settings.resident is not None:
         program = replace(program, resident=tuple(settings.resident))
     profile = profile_for(settings)
+    if not settings.numerics:
+        return _timing_only(version, settings, profile, program)
     x = inputs or make_settings_inputs(settings)
     ex = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, chunk_size=settings.chunk_size,
-                 transfer_dtype=settings.dtype, program=program, progress=progress)
-    ref = ref or reference(ex)
+                 precision=precision_for(settings, program), program=program, progress=progress)
+    unknown = unknown_payloads(ex.graph, settings.payload_dtypes)
+    if unknown and not foreign_payloads_ok:
+        known = ", ".join(p.name for s in ex.graph.syncs for p in s.payload if not p.redundant)
+        raise ValueError(f"precision policy: {program.name} hands over no tensor named "
+                         f"{', '.join(map(repr, unknown))}; its payloads are {known}")
+    if ref is None or (ref.key and ref.key != _reference_key(ex)):
+        ref = reference(ex)
     p_o, p_s = compare(ref.o, ex.o), compare(ref.state, ex.final_state)
     C = settings.chunk_size
     errs = [compare(ref.o[:, t:t + C], ex.o[:, t:t + C]) for t in range(0, settings.T, C)]
@@ -146,14 +228,36 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
     result = VersionResult(version, settings, profile, ex, p_o, p_s, [e.rel_rms_err for e in errs], first_bad)
     if not result.passed and "known_defect" in program.notes:
         result.note = program.notes["known_defect"]
+    if settings.attribution:
+        from .attribution import attribute
+        result.attribution = attribute(ex, ref.o, ref.state, program)
     if timing:
-        sequences = settings.batch * settings.heads
-        try:
-            tpl = build_template(ex.graph, profile, settings.state_handoff)
-        except WorkspaceError as err:
-            result.workspace_error = str(err)
-            return result
-        result.pipelined = simulate(tpl, profile, chunks=ex.chunks, sequences=sequences)
-        result.serial = simulate(tpl, profile, chunks=ex.chunks, sequences=sequences, serial=True)
-        result.report = build_report(result.pipelined, result.serial)
+        _time(result)
+    return result
+
+
+def _timing_only(version: str, settings: Settings, profile: Profile, program) -> VersionResult:
+    """Record the phase graph on random inputs of the right shapes and replay it: no tensor math for the
+    chunks, the same graph and so the same timeline as a full run."""
+    precision = precision_for(settings, program)
+    graph = record_graph(program, chunk_size=settings.chunk_size, d_k=settings.d_k, d_v=settings.d_v,
+                         precision=precision)
+    chunks = -(-settings.T // settings.chunk_size)
+    ex = Execution(None, None, graph, None, precision, chunks, settings.chunk_size)
+    return _time(VersionResult(version, settings, profile, ex, None, None, [], None))
+
+
+def _time(result: VersionResult) -> VersionResult:
+    """The timing replay, pipelined and serial, and the report."""
+    settings, profile, ex = result.settings, result.profile, result.execution
+    sequences = settings.batch * settings.heads
+    try:
+        tpl = build_template(ex.graph, profile, settings.state_handoff)
+    except WorkspaceError as err:
+        result.workspace_error = str(err)
+        return result
+    result.pipelined = simulate(tpl, profile, chunks=ex.chunks, sequences=sequences, trace=settings.keep_trace)
+    result.serial = simulate(tpl, profile, chunks=ex.chunks, sequences=sequences, serial=True,
+                             trace=settings.keep_trace)
+    result.report = build_report(result.pipelined, result.serial)
     return result

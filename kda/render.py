@@ -30,7 +30,10 @@ def header(r: VersionResult, versions: str | None = None) -> Text:
         f" · transfer {s.dtype} · gates {s.gates} · seed {s.seed}")
 
 
-def parity_table(r: VersionResult) -> Table:
+def parity_table(r: VersionResult) -> Table | Text:
+    if r.parity_o is None:
+        return Text("Numerics off (--no-numerics): the phase graph was recorded on random inputs of these shapes "
+                    "and replayed; no parity.", style="dim")
     t = Table(title=f"Parity against the fp64 recurrence (FLA metric: max abs ≤ 1e-6, else rel RMS < {RATIO})",
               box=box.SIMPLE_HEAD, title_justify="left")
     t.add_column("")
@@ -66,7 +69,9 @@ def sync_table(r: VersionResult) -> Table:
         t.add_column(col, justify=just)
     rep = r.report
     for i, s in enumerate(g.syncs):
-        names = ", ".join(p.name + ("*" if p.redundant else "†" if p.unused else "") for p in s.payload)
+        names = ", ".join(p.name + ("*" if p.redundant else "†" if p.unused else "")
+                          + (f" ({p.dtype})" if p.dtype != g.transfer_dtype and not p.redundant else "")
+                          for p in s.payload)
         doc = str(claim[i]) if claim and i < len(claim) else ""
         time = f"{rep.syncs[i].time_us:.2f}" if rep else ""
         t.add_row(s.label, ARROW.get(s.direction, s.direction), names, f"{s.nbytes / KIB:g}", doc, time)
@@ -102,9 +107,9 @@ def latency_table(r: VersionResult) -> Table:
               box=box.SIMPLE_HEAD, title_justify="left")
     t.add_column("")
     t.add_column("µs", justify="right")
-    t.add_column("per chunk", justify="right")
+    t.add_column("per chunk" if rep.waves == 1 else f"per chunk ({rep.waves} waves)", justify="right")
     t.add_column("", justify="left")
-    per = lambda x: f"{(x - rep.launch_us) / n:.2f}"
+    per = lambda x: f"{(x - rep.launch_us) / (n * rep.waves):.2f}"     # a core runs `waves` sequences
     doc = f"doc: {claim['latency_us']} µs per chunk" if "latency_us" in claim else ""
     t.add_row("serial (no overlap)", f"{rep.serial_us:.2f}", per(rep.serial_us), doc)
     t.add_row("pipelined", f"{rep.pipelined_us:.2f}", per(rep.pipelined_us), f"speed-up {rep.speedup:.2f}×")
@@ -142,10 +147,84 @@ def work_table(r: VersionResult) -> Table:
     return t
 
 
+def overlap_table(r: VersionResult) -> Table:
+    """Interval-merging metrics (npusim/overlap.py) of the pipelined and the serial run."""
+    from npusim.overlap import analyse
+    runs = [(name, run) for name, run in (("pipelined", r.pipelined), ("serial", r.serial))
+            if run is not None and run.trace is not None]
+    t = Table(title="Overlap (merged busy intervals; µs summed over cores)", box=box.SIMPLE_HEAD,
+              title_justify="left")
+    t.add_column("")
+    for name, _ in runs:
+        t.add_column(name, justify="right")
+    ovs = [analyse(run) for _, run in runs]
+    def row(label, fn):
+        t.add_row(label, *[fn(o) for o in ovs])
+    row("Cube ‖ Vec at once", lambda o: f"{o.concurrent_us:.2f} ({o.concurrent_fraction:.0%} of the time)")
+    row("hand-off in flight, both units idle", lambda o: f"{o.exposed_sync_us:.2f}")
+    for unit in ("cube", "vec"):
+        row(f"{_unit(unit)} idle: gaps, longest", lambda o, u=unit: (
+            f"{o.idle[u].idle_us:.2f} in {o.idle[u].gaps}, {o.idle[u].longest_gap_us:.2f}" if u in o.idle else ""))
+    row("critical path: Cube / Vec / sync", lambda o: " / ".join(
+        f"{o.critical.by_kind.get(k, 0.0):.1f}" for k in ("cube", "vec")) + f" / {o.critical.sync_us:.1f}")
+    row("sync time on the critical path", lambda o: f"{o.critical.sync_fraction:.0%} ({o.critical.syncs} hand-offs)")
+    row("steady state µs per chunk", lambda o: "" if o.period_us is None else
+        f"{o.period_us:.2f} (chunks {o.period_chunks[0]}-{o.period_chunks[1]})")
+    row("bound per chunk, efficiency", lambda o: f"{o.period_bound_us:.2f} ({_unit(o.period_bound_by)})"
+        + ("" if o.period_efficiency is None else f", {o.period_efficiency:.2f}"))
+    return t
+
+
+def precision_line(r: VersionResult) -> Text:
+    """The precision policy as run and what its types cost in bytes per chunk."""
+    from .evaluate import uniform_bytes
+    p, g = r.execution.precision, r.execution.graph
+    sync_b, state_b = sum(g.sync_bytes), (g.state.nbytes if g.state else 0)
+    extra = sync_b + state_b - uniform_bytes(g, p.transfer)
+    default = " (the program's default)" if r.settings.state_dtype is None and p.state is not None else ""
+    cost = f" = all-{p.transfer} {(sync_b + state_b - extra) / KIB:g} KiB {extra / KIB:+g} KiB" if extra else ""
+    return Text(f"precision: {p.describe()}{default} · hand-offs {sync_b / KIB:g} KiB + state "
+                f"{state_b / KIB:g} KiB per chunk{cost}", style="cyan")
+
+
+def attribution_parts(r: VersionResult) -> list:
+    if r.attribution is None:
+        return []
+    from .attribution import attribution_table
+    return [attribution_table(r.attribution, r.version)]
+
+
+def chip_table(r: VersionResult) -> Table:
+    """The whole layer on the chip: waves over the AI cores, throughput, roofline, shared bandwidth."""
+    rep, s = r.report, r.settings
+    tokens = s.batch * s.T
+    t = Table(title=f"On the chip: {s.batch * s.heads} sequences over {rep.cores} of {rep.ai_cores} AI cores "
+                    f"in {rep.waves} wave(s)", box=box.SIMPLE_HEAD, title_justify="left")
+    t.add_column("")
+    t.add_column("", justify="right")
+    t.add_column("", justify="left")
+    sec = rep.pipelined_us * 1e-6
+    t.add_row("layer latency", f"{rep.pipelined_us:,.1f} µs", f"{tokens:,} tokens x {s.heads} heads")
+    t.add_row("throughput", f"{tokens / sec:,.0f} tokens/s", f"{tokens * s.heads / sec:,.0f} head-tokens/s")
+    t.add_row("Cube roofline", f"{rep.roofline_us:,.1f} µs", f"all MACs / ({rep.ai_cores} cores x Cube rate); "
+              f"efficiency {rep.roofline_efficiency:.1%}")
+    t.add_row("utilisation over the chip", "", "  ".join(f"{_unit(k)} {v:.0%}" for k, v in
+                                                           sorted(rep.chip_utilization.items())))
+    if rep.shared_utilization:
+        t.add_row("shared bandwidth busy", "", "  ".join(f"{k.upper()} {v:.0%}" for k, v in
+                                                         sorted(rep.shared_utilization.items())))
+    return t
+
+
 def summary(r: VersionResult) -> Group:
-    parts = [header(r), parity_table(r), *notes(r), sync_table(r), *redundancy_lines(r)]
+    parts = [header(r), parity_table(r), precision_line(r), *notes(r), *attribution_parts(r), sync_table(r),
+             *redundancy_lines(r)]
     if r.report is not None:
         parts += [work_table(r), latency_table(r)]
+        if r.report.cores > 1 or r.report.sequences > 1:
+            parts.append(chip_table(r))
+        if r.pipelined is not None and r.pipelined.trace is not None:
+            parts.append(overlap_table(r))
         if r.profile.assumptions:
             parts.append(Text("Assumed figures in this profile (no public source): " +
                               ", ".join(f"{k}={_value(r.profile, k)}" for k in r.profile.assumptions), style="dim"))
@@ -167,10 +246,16 @@ def side_by_side(results: list[VersionResult]) -> Table:
         t.add_row(name, *[fn(r) for r in results])
     doc = lambda r, key, fmt="{}": (f" (doc {fmt.format(CLAIMS[r.version][key])})"
                                     if key in CLAIMS.get(r.version, {}) else "")
-    row("parity", lambda r: _ok(r.passed))
-    row("output rel RMS err", lambda r: _err(r.parity_o.rel_rms_err))
-    row("state rel RMS err", lambda r: _err(r.parity_state.rel_rms_err))
+    row("parity", lambda r: _ok(r.passed) if r.parity_o else "not run")
+    row("output rel RMS err", lambda r: _err(r.parity_o.rel_rms_err) if r.parity_o else "—")
+    row("state rel RMS err", lambda r: _err(r.parity_state.rel_rms_err) if r.parity_o else "—")
     row("first failing chunk", lambda r: "" if r.first_failing_chunk is None else str(r.first_failing_chunk))
+    row("precision (transfer; state)", lambda r: f"{r.execution.precision.transfer}"
+        + (f" + {len(r.execution.precision.overrides)} set" if r.execution.precision.overrides else "")
+        + f"; {r.execution.precision.state_type}")
+    if any(r.attribution is not None for r in results):
+        row("worst hand-off (attribution)", lambda r: "" if r.attribution is None or not r.attribution.payloads
+            else f"{r.attribution.payloads[0].name} {_err(r.attribution.payloads[0].err)}")
     row("overflow", lambda r: str(r.execution.nonfinite) if r.execution.nonfinite else "none")
     row("syncs per chunk", lambda r: f"{len(r.execution.graph.syncs)}" + doc(r, "syncs"))
     row("state hand-off", lambda r: (f"rides on {r.report.state.rides_on}" if r.report and r.report.state.rides_on
@@ -191,7 +276,16 @@ def side_by_side(results: list[VersionResult]) -> Table:
     row("efficiency", lambda r: rep(r, lambda x: f"{x.efficiency:.2f}"))
     row("Cube / Vec utilisation", lambda r: rep(r, lambda x: f"{x.utilization.get('cube', 0):.0%} / "
                                                              f"{x.utilization.get('vec', 0):.0%}"))
+    row("Cube ‖ Vec µs, steady µs / chunk", lambda r: _overlap_cell(r))
     return t
+
+
+def _overlap_cell(r: VersionResult) -> str:
+    if r.pipelined is None or r.pipelined.trace is None:
+        return ""
+    from npusim.overlap import analyse
+    o = analyse(r.pipelined)
+    return f"{o.concurrent_us:.1f}, " + ("—" if o.period_us is None else f"{o.period_us:.2f}")
 
 
 def make_console() -> Console:

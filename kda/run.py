@@ -59,9 +59,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resident", help="comma-separated tensors for the workspace's resident region, replacing "
                    "the program's plan ('none' for none)")
     p.add_argument("--serial", action="store_true", help="show the serial (no overlap) timeline as the main one")
+    p.add_argument("--cores", type=int, help="AI cores to spread batch x heads over (default: the profile's)")
+    p.add_argument("--no-numerics", action="store_true", help="timing only: record the phase graph on random "
+                   "inputs of the right shapes and replay it for every chunk and head (no parity)")
     p.add_argument("--json", action="store_true", help="print one JSON object (a list with --version all)")
     p.add_argument("--strict", action="store_true", help="exit 1 if any version fails parity or overflows")
+    p.add_argument("--precision", metavar="NAME=TYPE,...", help="precision policy: a transfer type per sync "
+                   "payload, e.g. 'A_raw=fp32,M=fp32' (the rest carry --dtype)")
+    p.add_argument("--state-dtype", choices=("fp32", "bf16", "fp16"), help="type the state is kept in between "
+                   "chunks (default: the program's declared default, else --dtype)")
+    p.add_argument("--accumulate", choices=("fp32", "bf16", "fp16"), help="type Cube matmuls accumulate in "
+                   "(default fp32)")
+    p.add_argument("--attribution", action="store_true", help="rank the hand-offs by the accuracy their "
+                   "rounding costs: each rounded alone, the rest exact (one extra run per payload)")
+    p.add_argument("--trace", type=Path, metavar="OUT.json",
+                   help="write a Chrome trace (Perfetto, chrome://tracing) of the pipelined run, or of the serial "
+                   "one with --serial; --version all puts every version in one file")
+    p.add_argument("--plot", type=Path, metavar="OUT.png",
+                   help="write a Gantt chart (.png, .svg or .pdf) of the pipelined run, or the serial one with "
+                   "--serial; --version all stacks the versions on one time axis")
     return p
+
+
+def parse_payload_dtypes(text: str | None) -> dict[str, str]:
+    """'A_raw=fp32, M=fp32' -> {'A_raw': 'fp32', 'M': 'fp32'}; one line naming what is wrong otherwise."""
+    out: dict[str, str] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        name, sep, dtype = (x.strip() for x in item.partition("="))
+        if not sep or not name or dtype not in ("fp32", "bf16", "fp16"):
+            raise KdaInputError(f"--precision: {item.strip()!r} is not NAME=TYPE with TYPE fp32, bf16 or fp16")
+        out[name] = dtype
+    return out
 
 
 def _settings(args) -> Settings:
@@ -72,16 +102,36 @@ def _settings(args) -> Settings:
             raise KdaInputError(f"{flag} must be >= 1, got {value}")
     if args.tokens is not None and args.tokens < 1:
         raise KdaInputError(f"--tokens must be >= 1, got {args.tokens}")
+    if args.cores is not None and args.cores < 1:
+        raise KdaInputError(f"--cores must be >= 1, got {args.cores}")
+    if args.no_numerics and args.inputs is not None:
+        raise KdaInputError("--no-numerics replays timing only: it takes no --inputs")
+    if args.no_numerics and args.attribution:
+        raise KdaInputError("--attribution reruns the numerics: it does not go with --no-numerics")
     workspace = {k: v for k, v in (("slots", args.slots), ("slot_kib", args.slot_kib),
                                    ("resident_kib", args.resident_kib)) if v is not None}
     resident = None
     if args.resident is not None:
         resident = () if args.resident.strip() in ("", "none") else tuple(
             x.strip() for x in args.resident.split(",") if x.strip())
-    return Settings(resident=resident, batch=args.batch, heads=args.heads, chunks=args.chunks, chunk_size=args.chunk_size,
+    policy = dict(payload_dtypes=parse_payload_dtypes(args.precision), state_dtype=args.state_dtype,
+                  accumulate_dtype=args.accumulate, attribution=args.attribution)
+    return Settings(**policy, resident=resident, batch=args.batch, heads=args.heads, chunks=args.chunks, chunk_size=args.chunk_size,
                     d_k=args.dk, d_v=args.dv, dtype=args.dtype, gates=args.gates, seed=args.seed,
                     profile=str(args.profile), state_handoff=args.state_handoff,
-                    initial_state=args.initial_state == "randn", tokens=args.tokens, workspace=workspace)
+                    initial_state=args.initial_state == "randn", tokens=args.tokens, workspace=workspace,
+                    cores=args.cores, numerics=not args.no_numerics,
+                    keep_trace=bool(args.trace or args.plot) or _events(args) <= MAX_KEPT_EVENTS)
+
+
+# Beyond this many trace events a run keeps no trace unless --trace or --plot asks for one: the overlap
+# metrics need it, but a million-event trace costs more than the replay itself.
+MAX_KEPT_EVENTS = 500_000
+
+
+def _events(args) -> int:
+    chunks = -(-args.tokens // args.chunk_size) if args.tokens else args.chunks
+    return chunks * args.batch * args.heads * 20
 
 
 def load_inputs(path: Path) -> KdaInputs:
@@ -115,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     versions = list(PROGRAMS) if args.version == "all" else [args.version]
     if args.version != "all" and args.version not in PROGRAMS:
         return _fail(f"unknown version {args.version!r}: choose from {', '.join(PROGRAMS)} or all")
+    bad_output = _check_outputs(args)
+    if bad_output:
+        return _fail(bad_output)
     try:
         settings = _settings(args)
         load_profile(settings.profile)
@@ -124,15 +177,22 @@ def main(argv: list[str] | None = None) -> int:
             B, T, H, K = inputs.q.shape if inputs.q.dim() == 4 else (0, 0, 0, 0)
             settings = Settings(**{**settings.__dict__, "batch": B, "heads": H, "tokens": T, "d_k": K,
                                    "d_v": inputs.v.shape[-1]})
-        inputs = inputs or make_settings_inputs(settings)
+        inputs = inputs or (make_settings_inputs(settings) if settings.numerics else None)
         results = []
         ref = None
-        with _progress(enabled=not args.json, total=len(versions) * math.ceil(settings.T / settings.chunk_size)) as tick:
+        with _progress(enabled=not args.json and settings.numerics,
+                       total=len(versions) * math.ceil(settings.T / settings.chunk_size)) as tick:
             for v in versions:
-                r = evaluate(v, settings, inputs, ref, progress=tick)
-                ref = ref or reference(r.execution)
+                r = evaluate(v, settings, inputs, ref, progress=tick, foreign_payloads_ok=len(versions) > 1)
+                if settings.numerics:
+                    ref = ref or reference(r.execution)
                 results.append(r)
+        _check_policy_names(settings, results)
     except (KdaInputError, NpuSimError, ValueError) as err:
+        return _fail(str(err))
+    try:
+        _write_outputs(args, results)
+    except (ValueError, OSError) as err:
         return _fail(str(err))
     if args.json:
         payload = [r.to_json() for r in results]
@@ -144,6 +204,44 @@ def main(argv: list[str] | None = None) -> int:
     if args.strict and any(not r.passed or r.execution.nonfinite for r in results):
         return 1
     return 0
+
+
+def _check_policy_names(settings: Settings, results) -> None:
+    """With several versions, a --precision name must be a payload of at least one of them."""
+    used = {p.name for r in results for s in r.execution.graph.syncs for p in s.payload}
+    unknown = [n for n in settings.payload_dtypes if n not in used]
+    if unknown:
+        raise KdaInputError(f"--precision: no version hands over a tensor named {', '.join(map(repr, unknown))}")
+
+
+def _check_outputs(args) -> str | None:
+    """Before the long part: can --trace and --plot be written where asked?"""
+    for flag, path in (("--trace", args.trace), ("--plot", args.plot)):
+        if path is not None and not path.parent.is_dir():
+            return f"{flag} {path}: no directory {path.parent}"
+    formats = (".png", ".svg", ".pdf")          # kda.plots.FORMATS (matplotlib loads only when plotting)
+    if args.plot is not None and args.plot.suffix.lower() not in formats:
+        return f"--plot {args.plot}: the file must end in {', '.join(formats)}"
+    return None
+
+
+def _write_outputs(args, results) -> None:
+    """--trace and --plot: the pipelined runs (serial ones with --serial) of the versions that have timing."""
+    if args.trace is None and args.plot is None:
+        return
+    timed = [r for r in results if (r.serial if args.serial else r.pipelined) is not None]
+    if not timed:
+        raise ValueError("--trace/--plot: no version has timing (" +
+                         "; ".join(f"{r.version}: {r.workspace_error}" for r in results) + ")")
+    if args.trace is not None:
+        from npusim import chrome_trace
+        runs = [r.serial if args.serial else r.pipelined for r in timed]
+        chrome_trace.write(args.trace, runs, labels=[r.version for r in timed], heads=timed[0].settings.heads)
+        print(f"wrote {args.trace} (Chrome trace: open in https://ui.perfetto.dev)", file=sys.stderr)
+    if args.plot is not None:
+        from .plots import save_plot
+        save_plot(args.plot, timed, serial=args.serial)
+        print(f"wrote {args.plot}", file=sys.stderr)
 
 
 def _json_default(x):

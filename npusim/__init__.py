@@ -4,7 +4,8 @@ them and the cross-core syncs, that executes phase programs with real tensor mat
     profile.py    hardware profiles (TOML)          ops.py        which unit runs an op, and its cost
     program.py    phase programs, the Npu runtime   dataflow.py   where tensors live; hand-off checks
     graph.py      the recorded per-chunk graph      workspace.py  resident region and ping/pong slots
-    cost.py       phase and sync durations          engine.py     the SimPy event model
+    cost.py       phase and sync durations          template.py   timed per-chunk nodes and edges
+    engine.py     the SimPy event model              trace.py      what the model ran
     report.py     syncs, latency, utilisation, bound
 """
 from .engine import OWN, RIDE, Run, Template, Trace, TraceEvent, build_template, simulate

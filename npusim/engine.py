@@ -1,219 +1,35 @@
 """The discrete-event model (SimPy): AI cores with one Cube unit, a group of Vector units and two
-hand-off links, replaying a recorded PhaseGraph for many chunks and sequences.
+hand-off links each, replaying a per-chunk template (template.py) for many chunks and sequences.
 
-Nothing is hand-placed. Each recorded step becomes a node of a per-chunk template with
-  - intra-chunk dependencies: a phase waits for the syncs into it and for the previous phase of its unit;
-  - state dependencies: the next chunk's readers of the state wait for the phase that makes it, through a
-    hand-off that rides on an existing sync of the right direction or, if none precedes the reader, is a
-    sync of its own;
-  - write-after-read dependencies: a chunk may not overwrite a resident tensor before the previous chunk's
-    readers are done with it;
-  - a ping/pong slot: a chunk takes one when its first phase starts and frees it when its last transient
-    tensor dies, so chunk t+2 waits for chunk t.
-Each unit (and each link) serves its ready nodes oldest chunk first. A sync holds its link for
-bytes / bandwidth, then its fixed latency passes without holding anything. In serial mode every node
-of a core waits for the one before it: no overlap at all.
+Nothing is hand-placed. Sequence s runs on AI core s mod cores (waves when there are more sequences than
+cores, as `for (h = GetBlockIdx(); h < H; h += GetBlockNum())` does); a core takes its sequences one after
+another, the next one starting while the previous one drains. On each core every unit and link serves its
+ready nodes oldest chunk first; a node is ready when its dependencies are done and, for a chunk's first
+node, when a ping/pong slot is free. A sync holds its link for bytes / bandwidth, then its fixed latency
+passes without holding anything.
+
+The cores share the chip's bandwidth: a phase's GM traffic goes through HBM and a hand-off through L2.
+A transfer that starts while n others use the same resource gets at most 1/(n+1) of the chip-wide rate
+and never more than its core's own rate (its share is fixed when it starts), so contention shows once
+the cores together ask for more than the chip gives.
+
+Serial mode runs every node of a core after the one before it: no overlap at all.
 """
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass
 
 import simpy
 
-from .cost import phase_us
-from .graph import CUBE, VEC, Phase, PhaseGraph, Sync
+from .graph import PhaseGraph
 from .profile import Profile
-from .workspace import WorkspaceUse, analyse, check_fits
+from .template import HBM, L2, OWN, PHASE, RIDE, STATE, SYNC, Node, Template, build_template, shared_rate
+from .trace import Trace, TraceEvent
 
-PHASE, SYNC, STATE = "phase", "sync", "state"
-RIDE, OWN = "ride", "own"
-
-
-@dataclass(frozen=True)
-class Node:
-    index: int
-    kind: str                 # PHASE, SYNC or STATE (an own state hand-off)
-    name: str                 # "A", "sync3", "state"
-    label: str                # "A", "③", "S"
-    resource: str             # "cube", "vec", "link:vec->cube", "link:cube->vec"
-    busy_us: float            # resource held, for chunks after a sequence's first
-    busy_first_us: float      # same, for a sequence's first chunk (no state hand-off yet)
-    delay_us: float           # after the resource is released (a sync's fixed latency)
-    delay_first_us: float     # same, for a sequence's first chunk
-    nbytes: int               # payload bytes (syncs), state bytes included where it rides
-    nbytes_first: int
-    deps: tuple[int, ...]     # intra-chunk
-    slot_add: int = 0         # transient bytes written into the chunk's slot when it starts
-    slot_free: int = 0        # transient bytes that die when it ends
-
-
-@dataclass(frozen=True)
-class Template:
-    graph: PhaseGraph
-    nodes: tuple[Node, ...]
-    state_edges: tuple[tuple[int, int], ...]    # (node in chunk t-1, node in chunk t), same sequence
-    war_edges: tuple[tuple[int, int], ...]      # (node in previous chunk on the core, node in this one)
-    state_mode: str | None                      # RIDE, OWN or None (no state)
-    state_sync: int | None                      # node index that carries the state hand-off
-    slot_release: int | None                    # node after which the slot is free (None: no slot used)
-    resident_bytes: int
-    workspace: WorkspaceUse
-
-    @property
-    def n(self) -> int:
-        return len(self.nodes)
-
-
-def build_template(graph: PhaseGraph, profile: Profile, state_handoff: str = RIDE, check: bool = True) -> Template:
-    """Turn a recorded graph into timed nodes and dependency edges for `profile`."""
-    if state_handoff not in (RIDE, OWN):
-        raise ValueError(f"state_handoff must be {RIDE!r} or {OWN!r}, got {state_handoff!r}")
-    use = analyse(graph)
-    if check:
-        check_fits(graph, use, profile.workspace)
-    steps = list(graph.steps)
-    units = {s.name: s.unit for s in steps if isinstance(s, Phase)}
-
-    # Where the state hand-off goes: the first reader on the other unit than the state's producer.
-    state = graph.state
-    ride_at: int | None = None        # step index of the sync it rides on
-    own_before: int | None = None     # step index of the reader an own hand-off precedes
-    cross_reader = None
-    if state is not None:
-        src_unit = units[state.producer]
-        cross = [r for r in state.readers if units[r] != src_unit]
-        if cross:
-            cross_reader = cross[0]
-            reader_at = next(i for i, s in enumerate(steps) if isinstance(s, Phase) and s.name == cross_reader)
-            candidates = [i for i, s in enumerate(steps[:reader_at])
-                          if isinstance(s, Sync) and s.direction.startswith(src_unit)]
-            if state_handoff == RIDE and candidates:
-                ride_at = candidates[-1]
-            else:
-                own_before = reader_at
-
-    order: list[Phase | Sync | str] = []
-    for i, s in enumerate(steps):
-        if i == own_before:
-            order.append(STATE)
-        order.append(s)
-    pos = {id(s): k for k, s in enumerate(order)}
-    node_of_phase = {s.name: pos[id(s)] for s in steps if isinstance(s, Phase)}
-    step_node = {i: pos[id(s)] for i, s in enumerate(steps)}
-
-    slot_add = [0] * len(order)
-    slot_free = [0] * len(order)
-    for lt in use.lifetimes:
-        if lt.placement == "slot":
-            slot_add[step_node[lt.start]] += lt.nbytes
-            slot_free[step_node[lt.end]] += lt.nbytes
-
-    nodes: list[Node] = []
-    last_on_unit: dict[str, int] = {}
-    syncs_into: dict[str, list[int]] = {}
-    for k, s in enumerate(order):
-        if isinstance(s, Sync):
-            syncs_into.setdefault(s.consumer, []).append(k)
-    state_node = None
-    for k, s in enumerate(order):
-        if isinstance(s, Phase):
-            deps = list(syncs_into.get(s.name, []))
-            if s.unit in last_on_unit:
-                deps.append(last_on_unit[s.unit])
-            if own_before is not None and s.name == cross_reader:
-                deps.append(state_node)
-            last_on_unit[s.unit] = k
-            t = phase_us(s, profile)
-            nodes.append(Node(k, PHASE, s.name, s.name, s.unit, t, t, 0.0, 0.0, 0, 0, tuple(sorted(set(deps))),
-                              slot_add[k], slot_free[k]))
-        elif isinstance(s, Sync):
-            extra = state.nbytes if ride_at is not None and order[k] is steps[ride_at] else 0
-            nodes.append(Node(k, SYNC, s.name, s.label, f"link:{s.direction}",
-                              profile.transfer_us(s.nbytes + extra), profile.transfer_us(s.nbytes),
-                              profile.sync.latency_us, profile.sync.latency_us, s.nbytes + extra, s.nbytes,
-                              (node_of_phase[s.producer],), slot_add[k], slot_free[k]))
-        else:   # an own state hand-off: costs nothing in a sequence's first chunk (the state is a GM input)
-            state_node = k
-            src = units[state.producer]
-            dst = CUBE if src == VEC else VEC
-            nodes.append(Node(k, STATE, "state", "S", f"link:{src}->{dst}", profile.transfer_us(state.nbytes),
-                              0.0, profile.sync.latency_us, 0.0, state.nbytes, 0, ()))
-
-    state_edges: list[tuple[int, int]] = []
-    state_sync = None
-    if state is not None:
-        producer = node_of_phase[state.producer]
-        if ride_at is not None:
-            state_sync = step_node[ride_at]
-        elif own_before is not None:
-            state_sync = state_node
-        if state_sync is not None:
-            state_edges.append((producer, state_sync))
-        for r in state.readers:
-            if units[r] == units[state.producer]:
-                state_edges.append((producer, node_of_phase[r]))
-    war_edges: list[tuple[int, int]] = []
-    for name, meta in graph.tensors.items():
-        if meta.placement != "resident":
-            continue
-        writer = next(step_node[i] for i, s in enumerate(steps)
-                      if isinstance(s, Sync) and name in s.tensors)
-        for r in meta.readers:
-            war_edges.append((node_of_phase[r], writer))
-    if state is not None and state_sync is not None:
-        for r in state.readers:
-            war_edges.append((node_of_phase[r], state_sync))
-    release = step_node[use.slot_release_step] if use.slot_release_step is not None else None
-    return Template(graph, tuple(nodes), tuple(sorted(set(state_edges))), tuple(sorted(set(war_edges))),
-                    (RIDE if ride_at is not None else OWN if own_before is not None else None), state_sync,
-                    release, use.resident_bytes, use)
-
-
-@dataclass(frozen=True)
-class TraceEvent:
-    index: int                # node index in the template
-    kind: str                 # PHASE, SYNC or STATE
-    name: str
-    label: str
-    unit: str                 # the resource: "cube", "vec", "link:vec->cube", ...
-    core: int
-    seq: int                  # sequence (batch x head, flattened)
-    chunk: int
-    start: float              # us
-    busy_end: float           # resource released (a sync's transfer done)
-    end: float                # done (a sync's fixed latency passed)
-    nbytes: int
-    slot: int                 # ping/pong slot of the chunk (-1: none)
-
-
-@dataclass
-class Trace:
-    """Every node the model ran, as columns in completion order; `events()` gives rows."""
-    template: Template
-    node: list[int] = field(default_factory=list)
-    core: list[int] = field(default_factory=list)
-    seq: list[int] = field(default_factory=list)
-    chunk: list[int] = field(default_factory=list)
-    start: list[float] = field(default_factory=list)
-    busy_end: list[float] = field(default_factory=list)
-    end: list[float] = field(default_factory=list)
-    nbytes: list[int] = field(default_factory=list)
-    slot: list[int] = field(default_factory=list)
-    occupancy: list[tuple[float, int, int, int]] = field(default_factory=list)   # (t, core, slot, bytes)
-
-    def __len__(self) -> int:
-        return len(self.node)
-
-    def events(self) -> list[TraceEvent]:
-        """Rows sorted by (start, core, sequence, chunk, node)."""
-        nodes = self.template.nodes
-        rows = [TraceEvent(n, nodes[n].kind, nodes[n].name, nodes[n].label, nodes[n].resource, c, s, t, b, be, e,
-                           nb, sl)
-                for n, c, s, t, b, be, e, nb, sl in zip(self.node, self.core, self.seq, self.chunk, self.start,
-                                                        self.busy_end, self.end, self.nbytes, self.slot)]
-        rows.sort(key=lambda r: (r.start, r.core, r.seq, r.chunk, r.index))
-        return rows
+__all__ = ["HBM", "L2", "OWN", "PHASE", "RIDE", "STATE", "SYNC", "Node", "Run", "Template", "Trace",
+           "TraceEvent", "build_template", "simulate"]
 
 
 @dataclass
@@ -228,72 +44,99 @@ class Run:
     makespan_us: float                  # first node start to last node end, over all cores
     busy_us: dict[tuple[int, str], float]
     trace: Trace | None
+    shared_us: dict[str, float]         # time the chip-wide HBM / L2 bandwidth was busy
 
     @property
     def latency_us(self) -> float:
         return self.makespan_us + self.profile.chip.launch_overhead_us
 
+    @property
+    def waves(self) -> int:
+        return -(-self.sequences // self.cores_used)
+
+
+class _Share:
+    """A chip-wide bandwidth shared by the transfers using it at once. A transfer that starts while
+    transfers of total multiplicity `active` are under way, together with the m - 1 identical transfers
+    of the other cores of its class, gets at most 1/(active + m) of the chip-wide rate (fixed when it
+    starts), and never more than its core's own rate."""
+    __slots__ = ("rate", "ends", "active", "busy")
+
+    def __init__(self, rate: float):
+        self.rate, self.ends, self.active, self.busy = rate, [], 0, 0.0
+
+    def transfer_us(self, now: float, nbytes: int, own_us: float, m: int) -> float:
+        ends = self.ends
+        while ends and ends[0][0] <= now:
+            self.active -= heapq.heappop(ends)[1]
+        t = max(own_us, nbytes * (self.active + m) / self.rate)
+        heapq.heappush(ends, (now + t, m))
+        self.active += m
+        self.busy += m * nbytes / self.rate
+        return t
+
 
 class _Server:
-    __slots__ = ("ready", "idle", "busy")
+    """One unit or link of a core: a heap of ready nodes (oldest chunk first) and whether it is busy."""
+    __slots__ = ("ready", "running", "pending", "busy")
 
     def __init__(self):
         self.ready: list[int] = []
-        self.idle: simpy.Event | None = None
+        self.running = False
+        self.pending = False          # a dispatch is scheduled for this instant
         self.busy = 0.0
 
 
 class _Core:
     """One AI core: its instances (sequence, chunk) in order, dependency counters, servers and slots."""
 
-    def __init__(self, model: "_Model", index: int, seqs: list[int]):
-        tpl = model.tpl
-        self.model, self.index = model, index
-        self.inst_seq = [s for s in seqs for _ in range(model.chunks)]
-        self.inst_chunk = [t for _ in seqs for t in range(model.chunks)]
-        n, n_inst = tpl.n, len(self.inst_seq)
+    def __init__(self, model: "_Model", index: int, seqs: list[int], copies: int = 1):
+        self.model, self.index, self.copies = model, index, copies
+        chunks = model.chunks
+        self.inst_seq = [s for s in seqs for _ in range(chunks)]
+        self.inst_chunk = [t for _ in seqs for t in range(chunks)]
+        self.inst_first = [t == 0 for t in self.inst_chunk]
         self.servers = {r: _Server() for r in model.resources}
-        self.remaining = [0] * (n * n_inst)
-        self.slot_of = [-1] * n_inst
-        self.free_slots = list(range(model.slots)) if model.use_slots else []
-        self.next_grant = 0
+        self.server_of = [self.servers[r] for r in model.resource_of]
+        self.slot_of = [-1] * len(self.inst_seq)
         self.slot_bytes = [0] * max(model.slots, 1)
-        for i in range(n_inst):
+        if model.serial:
+            model.env.process(model.run_serial(self))
+            return
+        n, n_inst = model.n, len(self.inst_seq)
+        self.remaining = model.in_intra * n_inst
+        for i in range(1, n_inst):
             base = i * n
             for k in range(n):
-                self.remaining[base + k] = model.in_intra[k]
-            if model.serial:
+                self.remaining[base + k] += model.in_war[k]
+            if self.inst_seq[i] == self.inst_seq[i - 1]:
                 for k in range(n):
-                    self.remaining[base + k] = 0 if (i == 0 and k == 0) else 1
-                continue
-            if i > 0:
-                for k in range(n):
-                    self.remaining[base + k] += model.in_war[k]
-                if self.inst_seq[i] == self.inst_seq[i - 1]:
-                    for k in range(n):
-                        self.remaining[base + k] += model.in_state[k]
-            if model.use_slots:
-                self.remaining[base] += 1
-        for r, server in self.servers.items():
-            model.env.process(model.serve(self, r, server))
+                    self.remaining[base + k] += model.in_state[k]
+        self.free_slots = list(range(model.slots)) if model.use_slots else []
+        self.next_grant = 0
+        if model.use_slots:
+            for i in range(n_inst):
+                self.remaining[i * n] += 1
         for nid, left in enumerate(self.remaining):
             if left == 0:
                 self.push(nid)
         if model.use_slots:                  # a grant releases the chunk's first node
             while self.free_slots and self.next_grant < n_inst:
-                self._grant()
+                self.grant()
 
-    def _grant(self) -> None:
+    def grant(self) -> None:
         i = self.next_grant
         self.next_grant += 1
         self.slot_of[i] = self.free_slots.pop(0)
-        self.dec(i * self.model.tpl.n)
+        self.dec(i * self.model.n)
 
     def push(self, nid: int) -> None:
-        server = self.servers[self.model.tpl.nodes[nid % self.model.tpl.n].resource]
+        server = self.server_of[nid % self.model.n]
         heapq.heappush(server.ready, nid)
-        if server.idle is not None and not server.idle.triggered:
-            server.idle.succeed()
+        if not server.running and not server.pending:
+            # start once the current event is handled, so that every node it readies competes by age
+            server.pending = True
+            self.model.waiting.append((self, server))
 
     def dec(self, nid: int) -> None:
         self.remaining[nid] -= 1
@@ -302,116 +145,206 @@ class _Core:
 
 
 class _Model:
-    def __init__(self, tpl: Template, profile: Profile, chunks: int, sequences: int, serial: bool, trace: bool):
+    def __init__(self, tpl: Template, profile: Profile, chunks: int, core_seqs: list[tuple[int, list[int], int]],
+                 serial: bool, trace: bool):
         self.tpl, self.profile, self.chunks, self.serial = tpl, profile, chunks, serial
         self.env = simpy.Environment()
-        n = tpl.n
+        n = self.n = tpl.n
+        self.nodes = tpl.nodes
         self.resources = sorted({node.resource for node in tpl.nodes})
+        self.resource_of = [node.resource for node in tpl.nodes]
         self.in_intra = [len(node.deps) for node in tpl.nodes]
         self.out_intra: list[list[int]] = [[] for _ in range(n)]
         for node in tpl.nodes:
             for d in node.deps:
                 self.out_intra[d].append(node.index)
-        self.in_state = [0] * n
-        self.out_state: list[list[int]] = [[] for _ in range(n)]
-        for a, b in tpl.state_edges:
-            self.in_state[b] += 1
-            self.out_state[a].append(b)
-        self.in_war = [0] * n
-        self.out_war: list[list[int]] = [[] for _ in range(n)]
-        for a, b in tpl.war_edges:
-            self.in_war[b] += 1
-            self.out_war[a].append(b)
+        self.in_state, self.out_state = _edges(tpl.state_edges, n)
+        self.in_war, self.out_war = _edges(tpl.war_edges, n)
         self.slots = profile.workspace.slots
         self.use_slots = tpl.slot_release is not None and not serial
-        cores = min(profile.chip.ai_cores, sequences)
+        self.calendars = {r: _Share(shared_rate(profile, r)) for r in (HBM, L2)
+                          if math.isfinite(shared_rate(profile, r))}
+        self.calendar_of = [self.calendars.get(node.shared) for node in tpl.nodes]
+        nodes = tpl.nodes     # flat per-node columns for the hot path: (first chunk, later chunks)
+        self.busy_of = ([x.busy_first_us for x in nodes], [x.busy_us for x in nodes])
+        self.delay_of = ([x.delay_first_us for x in nodes], [x.delay_us for x in nodes])
+        self.bytes_of = ([x.nbytes_first for x in nodes], [x.nbytes for x in nodes])
+        self.work_of = [x.work_us for x in nodes]
         self.trace = Trace(tpl) if trace else None
-        self.cores = [_Core(self, c, list(range(c, sequences, cores))) for c in range(cores)]
+        self.waiting: list[tuple[_Core, _Server]] = []     # idle servers with newly ready nodes
+        self.cores = [_Core(self, c, seqs, copies) for c, seqs, copies in core_seqs]
+        self.flush()
 
-    def serve(self, core: _Core, resource: str, server: _Server):
-        env, tpl, n = self.env, self.tpl, self.tpl.n
-        nodes = tpl.nodes
-        while True:
-            while not server.ready:
-                server.idle = env.event()
-                yield server.idle
-                server.idle = None
-            nid = heapq.heappop(server.ready)
-            i, k = divmod(nid, n)
-            node = nodes[k]
+    def flush(self) -> None:
+        """Start work on every idle unit that got ready nodes while the current event was handled."""
+        waiting = self.waiting
+        j = 0
+        while j < len(waiting):          # dispatching may append more
+            core, server = waiting[j]
+            self.dispatch(core, server)
+            j += 1
+        waiting.clear()
+
+    def busy_time(self, core: _Core, k: int, first: bool) -> float:
+        """Time node k holds its unit or link from now, with chip-wide contention."""
+        col = 0 if first else 1
+        busy = self.busy_of[col][k]
+        cal = self.calendar_of[k]
+        if cal is not None:
+            nbytes = self.bytes_of[col][k]
+            if nbytes:
+                work = self.work_of[k]
+                busy = work + cal.transfer_us(self.env.now, nbytes, busy - work, core.copies)
+        return busy
+
+    def dispatch(self, core: _Core, server: _Server) -> None:
+        """Start the oldest ready node on an idle unit or link."""
+        server.pending = False
+        if server.running or not server.ready:
+            return
+        nid = heapq.heappop(server.ready)
+        i, k = divmod(nid, self.n)
+        first = core.inst_first[i]
+        start = self.env.now
+        if self.trace is not None and self.nodes[k].slot_add:
+            self._occupancy(core, i, self.nodes[k].slot_add)
+        busy = self.busy_time(core, k, first)
+        server.running = True
+        self.env.timeout(busy).callbacks.append(
+            lambda _ev: self._released(core, server, nid, first, start, busy))
+
+    def _released(self, core: _Core, server: _Server, nid: int, first: bool, start: float, busy: float) -> None:
+        server.running = False
+        server.busy += busy
+        delay = self.delay_of[0 if first else 1][nid % self.n]
+        if delay:
+            self.env.timeout(delay).callbacks.append(lambda _ev: self._completed(core, nid, start, start + busy))
+        else:
+            self.complete(core, nid, start, start + busy)
+        if server.ready and not server.pending:
+            self.dispatch(core, server)
+        self.flush()
+
+    def _completed(self, core: _Core, nid: int, start: float, busy_end: float) -> None:
+        self.complete(core, nid, start, busy_end)
+        self.flush()
+
+    def run_serial(self, core: _Core):
+        """Serial mode: one node at a time on the core, in program order, chunk after chunk."""
+        env = self.env
+        for i in range(len(core.inst_seq)):
             first = core.inst_chunk[i] == 0
-            busy = node.busy_first_us if first else node.busy_us
-            delay = node.delay_first_us if first else node.delay_us
-            start = env.now
-            if node.slot_add and self.trace is not None:
-                self._occupancy(core, i, node.slot_add)
-            yield env.timeout(busy)
-            server.busy += busy
-            if delay:
-                env.timeout(delay).callbacks.append(
-                    lambda _ev, core=core, nid=nid, start=start, busy_end=start + busy: self.complete(core, nid, start, busy_end))
-            else:
-                self.complete(core, nid, start, start + busy)
+            for k, node in enumerate(self.nodes):
+                start = env.now
+                if node.slot_add and self.trace is not None:
+                    self._occupancy(core, i, node.slot_add)
+                busy = self.busy_time(core, k, first)
+                yield env.timeout(busy)
+                core.server_of[k].busy += busy
+                delay = node.delay_first_us if first else node.delay_us
+                if delay:
+                    yield env.timeout(delay)
+                self._record(core, i, node, start, start + busy)
 
     def _occupancy(self, core: _Core, inst: int, delta: int) -> None:
         slot = max(core.slot_of[inst], 0)       # serial mode: one chunk at a time, in slot 0
         core.slot_bytes[slot] += delta
         self.trace.occupancy.append((self.env.now, core.index, slot, core.slot_bytes[slot]))
 
-    def complete(self, core: _Core, nid: int, start: float, busy_end: float) -> None:
-        n = self.tpl.n
-        i, k = divmod(nid, n)
-        node = self.tpl.nodes[k]
+    def _record(self, core: _Core, i: int, node: Node, start: float, busy_end: float) -> None:
         if self.trace is not None:
-            tr = self.trace
-            tr.node.append(k)
-            tr.core.append(core.index)
-            tr.seq.append(core.inst_seq[i])
-            tr.chunk.append(core.inst_chunk[i])
-            tr.start.append(start)
-            tr.busy_end.append(busy_end)
-            tr.end.append(self.env.now)
-            tr.nbytes.append(node.nbytes_first if core.inst_chunk[i] == 0 else node.nbytes)
-            tr.slot.append(core.slot_of[i])
+            first = core.inst_chunk[i] == 0
+            self.trace.add(node.index, core.index, core.inst_seq[i], core.inst_chunk[i], start, busy_end,
+                           self.env.now, node.nbytes_first if first else node.nbytes, core.slot_of[i])
             if node.slot_free:
                 self._occupancy(core, i, -node.slot_free)
-        base = i * n
-        if self.serial:
-            if nid + 1 < len(core.remaining):
-                core.dec(nid + 1)
-            return
+
+    def complete(self, core: _Core, nid: int, start: float, busy_end: float) -> None:
+        """A node is done: count it off its successors' dependencies (this chunk's, and the next one's)."""
+        n = self.n
+        i, k = divmod(nid, n)
+        if self.trace is not None:
+            self._record(core, i, self.nodes[k], start, busy_end)
+        remaining, push = core.remaining, core.push
+        base = nid - k
         for d in self.out_intra[k]:
-            core.dec(base + d)
+            j = base + d
+            remaining[j] -= 1
+            if not remaining[j]:
+                push(j)
         if i + 1 < len(core.inst_seq):
             nxt = base + n
-            for d in self.out_war[k]:
-                core.dec(nxt + d)
-            if core.inst_seq[i + 1] == core.inst_seq[i]:
-                for d in self.out_state[k]:
-                    core.dec(nxt + d)
+            successors = self.out_war[k] + self.out_state[k] if core.inst_seq[i + 1] == core.inst_seq[i] \
+                else self.out_war[k]
+            for d in successors:
+                j = nxt + d
+                remaining[j] -= 1
+                if not remaining[j]:
+                    push(j)
         if k == self.tpl.slot_release and self.use_slots:
             core.free_slots.append(core.slot_of[i])
             core.free_slots.sort()
             if core.next_grant < len(core.inst_seq):
-                core._grant()
+                core.grant()
+
+
+def _edges(edges, n: int) -> tuple[list[int], list[list[int]]]:
+    into, out = [0] * n, [[] for _ in range(n)]
+    for a, b in edges:
+        into[b] += 1
+        out[a].append(b)
+    return into, out
 
 
 def simulate(graph_or_template: PhaseGraph | Template, profile: Profile, *, chunks: int, sequences: int = 1,
-             serial: bool = False, state_handoff: str = RIDE, trace: bool = True) -> Run:
+             serial: bool = False, state_handoff: str = RIDE, trace: bool = True, symmetric: bool = True) -> Run:
     """Replay the phase graph for `chunks` chunks of each of `sequences` sequences (batch x heads).
+    Returns the makespan, per-unit busy time, chip-wide bandwidth use and (if asked) the trace.
 
-    Sequence s runs on AI core s mod cores; a core takes its sequences one after another (the next one
-    may start while the previous one drains). Returns the makespan, per-unit busy time and the trace."""
+    Cores that hold the same number of sequences run in lockstep: each such class is simulated once, on
+    its first core, with its transfers counted once per core of the class in the chip-wide shares, and the
+    trace is copied to the other cores. `symmetric=False` simulates every core on its own; without
+    contention both give the same timeline (tests/test_engine.py checks it)."""
     if chunks < 1 or sequences < 1:
         raise ValueError(f"chunks and sequences must be >= 1, got {chunks} and {sequences}")
     tpl = graph_or_template if isinstance(graph_or_template, Template) else build_template(
         graph_or_template, profile, state_handoff)
-    model = _Model(tpl, profile, chunks, sequences, serial, trace)
+    cores = min(profile.chip.ai_cores, sequences)
+    layout = [(c, list(range(c, sequences, cores))) for c in range(cores)]
+    members: dict[int, list[int]] = {}
+    if symmetric:
+        first_with: dict[int, int] = {}
+        for c, seqs in layout:
+            members.setdefault(first_with.setdefault(len(seqs), c), []).append(c)
+    else:
+        members = {c: [c] for c, _ in layout}
+    model = _Model(tpl, profile, chunks, [(r, layout[r][1], len(ms)) for r, ms in members.items()], serial, trace)
     model.env.run()
-    stuck = [c.index for c in model.cores if any(r > 0 for r in c.remaining)]
-    if stuck:
-        raise RuntimeError(f"the event model deadlocked on core {stuck[0]}: a dependency cycle in the template")
-    busy = {(c.index, r): s.busy for c in model.cores for r, s in c.servers.items()}
-    makespan = model.env.now
-    return Run(tpl, profile, serial, chunks, sequences, len(model.cores), makespan, busy, model.trace)
+    if not serial:
+        stuck = [c.index for c in model.cores if any(r > 0 for r in c.remaining)]
+        if stuck:
+            raise RuntimeError(f"the event model deadlocked on core {stuck[0]}: a dependency cycle in the template")
+    busy: dict[tuple[int, str], float] = {}
+    for core in model.cores:
+        for c in members[core.index]:
+            for res, server in core.servers.items():
+                busy[(c, res)] = server.busy
+    out = model.trace
+    if out is not None and any(len(ms) > 1 for ms in members.values()):
+        out = _copy_trace(model.trace, members)
+    return Run(tpl, profile, serial, chunks, sequences, cores, model.env.now, busy, out,
+               {r: cal.busy for r, cal in model.calendars.items()})
 
+
+def _copy_trace(trace: Trace, members: dict[int, list[int]]) -> Trace:
+    """The representative cores' trace, repeated for every core of their class (sequences renumbered)."""
+    out = Trace(trace.template)
+    cols = (trace.node, trace.core, trace.seq, trace.chunk, trace.start, trace.busy_end, trace.end,
+            trace.nbytes, trace.slot)
+    for c in sorted(c for ms in members.values() for c in ms):
+        r = next(r for r, ms in members.items() if c in ms)
+        for n, c0, s, t, st, be, e, nb, sl in zip(*cols):
+            if c0 == r:
+                out.add(n, c, s - r + c, t, st, be, e, nb, sl)
+        out.occupancy.extend((t, c, slot, b) for t, c0, slot, b in trace.occupancy if c0 == r)
+    return out

@@ -2,7 +2,9 @@
 
 On the hardware, Cube and Vector compute in fp32 (Cube accumulates in fp32), and a tensor is rounded when
 it is written to the GM workspace for the other unit. So the simulator computes in fp32 and rounds every
-sync payload to its transfer type; the bytes a sync costs follow the same types.
+sync payload to its transfer type; the bytes a sync costs follow the same types. A policy may name a type
+per payload (`overrides`), the state's type, and a narrower accumulation type for the Cube's matmuls
+(`accumulate`; the Executor then sums the contraction in 16-deep steps rounded to it).
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ class Precision:
     overrides: dict[str, str] = field(default_factory=dict, hash=False)   # tensor name -> type
     state: str | None = None                       # type the state is kept in; None: the transfer type
     compute: torch.dtype = torch.float32           # type both units compute in (fp64 for exactness checks)
+    accumulate: str | None = None                  # type Cube matmuls accumulate in; None: the compute type
 
     def __post_init__(self):
         dtype_name(self.transfer)
@@ -41,6 +44,8 @@ class Precision:
             dtype_name(dt)
         if self.state is not None:
             dtype_name(self.state)
+        if self.accumulate is not None:
+            dtype_name(self.accumulate)
 
     def of(self, tensor_name: str | None) -> str:
         """Transfer type of a named payload."""
@@ -64,4 +69,11 @@ class Precision:
         if self.overrides:
             parts.append("overrides " + ", ".join(f"{k}={v}" for k, v in sorted(self.overrides.items())))
         parts.append(f"state {self.state_type}")
+        if self.narrow_accumulation:
+            parts.append(f"accumulate {self.accumulate}")
         return "; ".join(parts)
+
+    @property
+    def narrow_accumulation(self) -> bool:
+        """Whether Cube matmuls accumulate in a type narrower than the compute type."""
+        return self.accumulate is not None and itemsize(self.accumulate) < self.compute.itemsize

@@ -47,7 +47,8 @@ class Sync:
 @dataclass(frozen=True)
 class Memory:
     gm_bandwidth_gbps: float      # per core, for GM inputs read and outputs written; inf: not modelled
-    chip_bandwidth_gbps: float    # shared by all cores (HBM/L2); inf: no contention modelled
+    chip_bandwidth_gbps: float    # HBM, shared by all cores for GM inputs and outputs; inf: no contention
+    l2_bandwidth_gbps: float      # L2, shared by all cores for workspace hand-offs; inf: no contention
 
 
 @dataclass(frozen=True)
@@ -219,4 +220,4 @@ def _check_number(value, type_name: str, where: str, origin: str):
 
 # Rates that divide: zero would mean infinite time.
 _POSITIVE = {"clock_ghz", "macs_per_cycle", "fp32_macs_per_cycle", "elems_per_cycle", "bandwidth_gbps",
-             "gm_bandwidth_gbps", "chip_bandwidth_gbps", "slot_kib"}
+             "gm_bandwidth_gbps", "chip_bandwidth_gbps", "l2_bandwidth_gbps", "slot_kib"}

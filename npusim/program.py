@@ -25,14 +25,23 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from .dataflow import Checker
 from .errors import DataflowError
 from .graph import CUBE, VEC, PhaseGraph, sync_label
-from .ops import OpRecorder
-from .precision import Precision
+from .ops import MATMUL, OpRecorder, classify
+from .precision import DTYPES, Precision
 
 _no_torch_function = torch._C.DisableTorchFunction
+OFF, LIGHT, FULL = "off", "light", "full"      # how closely a run watches for inf/NaN
+
+
+def _suspect(t: torch.Tensor) -> bool:
+    """A cheap test: a sum is finite unless an element is inf/NaN (or the sum overflows: then the
+    precise watch decides)."""
+    with _no_torch_function():
+        return not bool(torch.isfinite(t.sum()))
 
 
 @dataclass(frozen=True)
@@ -75,10 +84,11 @@ class Npu:
     tensors to the other unit; `npu.keep(...)` keeps tensors on their unit for its later phases;
     `npu.forward_substitution(A)` is the sequential Vector op of the UT transform."""
 
-    def __init__(self, executor: "Executor", chunk: int, checker: Checker | None = None, watch: bool = True):
+    def __init__(self, executor: "Executor", chunk: int, checker: Checker | None = None, watch: str = FULL):
         self._ex = executor
         self._checker = checker
-        self._watch = watch
+        self._watch = watch             # OFF, LIGHT (hand-offs only, a cheap test) or FULL (every tensor)
+        self.suspect = False            # LIGHT: a hand-off looked non-finite
         self.chunk = chunk
         self._phase: _Block | None = None
         self._syncs = 0
@@ -108,8 +118,10 @@ class Npu:
                 rounded = self._ex.precision.round(t, p.dtype)
                 if rounded is not t:
                     t.copy_(rounded)             # from now on the tensor is its workspace copy
-                    if self._watch:
-                        self._ex.watch(t, self.chunk, f"sync {label} ({p.dtype})", p.name)
+                if self._watch == FULL:
+                    self._ex.watch(t, self.chunk, f"sync {label} ({p.dtype})", p.name)
+                elif self._watch == LIGHT and not self.suspect:
+                    self.suspect = _suspect(t)
 
     def keep(self, *tensors: torch.Tensor) -> None:
         if self._checker is not None:
@@ -157,7 +169,7 @@ class _Block:
                 npu._alive.append(tensor)
         if npu._checker is not None:
             npu._checker.end_phase({tid: name for tid, (name, _) in made.items()})
-        if npu._watch:
+        if npu._watch == FULL:
             for name, tensor in made.values():
                 npu._ex.watch(tensor, npu.chunk, f"Phase {self.name}", name)
         return False
@@ -182,6 +194,31 @@ def _tensor_ids(frame_locals: dict) -> dict[str, int]:
     return {name: id(t) for name, t in _tensors(frame_locals)}
 
 
+class NarrowAccumulation(TorchFunctionMode):
+    """Cube matmuls that accumulate in a narrow type (the policy's `accumulate`): the contraction runs in
+    steps of K_STEP (the Cube's 16-deep fractal) and the running sum is rounded to the type after each."""
+    K_STEP = 16
+
+    def __init__(self, type_name: str):
+        super().__init__()
+        self.target = DTYPES[type_name]
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        kind, name = classify(func)
+        if kind != MATMUL or name == "linear" or kwargs or len(args) != 2:
+            return func(*args, **kwargs)
+        a, b = (args[1], args[0]) if name == "__rmatmul__" else args
+        if a.dim() < 2 or b.dim() < 2:
+            return func(*args, **kwargs)
+        acc = None
+        for k in range(0, a.shape[-1], self.K_STEP):
+            part = a[..., k:k + self.K_STEP] @ b[..., k:k + self.K_STEP, :]
+            acc = part if acc is None else acc + part
+            acc = acc.to(self.target).to(part.dtype)
+        return acc if acc is not None else func(*args, **kwargs)
+
+
 class Executor:
     """Runs a phase program chunk by chunk. `record` makes the PhaseGraph from a probe; `step` computes."""
 
@@ -202,18 +239,36 @@ class Executor:
             if state is None:
                 raise DataflowError(f"program {self.program.name} needs its state {self.program.state[0]}")
             checker.register_input(self.program.state[0], state, self.precision.state_type, is_state=True)
-        npu = Npu(self, chunk=0, checker=checker, watch=False)
+        npu = Npu(self, chunk=0, checker=checker, watch=OFF)
         with OpRecorder(checker):
             outputs = self._call(npu, inputs, state)
         self.graph = checker.finish(outputs, self.program.state, shapes or {})
         return self.graph
 
     def step(self, inputs: dict, state: torch.Tensor | None, chunk: int) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
-        """Compute one chunk for every sequence in `inputs`; returns (outputs, next state)."""
+        """Compute one chunk for every sequence in `inputs`; returns (outputs, next state).
+
+        Until the first inf/NaN is found, the hand-offs, outputs and state are tested cheaply; when one of
+        them looks non-finite, the chunk runs again watching every tensor, to name where it first appeared
+        (the run is deterministic, and a program never writes into its inputs)."""
         if self.graph is None:
             raise RuntimeError("Executor.step before Executor.record")
-        npu = Npu(self, chunk)
-        outputs = self._call(npu, inputs, state)
+        watch = OFF if self.first_nonfinite is not None else LIGHT
+        outputs, new_state, suspect = self._run(inputs, state, chunk, watch)
+        if watch == LIGHT and (suspect or any(_suspect(t) for t in (*outputs.values(), new_state) if t is not None)):
+            self._run(inputs, state, chunk, FULL)
+            for name, t in (*outputs.items(), (self.program.state[1] if self.program.state else "", new_state)):
+                if t is not None:
+                    self.watch(t, chunk, "the chunk's results", name)
+        return outputs, new_state
+
+    def _run(self, inputs: dict, state, chunk: int, watch: str):
+        npu = Npu(self, chunk, watch=watch)
+        if self.precision.narrow_accumulation:
+            with NarrowAccumulation(self.precision.accumulate):
+                outputs = self._call(npu, inputs, state)
+        else:
+            outputs = self._call(npu, inputs, state)
         if npu._syncs != len(self.graph.syncs):
             raise DataflowError(f"chunk {chunk} made {npu._syncs} syncs, the recorded chunk "
                                 f"{len(self.graph.syncs)}: phase programs must do the same work every chunk")
@@ -224,9 +279,10 @@ class Executor:
                 rounded = self.precision.round(new_state, self.precision.state_type)
                 if rounded is not new_state:
                     new_state = rounded
-                    self.watch(new_state, chunk, f"state hand-off ({self.precision.state_type})",
-                               self.program.state[1])
-        return outputs, new_state
+                    if watch == FULL:
+                        self.watch(new_state, chunk, f"state hand-off ({self.precision.state_type})",
+                                   self.program.state[1])
+        return outputs, new_state, npu.suspect
 
     def _call(self, npu: Npu, inputs: dict, state) -> dict[str, torch.Tensor]:
         kwargs = dict(inputs)

@@ -61,7 +61,17 @@ class Report:
     busy_us: dict[str, float]                    # per resource, summed over cores
     utilization: dict[str, float]                # per resource: busy / (cores x makespan)
     launch_us: float
+    ai_cores: int = 1                            # the chip's cores (cores above: those with work)
+    waves: int = 1                               # sequences per core, rounded up
+    roofline_us: float = 0.0                     # all MACs / (ai_cores x Cube rate): the chip's Cube bound
+    chip_utilization: dict[str, float] = field(default_factory=dict)    # busy / (ai_cores x makespan)
+    shared_utilization: dict[str, float] = field(default_factory=dict)  # HBM / L2 bytes over chip rate / makespan
     assumptions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def roofline_efficiency(self) -> float:
+        """Cube roofline / pipelined latency: how close the design runs to the chip's matrix peak."""
+        return self.roofline_us / self.pipelined_us
 
     @property
     def syncs_per_chunk(self) -> int:
@@ -94,7 +104,7 @@ class Report:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d.update(syncs_per_chunk=self.syncs_per_chunk, sync_bytes_per_chunk=self.sync_bytes_per_chunk,
+        d.update(roofline_efficiency=self.roofline_efficiency, syncs_per_chunk=self.syncs_per_chunk, sync_bytes_per_chunk=self.sync_bytes_per_chunk,
                  redundant_bytes_per_chunk=self.redundant_bytes_per_chunk,
                  unused_bytes_per_chunk=self.unused_bytes_per_chunk, sync_us_per_chunk=self.sync_us_per_chunk,
                  speedup=self.speedup, efficiency=self.efficiency)
@@ -163,7 +173,11 @@ def build_report(pipelined: Run, serial: Run) -> Report:
     busy: dict[str, float] = {}
     for (_, r), b in pipelined.busy_us.items():
         busy[r] = busy.get(r, 0.0) + b
-    util = {r: b / (cores * pipelined.makespan_us) if pipelined.makespan_us else 0.0 for r, b in busy.items()}
+    span = pipelined.makespan_us
+    util = {r: b / (cores * span) if span else 0.0 for r, b in busy.items()}
+    ai_cores = profile.chip.ai_cores
+    mac_us = sum(op.macs / profile.cube_macs_per_us(op.operand_bytes)
+                 for p in graph.phases if p.unit == "cube" for op in p.ops if op.macs)
     return Report(
         program=graph.program, profile=profile.name, transfer_dtype=graph.transfer_dtype, chunks=chunks,
         sequences=sequences, cores=cores, syncs=lines, state=state,
@@ -171,7 +185,11 @@ def build_report(pipelined: Run, serial: Run) -> Report:
         macs_by_phase=graph.macs_by_phase(), element_ops_by_phase=graph.element_ops_by_phase(),
         serial_us=serial.latency_us, pipelined_us=pipelined.latency_us, bound_us=bound,
         bound_unit_us=loads[bound_unit], bound_unit=bound_unit, bound_chain_us=chain,
-        busy_us=busy, utilization=util, launch_us=launch, assumptions=profile.assumptions)
+        busy_us=busy, utilization=util, launch_us=launch, ai_cores=ai_cores, waves=pipelined.waves,
+        roofline_us=mac_us * chunks * sequences / ai_cores,
+        chip_utilization={r: b / (ai_cores * span) if span else 0.0 for r, b in busy.items()},
+        shared_utilization={r: b / span if span else 0.0 for r, b in pipelined.shared_us.items()},
+        assumptions=profile.assumptions)
 
 
 def run_and_report(graph: PhaseGraph, profile: Profile, *, chunks: int, sequences: int = 1,

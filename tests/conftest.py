@@ -28,7 +28,8 @@ latency_us = {latency}
 bandwidth_gbps = 1.0             # 1000 bytes per us
 [memory]
 gm_bandwidth_gbps = inf
-chip_bandwidth_gbps = inf
+chip_bandwidth_gbps = {chip_bw}
+l2_bandwidth_gbps = {l2_bw}
 [workspace]
 resident_kib = 1024.0
 slot_kib = {slot_kib}
@@ -38,10 +39,10 @@ slots = {slots}
 
 @pytest.fixture
 def toy_profile(tmp_path):
-    def make(latency=1.0, slots=2, slot_kib=1024.0, cores=1, vec=1):
-        path = tmp_path / f"toy-{latency}-{slots}-{slot_kib}-{cores}-{vec}.toml"
+    def make(latency=1.0, slots=2, slot_kib=1024.0, cores=1, vec=1, chip_bw="inf", l2_bw="inf"):
+        path = tmp_path / f"toy-{latency}-{slots}-{slot_kib}-{cores}-{vec}-{chip_bw}-{l2_bw}.toml"
         path.write_text(textwrap.dedent(TOY_PROFILE.format(latency=latency, slots=slots, slot_kib=slot_kib,
-                                                           cores=cores, vec=vec)))
+                                                           cores=cores, vec=vec, chip_bw=chip_bw, l2_bw=l2_bw)))
         return load_profile(path)
     return make
 

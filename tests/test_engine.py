@@ -109,3 +109,25 @@ def test_report_bound_is_below_pipelined_and_serial(toy_profile):
     assert rep.bound_us <= rep.pipelined_us + 1e-9 <= rep.serial_us + 1e-9
     assert 0 < rep.efficiency <= 1 and rep.speedup >= 1
     assert rep.syncs_per_chunk == 2 and rep.state.rides_on == "①" and rep.state.handoffs == 5 * 2
+
+
+def test_lockstep_classes_give_the_per_core_timeline(toy_profile):
+    # 7 sequences on 3 cores: classes of 3 and 2 sequences; no contention in the toy profile
+    p = toy_profile(cores=3)
+    a = simulate(stateful(), p, chunks=4, sequences=7)
+    b = simulate(stateful(), p, chunks=4, sequences=7, symmetric=False)
+    assert a.trace.events() == b.trace.events() and a.busy_us == b.busy_us
+    assert a.makespan_us == b.makespan_us and a.waves == 3
+
+
+def test_chip_bandwidth_contention_shows(toy_profile):
+    # the toy sync moves 4000 B at 1000 B/us per core; four cores at once need 4000 B/us from the L2
+    free = simulate(toy(), toy_profile(cores=4), chunks=3, sequences=4)
+    tight = simulate(toy(), toy_profile(cores=4, l2_bw=2.0), chunks=3, sequences=4)    # 2000 B/us
+    assert free.makespan_us == pytest.approx(15.0)          # as one core alone (test above)
+    assert tight.makespan_us > free.makespan_us
+    first_sync = next(e for e in tight.trace.events() if e.name == "sync1")
+    assert first_sync.busy_end - first_sync.start == pytest.approx(4000 * 4 / 2000)   # a quarter of 2000 B/us
+    assert tight.shared_us["l2"] == pytest.approx(4 * 3 * 4000 / 2000)
+    alone = simulate(toy(), toy_profile(cores=1, l2_bw=2.0), chunks=3, sequences=1)
+    assert alone.makespan_us == pytest.approx(15.0)           # one core never exceeds its share

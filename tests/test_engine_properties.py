@@ -52,14 +52,19 @@ def cases(draw):
     )
 
 
+def graph_and_profile(toy_profile, c: dict):
+    """The recorded graph of a drawn case's program, and its toy profile."""
+    n = c["n"]
+    program = chain_program(c["n_phases"], c["state_reader"], c["resident_first"], c["resend_x"])
+    graph = record(program, state=randn(1, n, n, seed=2), x=randn(1, n, n), w=randn(1, n, n, seed=1))
+    return graph, toy_profile(latency=c["latency"], slots=c["slots"], cores=c["cores"], vec=c["vec"])
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=cases())
 def test_schedule_respects_units_dependencies_and_workspace(toy_profile, case):
     c = case
-    n = c["n"]
-    program = chain_program(c["n_phases"], c["state_reader"], c["resident_first"], c["resend_x"])
-    graph = record(program, state=randn(1, n, n, seed=2), x=randn(1, n, n), w=randn(1, n, n, seed=1))
-    profile = toy_profile(latency=c["latency"], slots=c["slots"], cores=c["cores"], vec=c["vec"])
+    graph, profile = graph_and_profile(toy_profile, c)
     report, run, serial = run_and_report(graph, profile, chunks=c["chunks"], sequences=c["sequences"],
                                          state_handoff=c["handoff"])
     tpl = run.template

@@ -1,0 +1,184 @@
+"""Python side of the AscendC skeletons: input/output files, the host-emulation build and run, and what the
+simulator says the kernel's flags and payloads must be.
+
+File format (shared with the NPU flow, README "On real hardware"): a directory with meta.txt ("key value"
+lines: B T H K V C dtype gate h0 scale) and raw little-endian arrays in FLA's layout: q.bin, k.bin, v.bin in the
+transfer type (fp32 or bf16), g.bin (log decay, or alpha when gate = alpha), beta.bin, h0.bin in fp32; the
+kernel writes o.bin [B, T, H, V] and ht.bin [B, H, K, V] in fp32.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from kda.inputs import KdaInputs
+from npusim.graph import PhaseGraph
+
+HERE = Path(__file__).resolve().parent
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class Meta:
+    B: int
+    T: int
+    H: int
+    K: int
+    V: int
+    C: int
+    dtype: str
+    gate: str            # "log": g is the log decay (FLA); "alpha": g.bin holds alpha = exp(g)
+    h0: bool
+    scale: float
+
+
+def _save(path: Path, x: torch.Tensor) -> None:
+    x = x.detach().contiguous().cpu()
+    raw = x.view(torch.int16) if x.dtype == torch.bfloat16 else x
+    raw.numpy().tofile(path)
+
+
+def _load(path: Path, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    data = bytearray(path.read_bytes())
+    return torch.frombuffer(data, dtype=dtype).reshape(shape).clone()
+
+
+def write_inputs(d: Path, x: KdaInputs, *, dtype: str = "fp32", chunk_size: int = 64, gate: str = "log",
+                 scale: float | None = None) -> Meta:
+    """Write x as the kernel reads it: q, k, v rounded to the transfer type; g (or alpha), beta, h0 in fp32."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if gate not in ("log", "alpha"):
+        raise ValueError(f"gate must be 'log' or 'alpha', got {gate!r}")
+    B, T, H, K = x.q.shape
+    V = x.v.shape[-1]
+    meta = Meta(B, T, H, K, V, chunk_size, dtype, gate, x.initial_state is not None,
+                K ** -0.5 if scale is None else scale)
+    d.mkdir(parents=True, exist_ok=True)
+    for name in ("q", "k", "v"):
+        _save(d / f"{name}.bin", getattr(x, name).to(DTYPES[dtype]))
+    _save(d / "g.bin", (x.g.exp() if gate == "alpha" else x.g).float())
+    _save(d / "beta.bin", x.beta.float())
+    if x.initial_state is not None:
+        _save(d / "h0.bin", x.initial_state.float())
+    lines = [f"B {B}", f"T {T}", f"H {H}", f"K {K}", f"V {V}", f"C {chunk_size}", f"dtype {dtype}",
+             f"gate {gate}", f"h0 {int(meta.h0)}", f"scale {meta.scale!r}"]
+    (d / "meta.txt").write_text("\n".join(lines) + "\n")
+    return meta
+
+
+def read_meta(d: Path) -> Meta:
+    kv = dict(line.split() for line in (d / "meta.txt").read_text().splitlines() if line.strip())
+    return Meta(*(int(kv[k]) for k in "BTHKVC"), kv["dtype"], kv["gate"], kv["h0"] == "1", float(kv["scale"]))
+
+
+def read_inputs(d: Path) -> tuple[Meta, KdaInputs]:
+    """The inputs exactly as stored (q, k, v as rounded to the transfer type), back in fp32."""
+    m = read_meta(d)
+    dt = DTYPES[m.dtype]
+    q = _load(d / "q.bin", (m.B, m.T, m.H, m.K), dt).float()
+    k = _load(d / "k.bin", (m.B, m.T, m.H, m.K), dt).float()
+    v = _load(d / "v.bin", (m.B, m.T, m.H, m.V), dt).float()
+    g = _load(d / "g.bin", (m.B, m.T, m.H, m.K), torch.float32)
+    if m.gate == "alpha":
+        g = g.log()
+    beta = _load(d / "beta.bin", (m.B, m.T, m.H), torch.float32)
+    h0 = _load(d / "h0.bin", (m.B, m.H, m.K, m.V), torch.float32) if m.h0 else None
+    return m, KdaInputs(q, k, v, g, beta, h0)
+
+
+def read_outputs(out: Path, m: Meta) -> tuple[torch.Tensor, torch.Tensor]:
+    return (_load(out / "o.bin", (m.B, m.T, m.H, m.V), torch.float32),
+            _load(out / "ht.bin", (m.B, m.H, m.K, m.V), torch.float32))
+
+
+# ---- host emulation: build and run ----
+
+@dataclass(frozen=True)
+class Build:
+    runner: Path                  # kda_chunk_v3_emu
+    faults: dict[str, Path]       # "KDA_DROP_WAIT=3" -> its fault-injected runner
+    selftest: Path                # ascendc_emu_selftest
+
+
+def build(build_dir: Path, faults: tuple[str, ...] = (), jobs: int = 2) -> Build:
+    """cmake + build ascendc_stubs/ for the host: the emulator, its self-test, kda_chunk_v3's runner and one
+    variant per fault ("KDA_DROP_WAIT=3"). Raises RuntimeError with the tool output when a step fails."""
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        raise RuntimeError("cmake not found")
+    steps = ([cmake, "-S", str(HERE), "-B", str(build_dir), "-DRUN_MODE=host",
+              f"-DKDA_FAULT_VARIANTS={';'.join(faults)}"],
+             [cmake, "--build", str(build_dir), "-j", str(jobs)])
+    for cmd in steps:
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}")
+    kernel_dir = build_dir / "kda_chunk_v3"
+    variants = {}
+    for f in faults:
+        name, value = f.split("=")
+        variants[f] = kernel_dir / f"kda_chunk_v3_emu_{name.removeprefix('KDA_').lower()}{value}"
+    return Build(kernel_dir / "kda_chunk_v3_emu", variants, build_dir / "host" / "ascendc_emu_selftest")
+
+
+@dataclass
+class EmuRun:
+    returncode: int
+    report: dict | None
+    stderr: str
+
+
+def run(exe: Path, data: Path, out: Path, *, slots: int = 2, timeout_ms: int = 2000, aic: int = 24,
+        wall_timeout_s: float = 60.0) -> EmuRun:
+    out.mkdir(parents=True, exist_ok=True)
+    p = subprocess.run([str(exe), "--data", str(data), "--out", str(out), "--slots", str(slots),
+                        "--timeout-ms", str(timeout_ms), "--aic", str(aic)],
+                       capture_output=True, text=True, timeout=wall_timeout_s)
+    report_path = out / "report.json"
+    report = json.loads(report_path.read_text()) if report_path.exists() else None
+    return EmuRun(p.returncode, report, p.stderr)
+
+
+# ---- what the simulator says ----
+
+@dataclass(frozen=True)
+class FlagOp:
+    sync: int          # the simulator's sync number (1 = ①)
+    op: str            # "set" or "wait"
+
+
+def expected_flag_ops(graph: PhaseGraph) -> dict[str, list[FlagOp]]:
+    """Per unit ("AIC" = Cube, "AIV" = each Vector sub-block), the flag operations of one chunk, in order:
+    the producer of a sync sets its flag, the consumer waits on it."""
+    ops: dict[str, list[FlagOp]] = {"AIC": [], "AIV": []}
+    for s in graph.syncs:
+        src, dst = s.direction.split("->")
+        unit = {"cube": "AIC", "vec": "AIV"}
+        ops[unit[src]].append(FlagOp(s.number, "set"))
+        ops[unit[dst]].append(FlagOp(s.number, "wait"))
+    return ops
+
+
+def expected_payloads(graph: PhaseGraph, state_rides_on: int | None) -> dict[int, set[str]]:
+    """Sync number -> the workspace tensors its producer publishes (the state as "S" where it rides)."""
+    pay = {s.number: {p.name for p in s.payload} for s in graph.syncs}
+    if state_rides_on is not None:
+        pay[state_rides_on].add("S")
+    return pay
+
+
+def recorded_flag_ops(report: dict) -> dict[tuple[int, str, int], list[tuple[FlagOp, tuple[str, ...]]]]:
+    """(block, unit, sub) -> that emulated core's flag events in order, flag ids mapped back to sync numbers,
+    each with the workspace tensors a set published."""
+    sync_of_flag = {flag: int(n) for n, flag in report["sync_flags"].items()}
+    out: dict[tuple[int, str, int], list] = {}
+    for e in report["events"]:
+        key = (e["block"], e["unit"], e["sub"])
+        out.setdefault(key, []).append((FlagOp(sync_of_flag.get(e["flag"], -1), e["op"]), tuple(e.get("wrote", ()))))
+    return out

@@ -1,0 +1,191 @@
+// Self-test of the host emulation: one tiny kernel per rule, run on one emulated AI core.
+//   ascendc_emu_selftest SCENARIO REPORT.json      (exit status = the emulator's: 0 ok, 3 check failed, 4 hang)
+// tests/test_ascendc_stubs.py runs every scenario and checks the kind of error each one must produce.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "kernel_operator.h"
+
+using namespace AscendC;
+
+namespace {
+
+alignas(64) uint8_t g_gm[4096];
+
+void Sleep(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+// mode 2: the AIC's wait returns only after BOTH AIVs set (AIV1 sets 100 ms late); the AIC's set releases both.
+void Mode2()
+{
+    if ASCEND_IS_AIC {
+        CrossCoreWaitFlag(1);
+        CrossCoreSetFlag<2, PIPE_FIX>(2);
+    }
+    if ASCEND_IS_AIV {
+        if (GetSubBlockIdx() == 1) Sleep(100);
+        CrossCoreSetFlag<2, PIPE_MTE3>(1);
+        CrossCoreWaitFlag(2);
+    }
+}
+// 16 sets of flag 1 that nobody waits for: the counter holds at most 15.
+void Overflow()
+{
+    if ASCEND_IS_AIV {
+        for (int i = 0; i < 16; ++i) {
+            CrossCoreSetFlag<2, PIPE_MTE3>(1);
+            CrossCoreSetFlag<2, PIPE_MTE3>(2);
+        }
+    }
+}
+void TwiceInARow()
+{
+    if ASCEND_IS_AIC {
+        CrossCoreSetFlag<2, PIPE_FIX>(1);
+        CrossCoreSetFlag<2, PIPE_FIX>(1);
+    }
+    if ASCEND_IS_AIV {
+        CrossCoreWaitFlag(1);
+        CrossCoreWaitFlag(1);
+    }
+}
+void ReservedId()
+{
+    if ASCEND_IS_AIC CrossCoreSetFlag<2, PIPE_FIX>(12);
+    if ASCEND_IS_AIV CrossCoreWaitFlag(12);
+}
+void Hang()
+{
+    if ASCEND_IS_AIC CrossCoreWaitFlag(3);
+}
+void UbOverflow()
+{
+    if ASCEND_IS_AIV {
+        TPipe pipe;
+        TBuf<TPosition::VECCALC> buf;
+        pipe.InitBuffer(buf, 200 * 1024);
+    }
+}
+void Misaligned()
+{
+    if ASCEND_IS_AIV {
+        TPipe pipe;
+        TBuf<TPosition::VECCALC> buf;
+        pipe.InitBuffer(buf, 1024);
+        LocalTensor<float> x = buf.Get<float>();
+        Exp(x[1], x[1], 8);
+    }
+}
+void OutOfBounds()
+{
+    if ASCEND_IS_AIV {
+        TPipe pipe;
+        TBuf<TPosition::VECCALC> buf;
+        pipe.InitBuffer(buf, 1024);
+        GlobalTensor<float> gm;
+        gm.SetGlobalBuffer(reinterpret_cast<float*>(g_gm));
+        DataCopy(buf.Get<float>(), gm[1000], 64);   // 256 bytes from byte 4000 of a 4096-byte buffer
+    }
+}
+// the same AIV writes GM (MTE3) and reads it back (MTE2) into the same UB with nothing in between: a GM
+// read-after-write and a UB write-after-read
+void Hazard()
+{
+    if ASCEND_IS_AIV {
+        TPipe pipe;
+        TBuf<TPosition::VECCALC> buf;
+        pipe.InitBuffer(buf, 1024);
+        GlobalTensor<float> gm;
+        gm.SetGlobalBuffer(reinterpret_cast<float*>(g_gm) + GetSubBlockIdx() * 64);
+        DataCopy(gm, buf.Get<float>(), 64);
+        DataCopy(buf.Get<float>(), gm, 64);
+    }
+}
+// AIV0 writes, the AIC reads, no flag between them
+void Race()
+{
+    GlobalTensor<float> gm;
+    gm.SetGlobalBuffer(reinterpret_cast<float*>(g_gm));
+    if ASCEND_IS_AIV {
+        TPipe pipe;
+        TBuf<TPosition::VECCALC> buf;
+        pipe.InitBuffer(buf, 1024);
+        if (GetSubBlockIdx() == 0) DataCopy(gm, buf.Get<float>(), 64);
+    }
+    if ASCEND_IS_AIC {
+        Sleep(20);
+        (void)gm.GetValue(3);
+    }
+}
+// a set on PIPE_V after a PIPE_MTE3 write: the flag could overtake its payload
+void SetPipe()
+{
+    if ASCEND_IS_AIV {
+        TPipe pipe;
+        TBuf<TPosition::VECCALC> buf;
+        pipe.InitBuffer(buf, 1024);
+        GlobalTensor<float> gm;
+        gm.SetGlobalBuffer(reinterpret_cast<float*>(g_gm) + GetSubBlockIdx() * 64);
+        DataCopy(gm, buf.Get<float>(), 64);
+        CrossCoreSetFlag<2, PIPE_V>(1);
+    }
+    if ASCEND_IS_AIC CrossCoreWaitFlag(1);
+}
+// a scalar read of UB a vector instruction wrote: needs SetFlag/WaitFlag<HardEvent::V_S> between (fenced = true)
+void UbScalarRead(bool fenced)
+{
+    if ASCEND_IS_AIV {
+        TPipe pipe;
+        TBuf<TPosition::VECCALC> buf;
+        pipe.InitBuffer(buf, 1024);
+        LocalTensor<float> x = buf.Get<float>();
+        Duplicate(x, 1.0f, 64);
+        if (fenced) {
+            SetFlag<HardEvent::V_S>(EVENT_ID0);
+            WaitFlag<HardEvent::V_S>(EVENT_ID0);
+        }
+        if (x.GetValue(3) != 1.0f) ascendc_emu::Error("value", "Duplicate did not write");
+    }
+}
+// bf16 / half rounding: ties to even, overflow to inf
+void Float16()
+{
+    if ASCEND_IS_AIC {
+        const bool ok = static_cast<float>(bfloat16_t(1.00390625f)) == 1.0f &&   // 1 + 2^-8: tie, to even
+                        static_cast<float>(bfloat16_t(1.01171875f)) == 1.015625f &&
+                        static_cast<float>(half(65504.0f)) == 65504.0f && std::isinf(static_cast<float>(half(65520.0f))) &&
+                        static_cast<float>(half(1.0f / 16777216.0f)) == 1.0f / 16777216.0f;
+        if (!ok) ascendc_emu::Error("float16", "half / bfloat16_t rounding is wrong");
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    const std::map<std::string, std::function<void()>> scenarios = {
+        {"mode2", Mode2}, {"overflow", Overflow}, {"twice", TwiceInARow}, {"reserved", ReservedId}, {"hang", Hang},
+        {"ub", UbOverflow}, {"align", Misaligned}, {"bounds", OutOfBounds}, {"hazard", Hazard}, {"race", Race},
+        {"setpipe", SetPipe}, {"float16", Float16},
+        {"ubhazard", [] { UbScalarRead(false); }}, {"ubfence", [] { UbScalarRead(true); }}};
+    if (argc != 3 || !scenarios.count(argv[1])) {
+        std::fprintf(stderr, "usage: ascendc_emu_selftest SCENARIO REPORT.json; scenarios:");
+        for (auto& kv : scenarios) std::fprintf(stderr, " %s", kv.first.c_str());
+        std::fprintf(stderr, "\n");
+        return 2;
+    }
+    ascendc_emu::RegisterRegion("gm", "gm", g_gm, sizeof(g_gm), ascendc_emu::RegionKind::Workspace, 0);
+    ascendc_emu::LaunchConfig cfg;
+    cfg.timeoutMs = 300;
+    const auto& kernel = scenarios.at(argv[1]);
+    const int status = ascendc_emu::Launch(cfg, [&] {
+        KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
+        kernel();
+    });
+    ascendc_emu::WriteReport(argv[2], "\"scenario\": \"" + std::string(argv[1]) + "\"");
+    return status;
+}

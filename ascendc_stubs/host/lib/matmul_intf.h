@@ -1,0 +1,129 @@
+// Host emulation of the AscendC Matmul high-level API (lib/matmul_intf.h), GM in / GM out, ND format.
+// Semantics only: C = op(A) op(B) accumulated in fp32 (as L0C does), rounded once to C's type (as FixPipe
+// does). Tiling over L1/L0 and the fractal formats are not modelled. Kernels define ASCENDC_CUBE_ONLY before
+// including it: the Matmul then runs on the AIC that calls it (no AIV->AIC message queue), which is what
+// the emulation implements; calling it from an AIV is reported.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "kernel_operator.h"
+#include "kernel_tiling/kernel_tiling.h"
+
+#ifndef ASCENDC_CUBE_ONLY
+#error "the host emulation implements the Matmul API in ASCENDC_CUBE_ONLY mode: define it before this include"
+#endif
+
+enum class CubeFormat : uint8_t { ND, NZ, ND_ALIGN };
+
+namespace AscendC {
+
+enum class LayoutMode : uint8_t { NONE, BSNGD, SBNGD, BNGS1S2, NORMAL };
+
+template <TPosition POSITION, CubeFormat FORMAT, typename TYPE, bool ISTRANS = false,
+          LayoutMode LAYOUT = LayoutMode::NONE, bool IBSHARE = false>
+struct MatmulType {
+    constexpr static TPosition pos = POSITION;
+    constexpr static CubeFormat format = FORMAT;
+    using T = TYPE;
+    constexpr static bool isTrans = ISTRANS;
+};
+
+template <class A_TYPE, class B_TYPE, class C_TYPE, class BIAS_TYPE = C_TYPE>
+class Matmul {
+    using TA = typename A_TYPE::T;
+    using TB = typename B_TYPE::T;
+    using TC = typename C_TYPE::T;
+    static_assert(A_TYPE::pos == TPosition::GM && B_TYPE::pos == TPosition::GM && C_TYPE::pos == TPosition::GM,
+                  "the emulation supports GM operands only");
+    static_assert(A_TYPE::format == CubeFormat::ND && B_TYPE::format == CubeFormat::ND &&
+                  C_TYPE::format == CubeFormat::ND, "the emulation supports ND format only");
+
+public:
+    __aicore__ inline void Init(const TCubeTiling* tiling, TPipe* = nullptr)
+    {
+        ascendc_emu::MatmulUse("REGIST_MATMUL_OBJ");
+        if (tiling == nullptr) ascendc_emu::Fatal("matmul", "REGIST_MATMUL_OBJ without a TCubeTiling");
+        tiling_ = *tiling;
+        registered_ = true;
+    }
+    __aicore__ inline void SetOrgShape(int orgM, int orgN, int orgK) { SetOrgShape(orgM, orgN, orgK, orgK); }
+    __aicore__ inline void SetOrgShape(int orgM, int orgN, int orgKa, int orgKb, int = 0)
+    {
+        orgM_ = orgM; orgN_ = orgN; orgKa_ = orgKa; orgKb_ = orgKb;
+    }
+    __aicore__ inline void SetSingleShape(int m, int n, int k) { m_ = m; n_ = n; k_ = k; }
+    __aicore__ inline void SetTensorA(const GlobalTensor<TA>& gm, bool transpose = false)
+    {
+        if (transpose && !A_TYPE::isTrans) ascendc_emu::Fatal("matmul", "SetTensorA(.., true) needs MatmulType<.., isTrans=true>");
+        a_ = gm; transA_ = transpose; haveA_ = true;
+    }
+    __aicore__ inline void SetTensorB(const GlobalTensor<TB>& gm, bool transpose = false)
+    {
+        if (transpose && !B_TYPE::isTrans) ascendc_emu::Fatal("matmul", "SetTensorB(.., true) needs MatmulType<.., isTrans=true>");
+        b_ = gm; transB_ = transpose; haveB_ = true;
+    }
+    template <bool sync = true>
+    __aicore__ inline void IterateAll(const GlobalTensor<TC>& gm, uint8_t enAtomic = 0, bool = false, bool = false,
+                                      bool = false)
+    {
+        ascendc_emu::MatmulUse("Matmul::IterateAll");
+        if (!registered_) ascendc_emu::Fatal("matmul", "IterateAll before REGIST_MATMUL_OBJ");
+        if (!haveA_ || !haveB_) ascendc_emu::Fatal("matmul", "IterateAll without SetTensorA / SetTensorB");
+        if (enAtomic != 0) ascendc_emu::Fatal("unsupported", "IterateAll with atomic add is not emulated");
+        if (m_ > tiling_.M || n_ > tiling_.N || k_ > tiling_.Ka)
+            ascendc_emu::Fatal("matmul", "single shape " + std::to_string(m_) + "x" + std::to_string(n_) + "x" +
+                                             std::to_string(k_) + " exceeds the TCubeTiling's M/N/Ka");
+        if (m_ > orgM_ || n_ > orgN_ || k_ > orgKa_ || k_ > orgKb_)
+            ascendc_emu::Fatal("matmul", "single shape exceeds the org shape");
+        // A: [M][Ka] (ld orgKa) or, transposed, [Ka][M] (ld orgM); B: [Kb][N] (ld orgN) or [N][Kb] (ld orgKb)
+        const int ldA = transA_ ? orgM_ : orgKa_, ldB = transB_ ? orgKb_ : orgN_;
+        ReadRows(a_.GetPhyAddr(), transA_ ? k_ : m_, transA_ ? m_ : k_, ldA);
+        ReadRows(b_.GetPhyAddr(), transB_ ? n_ : k_, transB_ ? k_ : n_, ldB);
+        std::vector<float> acc(static_cast<size_t>(m_) * n_, 0.0f);
+        const TA* A = a_.GetPhyAddr();
+        const TB* B = b_.GetPhyAddr();
+        for (int i = 0; i < m_; ++i) {
+            float* row = &acc[static_cast<size_t>(i) * n_];
+            for (int kk = 0; kk < k_; ++kk) {
+                const float a = static_cast<float>(transA_ ? A[static_cast<size_t>(kk) * ldA + i]
+                                                           : A[static_cast<size_t>(i) * ldA + kk]);
+                for (int j = 0; j < n_; ++j)
+                    row[j] += a * static_cast<float>(transB_ ? B[static_cast<size_t>(j) * ldB + kk]
+                                                             : B[static_cast<size_t>(kk) * ldB + j]);
+            }
+        }
+        TC* C = gm.GetPhyAddr();
+        for (int i = 0; i < m_; ++i) {
+            ascendc_emu::GmAccess(C + static_cast<size_t>(i) * orgN_, n_ * sizeof(TC), true, PIPE_FIX,
+                                  "Matmul::IterateAll (FixPipe)");
+            for (int j = 0; j < n_; ++j) C[static_cast<size_t>(i) * orgN_ + j] = static_cast<TC>(acc[static_cast<size_t>(i) * n_ + j]);
+        }
+        haveA_ = haveB_ = false;
+    }
+    __aicore__ inline void End() { ascendc_emu::MatmulUse("Matmul::End"); registered_ = false; }
+
+private:
+    template <typename T>
+    void ReadRows(const T* base, int rows, int cols, int ld)
+    {
+        for (int r = 0; r < rows; ++r)
+            ascendc_emu::GmAccess(base + static_cast<size_t>(r) * ld, cols * sizeof(T), false, PIPE_MTE2,
+                                  "Matmul::IterateAll (load)");
+    }
+    TCubeTiling tiling_{};
+    GlobalTensor<TA> a_;
+    GlobalTensor<TB> b_;
+    int orgM_ = 0, orgN_ = 0, orgKa_ = 0, orgKb_ = 0, m_ = 0, n_ = 0, k_ = 0;
+    bool transA_ = false, transB_ = false, haveA_ = false, haveB_ = false, registered_ = false;
+};
+
+}  // namespace AscendC
+
+namespace matmul {
+using AscendC::Matmul;
+using AscendC::MatmulType;
+}  // namespace matmul
+
+// REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling): one Matmul object per call in the emulation.
+#define REGIST_MATMUL_OBJ(tpipe, workspace, mm, tiling) (mm).Init((tiling), (tpipe))
