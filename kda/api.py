@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from npusim import Executor, Nonfinite, PhaseGraph, Precision
-from npusim.precision import DTYPES, dtype_name
+from npusim.precision import dtype_name
 
 from .programs import get_program
 from .reference import naive_recurrent_kda

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from npusim import Precision
-from npusim.graph import PhaseGraph, sync_label
+from npusim.graph import PhaseGraph
 from npusim.precision import dtype_name, itemsize
 
 from .api import Execution, execute

@@ -3,7 +3,8 @@ and the timing replay (pipelined and serial). The CLI, the notebooks and the tes
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 from typing import Callable
 
 import torch
@@ -17,6 +18,9 @@ from .inputs import KdaInputs, make_inputs
 from .parity import Parity, compare
 from .programs import get_program
 from .reference import naive_recurrent_kda
+
+if TYPE_CHECKING:
+    from .attribution import Attribution
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from npusim import DataflowError, NpuSimError, load_profile, shipped_profiles
+from npusim import NpuSimError, load_profile, shipped_profiles
 
 from .api import KdaInputError
 from .evaluate import Settings, evaluate, make_settings_inputs, reference

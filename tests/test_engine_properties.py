@@ -5,9 +5,8 @@ from collections import defaultdict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from npusim import build_template, phase_program, run_and_report
+from npusim import phase_program, run_and_report
 from tests.conftest import randn, record
-from tests.conftest import TOY_PROFILE  # noqa: F401 (documents the profile shape)
 
 
 def chain_program(n_phases: int, state_reader: int | None, resident_first: bool, resend_x: bool):

@@ -3,7 +3,6 @@
 import json
 from dataclasses import replace
 
-import pytest
 
 from kda.stability import FAIL, GRID_SETTINGS, OVERFLOW, PASS, grid, main, threshold
 
