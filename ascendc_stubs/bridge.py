@@ -1,5 +1,5 @@
-"""Python side of the AscendC skeletons: input/output files, the host-emulation build and run, and what the
-simulator says the kernel's flags and payloads must be.
+"""Python side of the AscendC skeletons (kda_chunk_v3, kda_chunk_v4): input/output files, the host-emulation
+build and run, and what the simulator says a kernel's flags and payloads must be.
 
 File format (shared with the NPU flow, README "On real hardware"): a directory with meta.txt ("key value"
 lines: B T H K V C dtype gate h0 scale) and raw little-endian arrays in FLA's layout: q.bin, k.bin, v.bin in the
@@ -21,6 +21,7 @@ from npusim.graph import PhaseGraph
 
 HERE = Path(__file__).resolve().parent
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+KERNELS = {"v3": "kda_chunk_v3", "v4": "kda_chunk_v4"}   # simulator version -> kernel folder and entry
 
 
 @dataclass(frozen=True)
@@ -101,14 +102,15 @@ def read_outputs(out: Path, m: Meta) -> tuple[torch.Tensor, torch.Tensor]:
 
 @dataclass(frozen=True)
 class Build:
-    runner: Path                  # kda_chunk_v3_emu
-    faults: dict[str, Path]       # "KDA_DROP_WAIT=3" -> its fault-injected runner
-    selftest: Path                # ascendc_emu_selftest
+    runners: dict[str, Path]                  # "v3" -> kda_chunk_v3_emu
+    faults: dict[str, dict[str, Path]]        # "v3" -> {"KDA_DROP_WAIT=3": its fault-injected runner}
+    selftest: Path                            # ascendc_emu_selftest
 
 
 def build(build_dir: Path, faults: tuple[str, ...] = (), jobs: int = 2) -> Build:
-    """cmake + build ascendc_stubs/ for the host: the emulator, its self-test, kda_chunk_v3's runner and one
-    variant per fault ("KDA_DROP_WAIT=3"). Raises RuntimeError with the tool output when a step fails."""
+    """cmake + build ascendc_stubs/ for the host: the emulator, its self-test, each kernel's runner and, per
+    kernel, one variant per fault ("KDA_DROP_WAIT=3"). Raises RuntimeError with the tool output when a step
+    fails."""
     cmake = shutil.which("cmake")
     if cmake is None:
         raise RuntimeError("cmake not found")
@@ -119,12 +121,14 @@ def build(build_dir: Path, faults: tuple[str, ...] = (), jobs: int = 2) -> Build
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}")
-    kernel_dir = build_dir / "kda_chunk_v3"
-    variants = {}
-    for f in faults:
-        name, value = f.split("=")
-        variants[f] = kernel_dir / f"kda_chunk_v3_emu_{name.removeprefix('KDA_').lower()}{value}"
-    return Build(kernel_dir / "kda_chunk_v3_emu", variants, build_dir / "host" / "ascendc_emu_selftest")
+    runners, variants = {}, {}
+    for version, kernel in KERNELS.items():
+        runners[version] = build_dir / kernel / f"{kernel}_emu"
+        variants[version] = {}
+        for f in faults:
+            name, value = f.split("=")
+            variants[version][f] = build_dir / kernel / f"{kernel}_emu_{name.removeprefix('KDA_').lower()}{value}"
+    return Build(runners, variants, build_dir / "host" / "ascendc_emu_selftest")
 
 
 @dataclass
@@ -135,10 +139,11 @@ class EmuRun:
 
 
 def run(exe: Path, data: Path, out: Path, *, slots: int = 2, timeout_ms: int = 2000, aic: int = 24,
-        wall_timeout_s: float = 60.0) -> EmuRun:
+        extra: tuple[str, ...] = (), wall_timeout_s: float = 60.0) -> EmuRun:
+    """Run an emulated kernel; `extra`: kernel options (kda_chunk_v4: "--state-parts", "1")."""
     out.mkdir(parents=True, exist_ok=True)
     p = subprocess.run([str(exe), "--data", str(data), "--out", str(out), "--slots", str(slots),
-                        "--timeout-ms", str(timeout_ms), "--aic", str(aic)],
+                        "--timeout-ms", str(timeout_ms), "--aic", str(aic), *extra],
                        capture_output=True, text=True, timeout=wall_timeout_s)
     report_path = out / "report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else None
@@ -171,6 +176,27 @@ def expected_payloads(graph: PhaseGraph, state_rides_on: int | None) -> dict[int
     if state_rides_on is not None:
         pay[state_rides_on].add("S")
     return pay
+
+
+def read_right_after(graph: PhaseGraph, sync: int, state_rides_on: int | None) -> set[str]:
+    """The tensors sync n hands over that its consumer phase, the one right after the wait, reads. Without that
+    wait they race; a tensor of the payload read only by a later phase may be ordered by a later wait instead
+    (v4's A_qk_diag goes with ③ but is read in Phase F, after ⑤)."""
+    s = next(s for s in graph.syncs if s.number == sync)
+    read = {p.name for p in s.payload if s.consumer in graph.tensors[p.name].readers}
+    if state_rides_on == sync and graph.state is not None and s.consumer in graph.state.readers:
+        read.add("S")
+    return read
+
+
+def kernel_sync_bytes(report: dict, graph: PhaseGraph, state_rides_on: int | None) -> dict[int, int]:
+    """Sync number -> the bytes the kernel's workspace tensors of that sync's payload (and the state, where it
+    rides) take: the kernel's counterpart of the simulator's Sync.nbytes (+ the state's nbytes)."""
+    sizes = report["tensor_bytes"]
+    out = {s.number: sum(sizes[p.name] for p in s.payload) for s in graph.syncs}
+    if state_rides_on is not None:
+        out[state_rides_on] += sizes["S"]
+    return out
 
 
 def recorded_flag_ops(report: dict) -> dict[tuple[int, str, int], list[tuple[FlagOp, tuple[str, ...]]]]:

@@ -1,10 +1,11 @@
-"""The AscendC skeleton of v3 (ascendc_stubs/kda_chunk_v3) on the host emulation, held to the Python side:
-parity with the recurrence, the cross-core flags and payloads the simulator records for v3, and faults the
-emulator must catch. cmake + g++ build everything once per session (about 14 s of CPU)."""
+"""The AscendC skeletons of v3 and v4 (ascendc_stubs/kda_chunk_v3, kda_chunk_v4) on the host emulation, held to
+the Python side: parity with the recurrence, the cross-core flags and payloads the simulator records for each
+version, and faults the emulator must catch. cmake + g++ build everything once per session (about 24 s of CPU)."""
 from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from kda.inputs import make_inputs  # noqa: E402
 from kda.parity import assert_close, compare  # noqa: E402
 from kda.reference import naive_recurrent_kda  # noqa: E402
 
+VERSIONS = ("v3", "v4")
 FAULTS = ("KDA_DROP_WAIT=3", "KDA_DROP_WAIT=6", "KDA_DROP_SET=4")
 CHUNK, DK, DV = 64, 128, 128
 
@@ -33,20 +35,28 @@ def emu(tmp_path_factory) -> bridge.Build:
     return bridge.build(tmp_path_factory.mktemp("ascendc_build"), FAULTS)
 
 
-@pytest.fixture(scope="session")
-def v3():
-    """The simulator's recorded v3 graph and the sync its state hand-off rides on (from its report)."""
-    r = evaluate("v3", Settings(chunks=2, dtype="fp32"))
-    graph = r.execution.graph
-    rides = next(s.number for s in graph.syncs if s.label == r.report.state.rides_on)
-    return graph, rides
+@pytest.fixture(scope="session", params=VERSIONS)
+def version(request) -> str:
+    return request.param
+
+
+_SIM: dict[str, tuple] = {}
+
+
+def _sim(version: str):
+    """The simulator's recorded graph of a version and the sync its state hand-off rides on (from its report)."""
+    if version not in _SIM:
+        r = evaluate(version, Settings(chunks=2, dtype="fp32"))
+        graph = r.execution.graph
+        _SIM[version] = graph, next(s.number for s in graph.syncs if s.label == r.report.state.rides_on)
+    return _SIM[version]
 
 
 def _run(emu_exe: Path, d: Path, *, dtype="fp32", gates="slow", gate_form="log", slots=2, aic=24, heads=2, chunks=4,
-         initial_state=True, timeout_ms=2000):
+         initial_state=True, timeout_ms=2000, extra=()):
     x = make_inputs(1, chunks * CHUNK, heads, DK, DV, gates, 0, initial_state)
     bridge.write_inputs(d / "in", x, dtype=dtype, chunk_size=CHUNK, gate=gate_form)
-    res = bridge.run(emu_exe, d / "in", d / "out", slots=slots, timeout_ms=timeout_ms, aic=aic)
+    res = bridge.run(emu_exe, d / "in", d / "out", slots=slots, timeout_ms=timeout_ms, aic=aic, extra=extra)
     return x, res
 
 
@@ -61,18 +71,33 @@ def _errors(res: bridge.EmuRun) -> list[str]:
     return [f"[{e['kind']}] {e['message']}" for e in (res.report or {}).get("errors", [])]
 
 
+def _assert_bytes_per_sync(res: bridge.EmuRun, graph, rides: int, extra: dict[int, int] | None = None):
+    """The kernel's workspace tensors of each sync (and the state where it rides) take the bytes the simulator
+    counts for that sync, plus `extra`."""
+    sim = {s.number: s.nbytes + (graph.state.nbytes if s.number == rides else 0) for s in graph.syncs}
+    for n, b in (extra or {}).items():
+        sim[n] += b
+    assert bridge.kernel_sync_bytes(res.report, graph, rides) == sim
+
+
+def _assert_exp_factors_at_most_one(version: str, res: bridge.EmuRun):
+    """v4 takes no exp of a positive argument, the emulator's Exp says (v3's exp(-gc) does)."""
+    if version == "v4":
+        assert res.report["exp_max_arg"] is not None and res.report["exp_max_arg"] <= 0.0
+
+
 @pytest.fixture(scope="session")
-def fp32_run(emu, tmp_path_factory):
+def fp32_run(emu, version, tmp_path_factory):
     """2 heads x 4 chunks, fp32 hand-offs, slow gates and an initial state (the state matters), 2 AI cores."""
-    d = tmp_path_factory.mktemp("v3_fp32")
-    return d, _run(emu.runner, d)[1]
+    d = tmp_path_factory.mktemp(f"{version}_fp32")
+    return d, _run(emu.runners[version], d)[1]
 
 
 @pytest.fixture(scope="session")
-def one_core_run(emu, tmp_path_factory):
+def one_core_run(emu, version, tmp_path_factory):
     """The same heads back to back on one AI core, one workspace slot, gates given as alpha (Phase A takes Ln)."""
-    d = tmp_path_factory.mktemp("v3_one_core")
-    return d, _run(emu.runner, d, gate_form="alpha", slots=1, aic=1)[1]
+    d = tmp_path_factory.mktemp(f"{version}_one_core")
+    return d, _run(emu.runners[version], d, gate_form="alpha", slots=1, aic=1)[1]
 
 
 # ---- the emulator itself ----
@@ -82,6 +107,7 @@ SELFTEST = {   # scenario -> (exit status, error kinds it must report)
     "overflow": (3, {"overflow"}), "twice": (3, {"rule"}), "reserved": (3, {"rule"}), "setpipe": (3, {"rule"}),
     "ub": (3, {"ub"}), "align": (3, {"align"}), "bounds": (3, {"bounds"}), "hazard": (3, {"hazard", "ub-hazard"}),
     "race": (3, {"race"}), "hang": (4, {"hang"}), "ubhazard": (3, {"ub-hazard"}), "ubfence": (0, set()),
+    "matrix": (0, set()), "across": (3, {"bounds"}), "reducesum": (0, set()),
 }
 
 
@@ -99,47 +125,88 @@ def test_emulator_enforces_the_hardware_rules(emu, tmp_path, scenario):
         aiv_sets = [e["seq"] for e in ev if e["unit"] == "AIV" and e["op"] == "set"]
         assert len(aiv_sets) == 2 and aic_wait > max(aiv_sets)
         assert sum(e["unit"] == "AIV" and e["op"] == "wait" for e in ev) == 2   # one AIC set released both
+    if scenario == "reducesum":   # Exp(-1, 0.5) ran: the largest argument is reported
+        assert report["exp_max_arg"] == 0.5
 
 
-# ---- v3: numbers ----
+# ---- numbers ----
 
-def test_v3_fp32_matches_the_recurrence(fp32_run):
+def test_fp32_matches_the_recurrence(version, fp32_run):
     d, res = fp32_run
     assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
     (ref_o, o), (ref_s, ht) = _parity(d)
     assert_close("o", ref_o, o)
     assert_close("final state", ref_s, ht)
+    _assert_exp_factors_at_most_one(version, res)
+    _assert_bytes_per_sync(res, *_sim(version))
     # the Vector side's UB plan is what it allocated, and fits the 192 KiB of an A2 AIV
     assert set(res.report["ub_peak_bytes"].values()) == {res.report["ub_plan_bytes"]}
     assert res.report["ub_plan_bytes"] <= 192 * 1024
 
 
-def test_v3_one_core_one_slot_alpha_gates(one_core_run):
+def test_one_core_one_slot_alpha_gates(version, one_core_run):
     d, res = one_core_run
     assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
     assert res.report["block_dim"] == 1 and res.report["slots"] == 1
     (ref_o, o), (ref_s, ht) = _parity(d)
     assert_close("o", ref_o, o)
     assert_close("final state", ref_s, ht)
+    _assert_exp_factors_at_most_one(version, res)
 
 
-def test_v3_bf16_matches_the_recurrence_as_closely_as_the_simulator(emu, tmp_path):
-    x, res = _run(emu.runner, tmp_path, dtype="bf16", gates="seed")
+@pytest.mark.parametrize("version, gates", [("v3", "seed"), ("v4", "slow"), ("v4", "kimi")])
+def test_bf16_matches_the_recurrence_as_closely_as_the_simulator(emu, tmp_path, version, gates):
+    """bf16 hand-offs; v4 under its default policy, the state in fp32 between chunks (slow gates: it matters)."""
+    x, res = _run(emu.runners[version], tmp_path, dtype="bf16", gates=gates)
     assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
     (ref_o, o), (ref_s, ht) = _parity(tmp_path)
     p_o, p_s = assert_close("o", ref_o, o), assert_close("final state", ref_s, ht)
+    _assert_exp_factors_at_most_one(version, res)
     # bf16 hand-offs cost the simulator about as much: the kernel rounds where the simulator's syncs round
-    sim = evaluate("v3", Settings(heads=2, chunks=4, dtype="bf16", gates="seed", initial_state=True), inputs=x,
+    sim = evaluate(version, Settings(heads=2, chunks=4, dtype="bf16", gates=gates, initial_state=True), inputs=x,
                    timing=False)
+    if version == "v4":
+        assert sim.execution.graph.state.dtype == "fp32" and res.report["state_dtype"] == "fp32"
+    # the same bytes per sync as the simulator counts, but for v4's Q_scaled: the Cube multiplies it with the
+    # state's two bf16 parts, so it goes out twice, side by side (+ C x d_k x 2 bytes on ①)
+    _assert_bytes_per_sync(res, sim.execution.graph, 3, {1: CHUNK * DK * 2} if version == "v4" else None)
     assert p_o.rel_rms_err < 1.25 * sim.parity_o.rel_rms_err
     assert p_s.rel_rms_err < 1.25 * sim.parity_state.rel_rms_err
 
 
-# ---- v3: flags and payloads against the simulator's graph ----
+def test_v4_passes_gates_that_overflow_v3_in_fp32(emu, tmp_path):
+    """FLA's -5*sigmoid gates (~160 nats per chunk): v3's exp(-gc) overflows fp32 in Phase A, v4 takes no exp
+    of a positive argument and matches the recurrence."""
+    _, v4 = _run(emu.runners["v4"], tmp_path / "v4", gates="kimi")
+    assert v4.returncode == 0 and not _errors(v4), _errors(v4) or v4.stderr
+    (ref_o, o), (ref_s, ht) = _parity(tmp_path / "v4")
+    assert_close("o", ref_o, o)
+    assert_close("final state", ref_s, ht)
+    assert v4.report["exp_max_arg"] <= 0.0
+    _, v3 = _run(emu.runners["v3"], tmp_path / "v3", gates="kimi")
+    assert v3.report["exp_max_arg"] > math.log(torch.finfo(torch.float32).max)
+    (_, o3), _ = _parity(tmp_path / "v3")
+    assert not torch.isfinite(o3).all()
+
+
+def test_v4_state_in_two_bf16_parts_beats_one(emu, tmp_path):
+    """With bf16 transfers the Cube reads the fp32 state as S_hi + S_lo (default) rather than bf16(S) alone
+    (FLA's cast, --state-parts 1): the output keeps the accuracy the fp32 state buys in the simulator."""
+    errors = {}
+    for parts in (1, 2):
+        d = tmp_path / f"parts{parts}"
+        _, res = _run(emu.runners["v4"], d, dtype="bf16", extra=("--state-parts", str(parts)))
+        assert res.returncode == 0 and not _errors(res) and res.report["state_parts"] == parts, _errors(res)
+        (ref_o, o), _ = _parity(d)
+        errors[parts] = compare(ref_o, o).rel_rms_err
+    assert errors[2] < errors[1]
+
+
+# ---- flags and payloads against the simulator's graph ----
 
 @pytest.mark.parametrize("run", ["fp32_run", "one_core_run"])
-def test_v3_flags_follow_the_simulators_syncs(run, request, v3):
-    graph, _ = v3
+def test_flags_follow_the_simulators_syncs(run, request, version):
+    graph, _ = _sim(version)
     d, res = request.getfixturevalue(run)
     expected = bridge.expected_flag_ops(graph)
     per_core = bridge.recorded_flag_ops(res.report)
@@ -154,10 +221,10 @@ def test_v3_flags_follow_the_simulators_syncs(run, request, v3):
 
 
 @pytest.mark.parametrize("run", ["fp32_run", "one_core_run"])
-def test_v3_payloads_follow_the_simulators_syncs(run, request, v3):
+def test_payloads_follow_the_simulators_syncs(run, request, version):
     """What each set publishes (the hand-off tensors its unit wrote since its previous set) is the simulator's
     payload of that sync, and the state S goes out with the sync the simulator says it rides on."""
-    graph, rides = v3
+    graph, rides = _sim(version)
     assert rides == 3
     d, res = request.getfixturevalue(run)
     expected = bridge.expected_payloads(graph, rides)
@@ -167,7 +234,7 @@ def test_v3_payloads_follow_the_simulators_syncs(run, request, v3):
                 assert set(wrote) == expected[op.sync], f"core{block} {unit}{sub} sync {op.sync}"
 
 
-def test_v3_flag_ids_follow_the_rules(fp32_run):
+def test_flag_ids_follow_the_rules(fp32_run):
     _, res = fp32_run
     flags = res.report["sync_flags"]
     ids = list(flags.values())
@@ -179,28 +246,29 @@ def test_v3_flag_ids_follow_the_rules(fp32_run):
     assert {e["pipe"] for e in res.report["events"] if e["op"] == "set" and e["unit"] == "AIC"} == {"PIPE_FIX"}
 
 
-# ---- v3: removed synchronisation is caught, not a silent wrong answer ----
+# ---- removed synchronisation is caught, not a silent wrong answer ----
 
 @pytest.mark.parametrize("sync", [3, 6])
-def test_a_removed_wait_is_reported_as_a_race(emu, tmp_path, v3, sync):
-    graph, rides = v3
-    _, res = _run(emu.faults[f"KDA_DROP_WAIT={sync}"], tmp_path)
+def test_a_removed_wait_is_reported_as_a_race(emu, tmp_path, version, sync):
+    graph, rides = _sim(version)
+    _, res = _run(emu.faults[version][f"KDA_DROP_WAIT={sync}"], tmp_path)
     assert res.returncode == 3, res.stderr
     assert res.report["drop_wait"] == sync
     races = [e["message"] for e in res.report["errors"] if e["kind"] == "race"]
     payload = bridge.expected_payloads(graph, rides)[sync]
     racing = {m.split(" (")[1].split(")")[0] for m in races if m.startswith("race on ")}
-    # every tensor that sync hands over races; so may a resident tensor whose overwrite by the next chunk the
-    # wait also orders (without ⑥, Phase A of chunk t+1 rewrites K_decay while Phase F of chunk t reads it:
-    # the simulator's write-after-read edge on resident tensors)
+    # every tensor of that sync the phase right after the wait reads races; so may a resident tensor whose
+    # overwrite by the next chunk the wait also orders (without ⑥, Phase A of chunk t+1 rewrites K_decay while
+    # Phase F of chunk t reads it: the simulator's write-after-read edge on resident tensors)
     resident = {n for n, t in graph.tensors.items() if t.placement == "resident"}
-    assert payload <= racing and racing - payload <= resident, racing
+    read_next = bridge.read_right_after(graph, sync, rides)
+    assert read_next and read_next <= racing and racing <= payload | resident, racing
     # the consumer never consumed the producer's sets: reported too
     assert any(e["kind"] == "flag" for e in res.report["errors"])
 
 
-def test_a_removed_set_is_reported_as_a_hang(emu, tmp_path):
-    _, res = _run(emu.faults["KDA_DROP_SET=4"], tmp_path, timeout_ms=300)
+def test_a_removed_set_is_reported_as_a_hang(emu, tmp_path, version):
+    _, res = _run(emu.faults[version]["KDA_DROP_SET=4"], tmp_path, timeout_ms=300)
     assert res.returncode == 4, res.stderr
     hangs = [e["message"] for e in res.report["errors"] if e["kind"] == "hang"]
     flag4 = res.report["sync_flags"]["4"]
@@ -216,11 +284,11 @@ def _load_script(name: str):
     return module
 
 
-def test_gen_data_and_verify_scripts_round_trip(emu, tmp_path, capsys):
+def test_gen_data_and_verify_scripts_round_trip(emu, tmp_path, capsys, version):
     gen, verify = _load_script("gen_data"), _load_script("verify")
     assert gen.main(["--out", str(tmp_path / "in"), "--heads", "1", "--chunks", "2", "--dtype", "bf16",
                      "--initial-state"]) == 0
-    res = bridge.run(emu.runner, tmp_path / "in", tmp_path / "out")
+    res = bridge.run(emu.runners[version], tmp_path / "in", tmp_path / "out")
     assert res.returncode == 0, res.stderr
     assert verify.main(["--data", str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--json"]) == 0
     r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -231,9 +299,17 @@ def test_gen_data_and_verify_scripts_round_trip(emu, tmp_path, capsys):
     assert verify.main(["--data", str(tmp_path / "in"), "--out", str(tmp_path / "out")]) == 1
 
 
-def test_runner_rejects_a_shape_it_does_not_support(emu, tmp_path):
+def test_runner_rejects_a_shape_it_does_not_support(emu, tmp_path, version):
     x = make_inputs(1, 96, 1, DK, DV, "seed", 0)           # T = 96 is not a multiple of the chunk (64)
     bridge.write_inputs(tmp_path / "in", x, chunk_size=CHUNK)
-    res = bridge.run(emu.runner, tmp_path / "in", tmp_path / "out")
+    res = bridge.run(emu.runners[version], tmp_path / "in", tmp_path / "out")
     assert res.returncode == 2
     assert res.stderr.strip().count("\n") == 0 and "multiple of the chunk size" in res.stderr
+
+
+def test_v4_runner_rejects_two_state_parts_with_fp32_transfers(emu, tmp_path):
+    x = make_inputs(1, CHUNK, 1, DK, DV, "seed", 0)
+    bridge.write_inputs(tmp_path / "in", x, chunk_size=CHUNK)
+    res = bridge.run(emu.runners["v4"], tmp_path / "in", tmp_path / "out", extra=("--state-parts", "2"))
+    assert res.returncode == 2
+    assert res.stderr.strip().count("\n") == 0 and "one fp32 part" in res.stderr

@@ -16,6 +16,8 @@ using namespace AscendC;
 namespace {
 
 alignas(64) uint8_t g_gm[4096];
+alignas(64) uint8_t g_pair[128];    // two 64-byte regions, parts of one buffer (a matrix holding two tensors)
+alignas(64) uint8_t g_apart[128];   // two 64-byte regions of different buffers
 
 void Sleep(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
@@ -151,6 +153,37 @@ void UbScalarRead(bool fenced)
         if (x.GetValue(3) != 1.0f) ascendc_emu::Error("value", "Duplicate did not write");
     }
 }
+// one 128-byte read across two adjacent regions: fine within one buffer (inBuffer), out of bounds otherwise
+void ReadAcross(bool inBuffer)
+{
+    if ASCEND_IS_AIV {
+        if (GetSubBlockIdx() != 0) return;
+        TPipe pipe;
+        TBuf<TPosition::VECCALC> buf;
+        pipe.InitBuffer(buf, 1024);
+        GlobalTensor<float> gm;
+        gm.SetGlobalBuffer(reinterpret_cast<float*>(inBuffer ? g_pair : g_apart));
+        DataCopy(buf.Get<float>(), gm, 32);
+    }
+}
+// ReduceSum over two repeats (100 floats of 1.0 -> 100) and the largest Exp argument in the report (0.5)
+void ReduceSumAndExp()
+{
+    if ASCEND_IS_AIV {
+        TPipe pipe;
+        TBuf<TPosition::VECCALC> buf;
+        pipe.InitBuffer(buf, 1024);
+        LocalTensor<float> x = buf.Get<float>();
+        Duplicate(x, 1.0f, 104);
+        ReduceSum(x[128], x, x[136], 100);
+        Duplicate(x[144], -1.0f, 8);
+        Duplicate(x[152], 0.5f, 8);
+        Exp(x[144], x[144], 16);
+        SetFlag<HardEvent::V_S>(EVENT_ID0);
+        WaitFlag<HardEvent::V_S>(EVENT_ID0);
+        if (x.GetValue(128) != 100.0f) ascendc_emu::Error("value", "ReduceSum of 100 ones is not 100");
+    }
+}
 // bf16 / half rounding: ties to even, overflow to inf
 void Float16()
 {
@@ -170,7 +203,8 @@ int main(int argc, char** argv)
     const std::map<std::string, std::function<void()>> scenarios = {
         {"mode2", Mode2}, {"overflow", Overflow}, {"twice", TwiceInARow}, {"reserved", ReservedId}, {"hang", Hang},
         {"ub", UbOverflow}, {"align", Misaligned}, {"bounds", OutOfBounds}, {"hazard", Hazard}, {"race", Race},
-        {"setpipe", SetPipe}, {"float16", Float16},
+        {"setpipe", SetPipe}, {"float16", Float16}, {"matrix", [] { ReadAcross(true); }},
+        {"across", [] { ReadAcross(false); }}, {"reducesum", ReduceSumAndExp},
         {"ubhazard", [] { UbScalarRead(false); }}, {"ubfence", [] { UbScalarRead(true); }}};
     if (argc != 3 || !scenarios.count(argv[1])) {
         std::fprintf(stderr, "usage: ascendc_emu_selftest SCENARIO REPORT.json; scenarios:");
@@ -178,7 +212,12 @@ int main(int argc, char** argv)
         std::fprintf(stderr, "\n");
         return 2;
     }
-    ascendc_emu::RegisterRegion("gm", "gm", g_gm, sizeof(g_gm), ascendc_emu::RegionKind::Workspace, 0);
+    using ascendc_emu::RegionKind;
+    ascendc_emu::RegisterRegion("gm", "gm", g_gm, sizeof(g_gm), RegionKind::Workspace, 0);
+    ascendc_emu::RegisterRegion("pair/a", "a", g_pair, 64, RegionKind::Workspace, 0, "pair");
+    ascendc_emu::RegisterRegion("pair/b", "b", g_pair + 64, 64, RegionKind::Workspace, 0, "pair");
+    ascendc_emu::RegisterRegion("apart/a", "a", g_apart, 64, RegionKind::Workspace, 0);
+    ascendc_emu::RegisterRegion("apart/b", "b", g_apart + 64, 64, RegionKind::Workspace, 0);
     ascendc_emu::LaunchConfig cfg;
     cfg.timeoutMs = 300;
     const auto& kernel = scenarios.at(argv[1]);

@@ -419,13 +419,38 @@ template <typename T>
 __aicore__ inline void Exp(const LocalTensor<T>& dst, const LocalTensor<T>& a, const int32_t& n)
 {
     static_assert(detail::kVecFloat<T>, "Exp takes half or float");
-    detail::Unary(dst, a, n, "Exp", [](float x) { return std::exp(x); });
+    float largest = -INFINITY;   // the largest argument: exp factors <= 1 need it <= 0 (report: exp_max_arg)
+    detail::Unary(dst, a, n, "Exp", [&largest](float x) {
+        if (x > largest) largest = x;
+        return std::exp(x);
+    });
+    ascendc_emu::NoteExpArgument(largest);
 }
 template <typename T>
 __aicore__ inline void Ln(const LocalTensor<T>& dst, const LocalTensor<T>& a, const int32_t& n)
 {
     static_assert(detail::kVecFloat<T>, "Ln takes half or float");
     detail::Unary(dst, a, n, "Ln", [](float x) { return std::log(x); });
+}
+// Level-2 ReduceSum: dst[0] = sum of src[0, count). The work buffer holds one partial sum per repeat
+// (256 bytes of src), rounded up to a 32-byte block; the emulation sums repeat by repeat, in fp32.
+template <typename T>
+__aicore__ inline void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& work,
+                                 const int32_t count)
+{
+    static_assert(detail::kVecFloat<T>, "ReduceSum takes half or float");
+    constexpr int32_t perRepeat = 256 / sizeof(T), perBlock = 32 / sizeof(T);
+    const int32_t repeats = (count + perRepeat - 1) / perRepeat;
+    const T* x = src.Span(count, "ReduceSum", PIPE_V, false);
+    T* w = work.Span((repeats + perBlock - 1) / perBlock * perBlock, "ReduceSum (work)", PIPE_V, true);
+    float total = 0.0f;
+    for (int32_t r = 0; r < repeats; ++r) {
+        float part = 0.0f;
+        for (int32_t i = r * perRepeat; i < count && i < (r + 1) * perRepeat; ++i) part += static_cast<float>(x[i]);
+        w[r] = static_cast<T>(part);
+        total += part;
+    }
+    dst.Span(1, "ReduceSum", PIPE_V, true)[0] = static_cast<T>(total);
 }
 template <typename T>
 __aicore__ inline void Duplicate(const LocalTensor<T>& dst, const T& s, const int32_t& n)

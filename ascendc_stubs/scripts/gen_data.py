@@ -1,4 +1,4 @@
-"""Write kda_chunk_v3 inputs (q, k, v, g, beta, h0 in FLA's layout) for the host emulation or an NPU run.
+"""Write kda_chunk_v3 / kda_chunk_v4 inputs (q, k, v, g, beta, h0 in FLA's layout) for the host emulation or an NPU run.
 
     python ascendc_stubs/scripts/gen_data.py --out DIR [--batch 1 --heads 2 --chunks 4 --chunk-size 64
         --dk 128 --dv 128 --dtype fp32|bf16 --gates slow --seed 0 --initial-state --gate-form log|alpha]

@@ -1,4 +1,4 @@
-"""Check a kda_chunk_v3 run: o.bin and ht.bin against the fp64 recurrence (kda.reference.naive_recurrent_kda)
+"""Check a kda_chunk_v3 or kda_chunk_v4 run: o.bin and ht.bin against the fp64 recurrence (kda.reference.naive_recurrent_kda)
 on the inputs as stored, with FLA's metric (kda.parity). Exit status 0 when both pass, 1 otherwise.
 
     python ascendc_stubs/scripts/verify.py --data DIR --out DIR [--json]
@@ -42,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(r))
     else:
         for name, p_ in r.items():
+            if p_["max_abs_err"] is None:   # compare() reports inf / NaN as non-finite errors
+                print(f"{name:12s} not finite (inf or NaN in the output): FAIL")
+                continue
             print(f"{name:12s} max abs err {p_['max_abs_err']}, rel RMS err {p_['rel_rms_err']}: "
                   f"{'pass' if p_['pass'] else 'FAIL'}")
     return 0 if all(p_["pass"] for p_ in r.values()) else 1

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -43,6 +44,8 @@ struct Thread {
     std::vector<uint8_t> ubStore;
     uint8_t* ub = nullptr;
     size_t ubUsed = 0, ubPeak = 0;
+    float expMaxArg = -INFINITY;                 // largest Exp argument on this thread
+    uint64_t cubeMacs = 0;                       // Matmul multiply-adds on this thread
     // intra-core UB hazard model (AIV only), per 4-byte granule
     struct UbCell {
         uint64_t wSeq = 0;
@@ -63,6 +66,7 @@ struct Region {
     size_t bytes = 0;
     RegionKind kind = RegionKind::Input;
     int owner = -1;
+    std::string buffer;                       // one access may run on into the next region of the same buffer
     int parts = 0;                            // threads that may touch it (3 for a core's own buffers)
     std::vector<uint64_t> wEpoch;             // per granule: (tid + 1) << 32 | clock of the last write
     std::vector<uint32_t> rClock;             // per granule x part: clock of each thread's last read
@@ -260,22 +264,11 @@ void Error(const std::string& kind, const std::string& message)
     ErrorLocked(kind, (tSelf ? tSelf->name + ": " : std::string()) + message);
 }
 
-void GmAccess(const void* addr, size_t bytes, bool write, int pipe, const char* what)
+namespace {
+// One access to [lo, hi) of region r; caller holds the lock.
+void GmAccessRegion(Region* r, Thread& t, const uint8_t* lo, const uint8_t* hi, bool write, int pipe, const char* what)
 {
-    CheckAbort();
-    if (bytes == 0) return;
-    Thread& t = Self();
-    Machine& m = M();
-    std::unique_lock<std::mutex> lk(m.mu);
-    const uint8_t* lo = static_cast<const uint8_t*>(addr);
-    const uint8_t* hi = lo + bytes;
-    Region* r = FindRegion(lo);
-    if (r == nullptr || hi > r->base + r->bytes) {
-        std::ostringstream os;
-        os << t.name << ": " << what << " " << (write ? "writes" : "reads") << " " << bytes << " bytes at GM "
-           << addr << (r ? " past the end of " + r->label : std::string(" outside every GM buffer"));
-        FatalLocked("bounds", os.str());
-    }
+    const size_t bytes = static_cast<size_t>(hi - lo);
     if (write && (r->kind == RegionKind::Input || r->kind == RegionKind::Tiling))
         ErrorLocked("input", t.name + ": " + what + " writes to the input " + r->label);
     if (r->kind == RegionKind::Tiling && !write) return;
@@ -303,6 +296,44 @@ void GmAccess(const void* addr, size_t bytes, bool write, int pipe, const char* 
             t.written.push_back(r->tensor);
     }
     ShadowAccess(*r, t, static_cast<size_t>(lo - r->base), bytes, write, what);
+}
+}  // namespace
+
+void GmAccess(const void* addr, size_t bytes, bool write, int pipe, const char* what)
+{
+    CheckAbort();
+    if (bytes == 0) return;
+    Thread& t = Self();
+    Machine& m = M();
+    std::unique_lock<std::mutex> lk(m.mu);
+    const uint8_t* lo = static_cast<const uint8_t*>(addr);
+    const uint8_t* hi = lo + bytes;
+    // The regions the access covers: one, or several adjacent ones of one buffer (a matrix holding two tensors).
+    std::vector<std::pair<Region*, const uint8_t*>> parts;   // region, where the access leaves it
+    for (Region* r = FindRegion(lo);;) {
+        if (r == nullptr) {
+            std::ostringstream os;
+            os << t.name << ": " << what << " " << (write ? "writes" : "reads") << " " << bytes << " bytes at GM "
+               << addr << " outside every GM buffer";
+            FatalLocked("bounds", os.str());
+        }
+        const uint8_t* end = std::min(hi, r->base + r->bytes);
+        parts.emplace_back(r, end);
+        if (end == hi) break;
+        Region* next = FindRegion(end);
+        if (next == nullptr || next->base != end || r->buffer.empty() || next->buffer != r->buffer) {
+            std::ostringstream os;
+            os << t.name << ": " << what << " " << (write ? "writes" : "reads") << " " << bytes << " bytes at GM "
+               << addr << " past the end of " << r->label;
+            FatalLocked("bounds", os.str());
+        }
+        r = next;
+    }
+    const uint8_t* partLo = lo;
+    for (auto& [r, partHi] : parts) {
+        GmAccessRegion(r, t, partLo, partHi, write, pipe, what);
+        partLo = partHi;
+    }
 }
 
 void FlagSet(int mode, int pipe, int flagId)
@@ -419,6 +450,14 @@ void EventWait(int srcPipe, int dstPipe, int eventId)
     if (srcPipe >= 0 && srcPipe < kPipeCount) t.pending[srcPipe].clear();
 }
 
+void NoteExpArgument(float largest)
+{
+    Thread& t = Self();
+    if (largest > t.expMaxArg) t.expMaxArg = largest;
+}
+
+void NoteCubeMacs(uint64_t macs) { Self().cubeMacs += macs; }
+
 void MatmulUse(const char* what)
 {
     if (!Self().aic) Fatal("rule", std::string(what) + " on an AIV: with ASCENDC_CUBE_ONLY the Matmul API runs on "
@@ -504,7 +543,7 @@ void CheckUb(const void* p, size_t bytes, const char* what, bool aligned)
 }
 
 void RegisterRegion(const std::string& label, const std::string& tensor, const void* base, size_t bytes,
-                    RegionKind kind, int ownerBlock)
+                    RegionKind kind, int ownerBlock, const std::string& buffer)
 {
     auto r = std::make_unique<Region>();
     r->label = label;
@@ -513,6 +552,7 @@ void RegisterRegion(const std::string& label, const std::string& tensor, const v
     r->bytes = bytes;
     r->kind = kind;
     r->owner = ownerBlock;
+    r->buffer = buffer;
     M().regions.push_back(std::move(r));
 }
 
@@ -628,7 +668,15 @@ bool WriteReport(const std::string& path, const std::string& extraJson)
         os << (first ? "" : ", ") << Quote(t->name) << ": " << t->ubPeak;
         first = false;
     }
-    os << "},\n  \"events\": [";
+    float expMax = -INFINITY;
+    for (auto& t : m.threads) expMax = std::max(expMax, t->expMaxArg);
+    os << "},\n  \"exp_max_arg\": ";
+    if (std::isfinite(expMax)) os << expMax;
+    else os << (expMax > 0 ? "\"inf\"" : "null");
+    uint64_t macs = 0;
+    for (auto& t : m.threads) macs += t->cubeMacs;
+    os << ",\n  \"cube_macs\": " << macs;
+    os << ",\n  \"events\": [";
     for (size_t i = 0; i < m.events.size(); ++i) {
         const Event& e = m.events[i];
         os << (i ? "," : "") << "\n    {\"seq\": " << e.seq << ", \"block\": " << e.block << ", \"unit\": "

@@ -44,6 +44,8 @@ void PipeBarrier(int pipe);
 void EventSet(int srcPipe, int dstPipe, int eventId);    // SetFlag<HardEvent::SRC_DST>(id) on this core
 void EventWait(int srcPipe, int dstPipe, int eventId);   // WaitFlag<HardEvent::SRC_DST>(id)
 void MatmulUse(const char* what);           // Matmul API calls: AIC only
+void NoteExpArgument(float largest);        // the largest argument an Exp instruction saw (report: exp_max_arg)
+void NoteCubeMacs(uint64_t macs);           // multiply-adds of one Matmul call (report: cube_macs)
 
 // Unified Buffer accesses by pipe, for the intra-core hazard model: an access on pipe Q to UB bytes that pipe P
 // wrote (or, for a write, read) needs a P->Q ordering issued after that access: a TQue EnQue/DeQue or
@@ -74,12 +76,15 @@ struct LaunchConfig {
 };
 
 // `label` names the buffer in messages ("core0/slot1/M"); `tensor` is the name payloads use ("M").
-// ownerBlock >= 0: only that AI core's three threads may touch it.
+// ownerBlock >= 0: only that AI core's three threads may touch it. `buffer`: regions that are parts of one
+// matrix (A_qk: diagonal and off-diagonal blocks) share it; one access may run from one into the next
+// adjacent one (a matmul reading a row across both), which is otherwise out of bounds.
 void RegisterRegion(const std::string& label, const std::string& tensor, const void* base, size_t bytes,
-                    RegionKind kind, int ownerBlock = -1);
+                    RegionKind kind, int ownerBlock = -1, const std::string& buffer = "");
 enum Status : int { kOk = 0, kCheckFailed = 3, kHang = 4 };
 int Launch(const LaunchConfig& config, const std::function<void()>& kernel);
-// JSON: status, errors, every flag event in order (with the payload each set publishes), UB use.
+// JSON: status, errors, every flag event in order (with the payload each set publishes), UB use, the largest
+// argument of any Exp (exp_max_arg; null when no Exp ran) and the Cube's multiply-adds (cube_macs).
 // `extraJson` is spliced in as further members ("\"key\": value, ...") or left empty.
 bool WriteReport(const std::string& path, const std::string& extraJson);
 std::string Summary();      // one line per error, for stderr

@@ -48,9 +48,10 @@ public:
         registered_ = true;
     }
     __aicore__ inline void SetOrgShape(int orgM, int orgN, int orgK) { SetOrgShape(orgM, orgN, orgK, orgK); }
-    __aicore__ inline void SetOrgShape(int orgM, int orgN, int orgKa, int orgKb, int = 0)
+    // orgKc: C's row length, where it differs from B's N (0: orgN)
+    __aicore__ inline void SetOrgShape(int orgM, int orgN, int orgKa, int orgKb, int orgKc = 0)
     {
-        orgM_ = orgM; orgN_ = orgN; orgKa_ = orgKa; orgKb_ = orgKb;
+        orgM_ = orgM; orgN_ = orgN; orgKa_ = orgKa; orgKb_ = orgKb; orgKc_ = orgKc;
     }
     __aicore__ inline void SetSingleShape(int m, int n, int k) { m_ = m; n_ = n; k_ = k; }
     __aicore__ inline void SetTensorA(const GlobalTensor<TA>& gm, bool transpose = false)
@@ -80,6 +81,7 @@ public:
         const int ldA = transA_ ? orgM_ : orgKa_, ldB = transB_ ? orgKb_ : orgN_;
         ReadRows(a_.GetPhyAddr(), transA_ ? k_ : m_, transA_ ? m_ : k_, ldA);
         ReadRows(b_.GetPhyAddr(), transB_ ? n_ : k_, transB_ ? k_ : n_, ldB);
+        ascendc_emu::NoteCubeMacs(static_cast<uint64_t>(m_) * n_ * k_);
         std::vector<float> acc(static_cast<size_t>(m_) * n_, 0.0f);
         const TA* A = a_.GetPhyAddr();
         const TB* B = b_.GetPhyAddr();
@@ -94,10 +96,12 @@ public:
             }
         }
         TC* C = gm.GetPhyAddr();
+        const size_t ldC = static_cast<size_t>(orgKc_ > 0 ? orgKc_ : orgN_);
+        if (static_cast<size_t>(n_) > ldC) ascendc_emu::Fatal("matmul", "single N exceeds C's row length (orgKc)");
         for (int i = 0; i < m_; ++i) {
-            ascendc_emu::GmAccess(C + static_cast<size_t>(i) * orgN_, n_ * sizeof(TC), true, PIPE_FIX,
+            ascendc_emu::GmAccess(C + static_cast<size_t>(i) * ldC, n_ * sizeof(TC), true, PIPE_FIX,
                                   "Matmul::IterateAll (FixPipe)");
-            for (int j = 0; j < n_; ++j) C[static_cast<size_t>(i) * orgN_ + j] = static_cast<TC>(acc[static_cast<size_t>(i) * n_ + j]);
+            for (int j = 0; j < n_; ++j) C[static_cast<size_t>(i) * ldC + j] = static_cast<TC>(acc[static_cast<size_t>(i) * n_ + j]);
         }
         haveA_ = haveB_ = false;
     }
@@ -114,7 +118,7 @@ private:
     TCubeTiling tiling_{};
     GlobalTensor<TA> a_;
     GlobalTensor<TB> b_;
-    int orgM_ = 0, orgN_ = 0, orgKa_ = 0, orgKb_ = 0, m_ = 0, n_ = 0, k_ = 0;
+    int orgM_ = 0, orgN_ = 0, orgKa_ = 0, orgKb_ = 0, orgKc_ = 0, m_ = 0, n_ = 0, k_ = 0;
     bool transA_ = false, transB_ = false, haveA_ = false, haveB_ = false, registered_ = false;
 };
 

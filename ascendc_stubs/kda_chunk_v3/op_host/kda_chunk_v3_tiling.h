@@ -5,14 +5,9 @@
 //
 // GM layouts, FLA's: q, k, g [B, T, H, d_k]; v [B, T, H, d_v]; beta [B, T, H]; h0, ht [B, H, d_k, d_v];
 // o [B, T, H, d_v]. q, k, v in the transfer type; g (log decay, or the decay alpha), beta, h0, o, ht in fp32.
+// Tiling keys, KdaShape and the shape rules both kernels share: ascendc_stubs/common/kda_tiling_common.h.
 #pragma once
-#if !defined(__CCE_AICORE__)
-#include <cstdint>
-#endif
-#include "kernel_tiling/kernel_tiling.h"
-
-constexpr uint32_t KDA_TILING_KEY_FP32 = 0;   // fp32 hand-offs
-constexpr uint32_t KDA_TILING_KEY_BF16 = 1;   // bf16 hand-offs (the design document's 2-byte transfers)
+#include "kda_tiling_common.h"
 
 // Workspace tensors per AI core: the hand-offs of the simulator's v3 graph, named as it names them.
 // Resident (one copy): Q_scaled, K_decay (the design's resident region) and the state S.
@@ -45,14 +40,6 @@ struct KdaChunkV3TilingData {
 };
 
 #if !defined(__CCE_AICORE__)
-struct KdaShape {
-    uint32_t batch, seqLen, heads, dk, dv, chunk;
-    uint32_t transferBytes;        // 4 or 2
-    bool hasInitialState, gateIsLog;
-    float scale;
-    uint32_t slots;                // 1 or 2
-};
-
 inline uint32_t KdaWsRows(const KdaChunkV3TilingData& t, uint32_t i)
 {
     switch (i) {
@@ -79,13 +66,7 @@ inline const char* KdaWsName(uint32_t i)
 // Fills `t`; returns nullptr, or a one-line reason the shape is not supported.
 inline const char* KdaChunkV3Tiling(const KdaShape& s, uint32_t aicNum, uint32_t ubCapacity, KdaChunkV3TilingData& t)
 {
-    if (s.batch == 0 || s.seqLen == 0 || s.heads == 0 || s.dk == 0 || s.dv == 0 || s.chunk == 0 || aicNum == 0)
-        return "empty shape";
-    if (s.transferBytes != 4 && s.transferBytes != 2) return "transfer type must be fp32 or bf16";
-    if (s.dk % 32 || s.dv % 32 || s.chunk % 32)
-        return "d_k, d_v and the chunk size must be multiples of 32 (each AIV takes 32-byte aligned halves)";
-    if (s.seqLen % s.chunk) return "T must be a multiple of the chunk size (tail chunks are not implemented)";
-    if (s.slots != 1 && s.slots != 2) return "slots must be 1 or 2";
+    if (const char* why = KdaCheckShape(s, aicNum)) return why;
     t = KdaChunkV3TilingData{};
     t.batch = s.batch; t.seqLen = s.seqLen; t.heads = s.heads; t.dk = s.dk; t.dv = s.dv; t.chunk = s.chunk;
     t.numChunks = s.seqLen / s.chunk;
@@ -106,14 +87,14 @@ inline const char* KdaChunkV3Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     t.calcElems = calc;
     t.stateTileRows = calc / s.dv < dh ? calc / s.dv : dh;
     // 2 VECIN + 2 VECOUT queue buffers + 4 work tiles (fp32) + gamma_C ping/pong + beta of a chunk + identity
-    auto align32 = [](uint64_t bytes) { return (bytes + 31) / 32 * 32; };
-    const uint64_t ub = 8ull * calc * 4 + align32(2ull * dh * 4) + align32(C * 4ull) + align32(uint64_t(C) * ch * 4);
+    const uint64_t ub = 8ull * calc * 4 + KdaAlign(2ull * dh * 4, 32) + KdaAlign(C * 4ull, 32) +
+                        KdaAlign(uint64_t(C) * ch * 4, 32);
     if (ub > ubCapacity) return "Vector work tiles do not fit the Unified Buffer: reduce d_k, d_v or the chunk";
     t.ubBytes = static_cast<uint32_t>(ub);
 
     // Workspace: resident tensors, then `slots` copies of the slot tensors; 512-byte aligned.
     uint64_t off = 0;
-    auto bytesOf = [&](uint32_t i) { return (uint64_t(KdaWsRows(t, i)) * KdaWsCols(t, i) * s.transferBytes + 511) / 512 * 512; };
+    auto bytesOf = [&](uint32_t i) { return KdaAlign(uint64_t(KdaWsRows(t, i)) * KdaWsCols(t, i) * s.transferBytes, 512); };
     for (uint32_t i = 0; i < KDA_WS_FIRST_SLOT_TENSOR; ++i) { t.wsOffset[i] = off; off += bytesOf(i); }
     const uint64_t slotBase = off;
     for (uint32_t i = KDA_WS_FIRST_SLOT_TENSOR; i < KDA_WS_COUNT; ++i) { t.wsOffset[i] = off; off += bytesOf(i); }
@@ -121,10 +102,7 @@ inline const char* KdaChunkV3Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     t.wsCoreBytes = slotBase + t.wsSlotBytes * s.slots;
 
     // The Matmul tiling is made for the largest of the eight shapes (M, N, K <= max(C, d_k, d_v)).
-    const int32_t big = static_cast<int32_t>(C > s.dk ? (C > s.dv ? C : s.dv) : (s.dk > s.dv ? s.dk : s.dv));
-    t.mmTiling.usedCoreNum = 1;
-    t.mmTiling.M = t.mmTiling.N = t.mmTiling.Ka = t.mmTiling.Kb = big;
-    t.mmTiling.singleCoreM = t.mmTiling.singleCoreN = t.mmTiling.singleCoreK = big;
+    KdaFillMatmulTiling(t.mmTiling, C > s.dk ? (C > s.dv ? C : s.dv) : (s.dk > s.dv ? s.dk : s.dv));
     return nullptr;
 }
 #endif

@@ -12,87 +12,21 @@
 // the state), so the state it writes is published by set③ of chunk t: the state hand-off rides on ③, as
 // in the simulator's report. The last chunk's G runs after the loop and writes the state to ht only.
 //
-// Compiles with CANN (bisheng, SOC_VERSION=Ascend910B2) or with g++ against ascendc_stubs/host.
+// Compiles with CANN (bisheng, SOC_VERSION=Ascend910B2) or with g++ against ascendc_stubs/host. The flags, the
+// workspace and the Vector side's tile I/O are shared with kda_chunk_v4 (ascendc_stubs/common/).
 #define ASCENDC_CUBE_ONLY   // the Matmul API runs on the AIC that calls it (no AIV->AIC message queue)
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
+#include "kda_kernel_io.h"
+#include "kda_sync.h"
 #include "../op_host/kda_chunk_v3_tiling.h"
 
 namespace kda_v3 {
 using namespace AscendC;
+using namespace kda;   // SetSyncFlag / WaitSyncFlag (flag ids 3-8 for syncs 1-6), PipeFence, Workspace, VecIo
 
-// ---- cross-core flags -------------------------------------------------------------------------------
-// Mode 2: an AIC set releases both AIVs' waits; the AIC's wait returns once both AIVs have set.
-constexpr uint8_t SYNC_MODE = 2;
-// FLAG_OF_SYNC[n] implements the simulator's sync n. Rules (asc-devkit CrossCoreSetFlag): ids 0-10 on
-// A2/A3; SyncAll reserves 11-14; the Matmul API reserves [0, 2N-1] for N Matmul objects (N = 1 here);
-// no flag is set twice in a row (each unit sets three different ids per chunk, in turn).
-constexpr uint16_t FLAG_OF_SYNC[7] = {0xFFFF, 3, 4, 5, 6, 7, 8};
-constexpr uint16_t MATMUL_OBJECTS = 1;
-constexpr int NUM_SYNCS = 6;
-
-constexpr bool FlagIdsValid()
-{
-    for (int i = 1; i <= NUM_SYNCS; ++i) {
-        if (FLAG_OF_SYNC[i] > 10 || FLAG_OF_SYNC[i] < 2 * MATMUL_OBJECTS) return false;
-        for (int j = 1; j < i; ++j)
-            if (FLAG_OF_SYNC[i] == FLAG_OF_SYNC[j]) return false;
-    }
-    return true;
-}
-static_assert(FlagIdsValid(), "flag ids: distinct, within 0-10, clear of the Matmul API's [0, 2N-1]");
-
-// Fault injection for the host tests: -DKDA_DROP_WAIT=n removes the wait of sync n, -DKDA_DROP_SET=n its set.
-#ifndef KDA_DROP_WAIT
-#define KDA_DROP_WAIT 0
-#endif
-#ifndef KDA_DROP_SET
-#define KDA_DROP_SET 0
-#endif
-
-// The producer of sync n: issued on the pipe that wrote its payload (MTE3 on an AIV, FIX on the AIC), so
-// the flag cannot overtake the data.
-template <int SYNC, pipe_t PIPE>
-__aicore__ inline void SetSyncFlag()
-{
-    if constexpr (KDA_DROP_SET != SYNC) CrossCoreSetFlag<SYNC_MODE, PIPE>(FLAG_OF_SYNC[SYNC]);
-}
-template <int SYNC>
-__aicore__ inline void WaitSyncFlag()
-{
-    if constexpr (KDA_DROP_WAIT != SYNC) CrossCoreWaitFlag(FLAG_OF_SYNC[SYNC]);
-}
-
-// Orders every earlier instruction of one pipe before every later one of another, on this core. The TQues
-// order MTE2 -> V -> MTE3 for the tiles they carry; these fences cover the rest (scalar reads and writes of
-// UB that vector instructions write or read).
-template <HardEvent EVENT>
-__aicore__ inline void PipeFence()
-{
-    SetFlag<EVENT>(EVENT_ID0);
-    WaitFlag<EVENT>(EVENT_ID0);
-}
-
-// ---- this core's GM workspace -----------------------------------------------------------------------
 template <typename T>
-struct Workspace {
-    __aicore__ inline void Init(GM_ADDR user, const KdaChunkV3TilingData& td, uint32_t core)
-    {
-        base = user + core * td.wsCoreBytes;
-        tiling = &td;
-    }
-    // Resident tensors (Q_scaled, K_decay, S) ignore the slot.
-    __aicore__ inline GlobalTensor<T> Get(uint32_t tensor, uint32_t slot) const
-    {
-        uint64_t off = tiling->wsOffset[tensor];
-        if (tensor >= KDA_WS_FIRST_SLOT_TENSOR) off += slot * tiling->wsSlotBytes;
-        GlobalTensor<T> g;
-        g.SetGlobalBuffer((__gm__ T*)(base + off));
-        return g;
-    }
-    GM_ADDR base = nullptr;
-    const KdaChunkV3TilingData* tiling = nullptr;
-};
+using Workspace = kda::Workspace<T, KdaChunkV3TilingData, KDA_WS_FIRST_SLOT_TENSOR>;
 
 // ---- Cube: Phases B, D, F ---------------------------------------------------------------------------
 template <typename T>
@@ -200,8 +134,7 @@ public:
         oGm_.SetGlobalBuffer((__gm__ float*)o);
         htGm_.SetGlobalBuffer((__gm__ float*)ht);
         const uint32_t tileBytes = td.calcElems * sizeof(float);
-        pipe->InitBuffer(inQue_, BUFFER_NUM, tileBytes);
-        pipe->InitBuffer(outQue_, BUFFER_NUM, tileBytes);
+        io_.Init(pipe, tileBytes);
         for (int i = 0; i < 4; ++i) pipe->InitBuffer(calcBuf_[i], tileBytes);
         pipe->InitBuffer(gammaBuf_, 2 * (td.dk / 2) * sizeof(float));   // gamma_C of chunks t and t-1
         pipe->InitBuffer(betaBuf_, td.chunk * sizeof(float));
@@ -246,48 +179,9 @@ public:
     }
 
 private:
-    // fp32 tile <- rows x cols of a [.., rowStride] GM matrix (T or fp32), through the VECIN queue.
-    template <typename S>
-    __aicore__ inline void Load(const LocalTensor<float>& dst, const GlobalTensor<S>& src, uint32_t rows, uint32_t cols,
-                                uint32_t rowStride)
-    {
-        LocalTensor<S> in = inQue_.template AllocTensor<S>();
-        DataCopyParams p;
-        p.blockCount = static_cast<uint16_t>(rows);
-        p.blockLen = static_cast<uint16_t>(cols * sizeof(S) / 32);
-        p.srcStride = static_cast<uint16_t>((rowStride - cols) * sizeof(S) / 32);
-        p.dstStride = 0;
-        DataCopy(in, src, p);
-        inQue_.EnQue(in);
-        in = inQue_.template DeQue<S>();
-        if constexpr (sizeof(S) == sizeof(float)) Muls(dst, in.template ReinterpretCast<float>(), 1.0f, rows * cols);
-        else Cast(dst, in, RoundMode::CAST_NONE, rows * cols);   // both on the vector pipe, after DeQue
-        inQue_.FreeTensor(in);
-    }
-    // rows x cols of a [.., rowStride] GM matrix <- fp32 tile, rounded to S (RINT), through the VECOUT queue.
-    template <typename S>
-    __aicore__ inline void Store(const GlobalTensor<S>& dst, const LocalTensor<float>& src, uint32_t rows, uint32_t cols,
-                                 uint32_t rowStride)
-    {
-        LocalTensor<S> out = outQue_.template AllocTensor<S>();
-        if constexpr (sizeof(S) == sizeof(float)) Muls(out.template ReinterpretCast<float>(), src, 1.0f, rows * cols);
-        else Cast(out, src, RoundMode::CAST_RINT, rows * cols);
-        outQue_.EnQue(out);
-        out = outQue_.template DeQue<S>();
-        DataCopyParams p;
-        p.blockCount = static_cast<uint16_t>(rows);
-        p.blockLen = static_cast<uint16_t>(cols * sizeof(S) / 32);
-        p.srcStride = 0;
-        p.dstStride = static_cast<uint16_t>((rowStride - cols) * sizeof(S) / 32);
-        DataCopy(dst, out, p);
-        outQue_.FreeTensor(out);
-    }
-    // GM offset of token `row` of chunk t in a [B, T, H, width] tensor, for sequence seq = b * H + h.
     __aicore__ inline uint64_t TokenOffset(uint32_t seq, uint32_t t, uint32_t row, uint32_t width) const
     {
-        const KdaChunkV3TilingData& td = *td_;
-        const uint64_t b = seq / td.heads, h = seq % td.heads;
-        return ((b * td.seqLen + uint64_t(t) * td.chunk + row) * td.heads + h) * width;
+        return kda::TokenOffset(*td_, seq, t, row, width);
     }
 
     // Phase A: gc = cumsum(g); K_scaled = K e^gc; K_div = K e^-gc; Q_scaled = scale Q e^gc;
@@ -298,29 +192,29 @@ private:
         const uint32_t C = td.chunk, dk = td.dk, dh = dk / 2, c0 = sub_ * dh, dvh = td.dv / 2;
         const uint32_t n = C * dh, last = (C - 1) * dh;
         LocalTensor<float> gc = calc_[0], kf = calc_[1], qf = calc_[2], tmp = calc_[3];
-        Load(gc, gGm_[TokenOffset(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
+        io_.Load(gc, gGm_[TokenOffset(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
         if (!td.gateIsLog) Ln(gc, gc, n);                       // the document's g = log(alpha)
         for (uint32_t i = 1; i < C; ++i) Add(gc[i * dh], gc[i * dh], gc[(i - 1) * dh], dh);   // cumsum over tokens
         Exp(gamma_[(t % 2) * dh], gc[last], dh);                // gamma_C, ping/pong: G(t-1) still needs its own
-        Load(kf, kGm_[TokenOffset(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
-        Load(qf, qGm_[TokenOffset(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
+        io_.Load(kf, kGm_[TokenOffset(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
+        io_.Load(qf, qGm_[TokenOffset(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
         Exp(tmp, gc, n);                                        // Gamma
         Muls(qf, qf, td.scale, n);
         Mul(qf, qf, tmp, n);
-        Store(ws_.Get(KDA_WS_Q_SCALED, slot)[c0], qf, C, dh, dk);
+        io_.Store(ws_.Get(KDA_WS_Q_SCALED, slot)[c0], qf, C, dh, dk);
         Mul(tmp, kf, tmp, n);
-        Store(ws_.Get(KDA_WS_K_SCALED, slot)[c0], tmp, C, dh, dk);
+        io_.Store(ws_.Get(KDA_WS_K_SCALED, slot)[c0], tmp, C, dh, dk);
         Muls(tmp, gc, -1.0f, n);
         Exp(tmp, tmp, n);                                       // Gamma_inv
         Mul(tmp, kf, tmp, n);
-        Store(ws_.Get(KDA_WS_K_DIV, slot)[c0], tmp, C, dh, dk);
+        io_.Store(ws_.Get(KDA_WS_K_DIV, slot)[c0], tmp, C, dh, dk);
         for (uint32_t i = 0; i < C; ++i) Sub(tmp[i * dh], gc[last], gc[i * dh], dh);   // gc_C - gc
         Exp(tmp, tmp, n);                                       // decay to the chunk's end
         Mul(tmp, kf, tmp, n);
-        Store(ws_.Get(KDA_WS_K_DECAY, slot)[c0], tmp, C, dh, dk);
+        io_.Store(ws_.Get(KDA_WS_K_DECAY, slot)[c0], tmp, C, dh, dk);
         // V rides on ① as in the simulator's graph (which flags it redundant: the Cube could load it from GM).
-        Load(gc, vGm_[TokenOffset(seq, t, 0, td.dv) + sub_ * dvh], C, dvh, td.heads * td.dv);
-        Store(ws_.Get(KDA_WS_V, slot)[sub_ * dvh], gc, C, dvh, td.dv);
+        io_.Load(gc, vGm_[TokenOffset(seq, t, 0, td.dv) + sub_ * dvh], C, dvh, td.heads * td.dv);
+        io_.Store(ws_.Get(KDA_WS_V, slot)[sub_ * dvh], gc, C, dvh, td.dv);
     }
 
     // Phase C: M = (I + StrictTril(A_raw * beta[:, None]))^-1 * beta[None, :], this AIV's columns of M.
@@ -329,7 +223,7 @@ private:
         const KdaChunkV3TilingData& td = *td_;
         const uint32_t C = td.chunk, ch = C / 2, c0 = sub_ * ch;
         LocalTensor<float> a = calc_[0], r = calc_[1], tmp = calc_[2];
-        Load(a, ws_.Get(KDA_WS_A_RAW, slot), C, C, C);
+        io_.Load(a, ws_.Get(KDA_WS_A_RAW, slot), C, C, C);
         PipeFence<HardEvent::V_S>();                            // the previous chunk's vector reads of beta_
         for (uint32_t i = 0; i < C; ++i) beta_.SetValue(i, betaGm_.GetValue(TokenOffset(seq, t, i, 1)));
         PipeFence<HardEvent::S_V>();
@@ -346,7 +240,7 @@ private:
             }
         }
         for (uint32_t i = 0; i < C; ++i) Mul(r[i * ch], r[i * ch], beta_[c0], ch);        // * beta[None, :]
-        Store(ws_.Get(KDA_WS_M, slot)[c0], r, C, ch, C);
+        io_.Store(ws_.Get(KDA_WS_M, slot)[c0], r, C, ch, C);
     }
 
     // Phase E: V_pseudo = U - WS; A_qk = tril(A_qk_raw), this AIV's rows.
@@ -354,16 +248,16 @@ private:
     {
         const KdaChunkV3TilingData& td = *td_;
         const uint32_t C = td.chunk, ch = C / 2, r0 = sub_ * ch, dv = td.dv;
-        Load(calc_[0], ws_.Get(KDA_WS_U, slot)[r0 * dv], ch, dv, dv);
-        Load(calc_[1], ws_.Get(KDA_WS_WS, slot)[r0 * dv], ch, dv, dv);
+        io_.Load(calc_[0], ws_.Get(KDA_WS_U, slot)[r0 * dv], ch, dv, dv);
+        io_.Load(calc_[1], ws_.Get(KDA_WS_WS, slot)[r0 * dv], ch, dv, dv);
         Sub(calc_[0], calc_[0], calc_[1], ch * dv);
-        Store(ws_.Get(KDA_WS_V_PSEUDO, slot)[r0 * dv], calc_[0], ch, dv, dv);
-        Load(calc_[2], ws_.Get(KDA_WS_A_QK_RAW, slot)[r0 * C], ch, C, C);
+        io_.Store(ws_.Get(KDA_WS_V_PSEUDO, slot)[r0 * dv], calc_[0], ch, dv, dv);
+        io_.Load(calc_[2], ws_.Get(KDA_WS_A_QK_RAW, slot)[r0 * C], ch, C, C);
         for (uint32_t i = 0; i < ch; ++i) {                     // keep columns 0..r0+i of row r0+i
             Duplicate(calc_[3][i * C], 0.0f, C);
             Muls(calc_[3][i * C], calc_[2][i * C], 1.0f, r0 + i + 1);
         }
-        Store(ws_.Get(KDA_WS_A_QK, slot)[r0 * C], calc_[3], ch, C, C);
+        io_.Store(ws_.Get(KDA_WS_A_QK, slot)[r0 * C], calc_[3], ch, C, C);
     }
 
     // Phase G: O = O_inter + O_intra (this AIV's rows, to o); S_new = Diag(gamma_C) S_prev + S_delta (this
@@ -372,28 +266,28 @@ private:
     {
         const KdaChunkV3TilingData& td = *td_;
         const uint32_t C = td.chunk, ch = C / 2, r0 = sub_ * ch, dv = td.dv, dh = td.dk / 2, k0 = sub_ * dh;
-        Load(calc_[0], ws_.Get(KDA_WS_O_INTER, slot)[r0 * dv], ch, dv, dv);
-        Load(calc_[1], ws_.Get(KDA_WS_O_INTRA, slot)[r0 * dv], ch, dv, dv);
+        io_.Load(calc_[0], ws_.Get(KDA_WS_O_INTER, slot)[r0 * dv], ch, dv, dv);
+        io_.Load(calc_[1], ws_.Get(KDA_WS_O_INTRA, slot)[r0 * dv], ch, dv, dv);
         Add(calc_[0], calc_[0], calc_[1], ch * dv);
-        Store(oGm_[TokenOffset(seq, t, r0, dv)], calc_[0], ch, dv, td.heads * dv);
+        io_.Store(oGm_[TokenOffset(seq, t, r0, dv)], calc_[0], ch, dv, td.heads * dv);
         const LocalTensor<float> gamma = gamma_[(t % 2) * dh];
         PipeFence<HardEvent::V_S>();                            // gamma_C (Phase A, vector) is read as scalars
         const uint64_t htBase = uint64_t(seq) * td.dk * dv;
         for (uint32_t r = 0; r < dh; r += td.stateTileRows) {
             const uint32_t n = dh - r < td.stateTileRows ? dh - r : td.stateTileRows, row = k0 + r;
-            Load(calc_[0], ws_.Get(KDA_WS_S, slot)[row * dv], n, dv, dv);
-            Load(calc_[1], ws_.Get(KDA_WS_S_DELTA, slot)[row * dv], n, dv, dv);
+            io_.Load(calc_[0], ws_.Get(KDA_WS_S, slot)[row * dv], n, dv, dv);
+            io_.Load(calc_[1], ws_.Get(KDA_WS_S_DELTA, slot)[row * dv], n, dv, dv);
             for (uint32_t j = 0; j < n; ++j) Muls(calc_[0][j * dv], calc_[0][j * dv], gamma.GetValue(r + j), dv);
             Add(calc_[0], calc_[0], calc_[1], n * dv);
             if (!lastChunk) {
-                Store(ws_.Get(KDA_WS_S, slot)[row * dv], calc_[0], n, dv, dv);
+                io_.Store(ws_.Get(KDA_WS_S, slot)[row * dv], calc_[0], n, dv, dv);
             } else {
                 if constexpr (sizeof(T) != sizeof(float)) {    // the state is kept in T between chunks
                     LocalTensor<T> rounded = calc_[1].template ReinterpretCast<T>();
                     Cast(rounded, calc_[0], RoundMode::CAST_RINT, n * dv);
                     Cast(calc_[0], rounded, RoundMode::CAST_NONE, n * dv);
                 }
-                Store(htGm_[htBase + uint64_t(row) * dv], calc_[0], n, dv, dv);
+                io_.Store(htGm_[htBase + uint64_t(row) * dv], calc_[0], n, dv, dv);
             }
         }
     }
@@ -405,9 +299,9 @@ private:
         const uint32_t dv = td.dv, dh = td.dk / 2, k0 = sub_ * dh;
         for (uint32_t r = 0; r < dh; r += td.stateTileRows) {
             const uint32_t n = dh - r < td.stateTileRows ? dh - r : td.stateTileRows, row = k0 + r;
-            if (td.hasInitialState) Load(calc_[0], h0Gm_[uint64_t(seq) * td.dk * dv + uint64_t(row) * dv], n, dv, dv);
+            if (td.hasInitialState) io_.Load(calc_[0], h0Gm_[uint64_t(seq) * td.dk * dv + uint64_t(row) * dv], n, dv, dv);
             else Duplicate(calc_[0], 0.0f, n * dv);
-            Store(ws_.Get(KDA_WS_S, 0)[row * dv], calc_[0], n, dv, dv);
+            io_.Store(ws_.Get(KDA_WS_S, 0)[row * dv], calc_[0], n, dv, dv);
         }
     }
 
@@ -416,8 +310,7 @@ private:
     Workspace<T> ws_;
     GlobalTensor<T> qGm_, kGm_, vGm_;
     GlobalTensor<float> gGm_, betaGm_, h0Gm_, oGm_, htGm_;
-    TQue<TPosition::VECIN, BUFFER_NUM> inQue_;
-    TQue<TPosition::VECOUT, BUFFER_NUM> outQue_;
+    VecIo<BUFFER_NUM> io_;   // loads through a VECIN queue, stores through a VECOUT queue, BUFFER_NUM buffers each
     TBuf<TPosition::VECCALC> calcBuf_[4], gammaBuf_, betaBuf_, eyeBuf_;
     LocalTensor<float> calc_[4], gamma_, beta_, eye_;
 };

@@ -1,0 +1,46 @@
+// Tiling pieces shared by the KDA chunk kernels: tiling keys, the operator's shape as the host sees it, the
+// shape rules every kernel has, and the one Matmul tiling all of a kernel's matmuls use. Each kernel's own
+// tiling header (op_host/kda_chunk_vN_tiling.h) builds on these; the CANN TilingFunc and the host emulation's
+// runner call the same functions.
+#pragma once
+#if !defined(__CCE_AICORE__)
+#include <cstdint>
+#endif
+#include "kernel_tiling/kernel_tiling.h"
+
+constexpr uint32_t KDA_TILING_KEY_FP32 = 0;   // fp32 hand-offs
+constexpr uint32_t KDA_TILING_KEY_BF16 = 1;   // bf16 hand-offs (the design document's 2-byte transfers)
+
+#if !defined(__CCE_AICORE__)
+struct KdaShape {
+    uint32_t batch, seqLen, heads, dk, dv, chunk;
+    uint32_t transferBytes;        // 4 or 2
+    bool hasInitialState, gateIsLog;
+    float scale;
+    uint32_t slots;                // 1 or 2
+};
+
+// nullptr, or a one-line reason the shape is not supported by any of the kernels.
+inline const char* KdaCheckShape(const KdaShape& s, uint32_t aicNum)
+{
+    if (s.batch == 0 || s.seqLen == 0 || s.heads == 0 || s.dk == 0 || s.dv == 0 || s.chunk == 0 || aicNum == 0)
+        return "empty shape";
+    if (s.transferBytes != 4 && s.transferBytes != 2) return "transfer type must be fp32 or bf16";
+    if (s.dk % 32 || s.dv % 32 || s.chunk % 32)
+        return "d_k, d_v and the chunk size must be multiples of 32 (each AIV takes 32-byte aligned halves)";
+    if (s.seqLen % s.chunk) return "T must be a multiple of the chunk size (tail chunks are not implemented)";
+    if (s.slots != 1 && s.slots != 2) return "slots must be 1 or 2";
+    return nullptr;
+}
+
+inline uint64_t KdaAlign(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
+
+// The Matmul tiling is made for the largest shape a kernel multiplies (M, N, K <= big); every call sets its
+// own shape with SetOrgShape / SetSingleShape (see the README: whether CANN accepts this is to be checked).
+inline void KdaFillMatmulTiling(TCubeTiling& mm, uint32_t big)
+{
+    mm.usedCoreNum = 1;
+    mm.M = mm.N = mm.Ka = mm.Kb = static_cast<int32_t>(big);
+    mm.singleCoreM = mm.singleCoreN = mm.singleCoreK = static_cast<int32_t>(big);
+}
+#endif
