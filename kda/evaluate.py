@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
@@ -177,6 +176,14 @@ def unknown_payloads(graph, names) -> list[str]:
     return [n for n in names if n not in known]
 
 
+def _check_policy_names(graph, settings: Settings, program, foreign_payloads_ok: bool) -> None:
+    unknown = unknown_payloads(graph, settings.payload_dtypes)
+    if unknown and not foreign_payloads_ok:
+        known = ", ".join(p.name for s in graph.syncs for p in s.payload if not p.redundant)
+        raise ValueError(f"precision policy: {program.name} hands over no tensor named "
+                         f"{', '.join(map(repr, unknown))}; its payloads are {known}")
+
+
 def profile_for(settings: Settings) -> Profile:
     profile = load_profile(settings.profile)
     if settings.workspace:
@@ -214,15 +221,11 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
         program = replace(program, resident=tuple(settings.resident))
     profile = profile_for(settings)
     if not settings.numerics:
-        return _timing_only(version, settings, profile, program)
+        return _timing_only(version, settings, profile, program, foreign_payloads_ok)
     x = inputs or make_settings_inputs(settings)
     ex = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, chunk_size=settings.chunk_size,
                  precision=precision_for(settings, program), program=program, progress=progress)
-    unknown = unknown_payloads(ex.graph, settings.payload_dtypes)
-    if unknown and not foreign_payloads_ok:
-        known = ", ".join(p.name for s in ex.graph.syncs for p in s.payload if not p.redundant)
-        raise ValueError(f"precision policy: {program.name} hands over no tensor named "
-                         f"{', '.join(map(repr, unknown))}; its payloads are {known}")
+    _check_policy_names(ex.graph, settings, program, foreign_payloads_ok)
     if ref is None or (ref.key and ref.key != _reference_key(ex)):
         ref = reference(ex)
     p_o, p_s = compare(ref.o, ex.o), compare(ref.state, ex.final_state)
@@ -240,12 +243,14 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
     return result
 
 
-def _timing_only(version: str, settings: Settings, profile: Profile, program) -> VersionResult:
+def _timing_only(version: str, settings: Settings, profile: Profile, program,
+                 foreign_payloads_ok: bool = False) -> VersionResult:
     """Record the phase graph on random inputs of the right shapes and replay it: no tensor math for the
     chunks, the same graph and so the same timeline as a full run."""
     precision = precision_for(settings, program)
     graph = record_graph(program, chunk_size=settings.chunk_size, d_k=settings.d_k, d_v=settings.d_v,
                          precision=precision)
+    _check_policy_names(graph, settings, program, foreign_payloads_ok)
     chunks = -(-settings.T // settings.chunk_size)
     ex = Execution(None, None, graph, None, precision, chunks, settings.chunk_size)
     return _time(VersionResult(version, settings, profile, ex, None, None, [], None))

@@ -178,29 +178,42 @@ def main(argv: list[str] | None = None) -> int:
             settings = Settings(**{**settings.__dict__, "batch": B, "heads": H, "tokens": T, "d_k": K,
                                    "d_v": inputs.v.shape[-1]})
         inputs = inputs or (make_settings_inputs(settings) if settings.numerics else None)
-        results = []
-        ref = None
-        with _progress(enabled=not args.json and settings.numerics,
-                       total=len(versions) * math.ceil(settings.T / settings.chunk_size)) as tick:
-            for v in versions:
-                r = evaluate(v, settings, inputs, ref, progress=tick, foreign_payloads_ok=len(versions) > 1)
-                if settings.numerics:
-                    ref = ref or reference(r.execution)
-                results.append(r)
-        _check_policy_names(settings, results)
     except (KdaInputError, NpuSimError, ValueError) as err:
         return _fail(str(err))
+    results, errors = [], []
+    ref = None
+    with _progress(enabled=not args.json and settings.numerics,
+                   total=len(versions) * math.ceil(settings.T / settings.chunk_size)) as tick:
+        for v in versions:
+            try:        # a version the input does not suit is reported; the others still run
+                r = evaluate(v, settings, inputs, ref, progress=tick, foreign_payloads_ok=len(versions) > 1)
+            except (KdaInputError, NpuSimError, ValueError) as err:
+                errors.append(f"{v}: {err}" if len(versions) > 1 else str(err))
+                continue
+            if settings.numerics:
+                ref = ref or reference(r.execution)
+            results.append(r)
     try:
-        _write_outputs(args, results)
-    except (ValueError, OSError) as err:
-        return _fail(str(err))
-    if args.json:
-        payload = [r.to_json() for r in results]
-        print(json.dumps(payload if len(payload) > 1 else payload[0], indent=2, ensure_ascii=False,
-                         default=_json_default))
-    else:
-        from .render import print_results
-        print_results(results)
+        if results:
+            _check_policy_names(settings, results)
+    except ValueError as err:
+        errors.append(str(err))
+    if results:
+        try:
+            _write_outputs(args, results)
+        except (ValueError, OSError) as err:
+            errors.append(str(err))
+        if args.json:
+            payload = [r.to_json() for r in results]
+            print(json.dumps(payload if len(versions) > 1 else payload[0], indent=2, ensure_ascii=False,
+                             default=_json_default))
+        else:
+            from .render import print_results
+            print_results(results)
+    if errors:                  # after what was computed, so that nothing is lost
+        for e in errors:
+            _fail(e)
+        return 2
     if args.strict and any(not r.passed or r.execution.nonfinite for r in results):
         return 1
     return 0

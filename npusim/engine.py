@@ -83,7 +83,7 @@ class _Server:
     def __init__(self):
         self.ready: list[int] = []
         self.running = False
-        self.pending = False          # a dispatch is scheduled for this instant
+        self.pending = False          # waiting in _Model.waiting to be dispatched
         self.busy = 0.0
 
 
@@ -162,9 +162,9 @@ class _Model:
         self.in_war, self.out_war = _edges(tpl.war_edges, n)
         self.slots = profile.workspace.slots
         self.use_slots = tpl.slot_release is not None and not serial
-        self.calendars = {r: _Share(shared_rate(profile, r)) for r in (HBM, L2)
+        self.shares = {r: _Share(shared_rate(profile, r)) for r in (HBM, L2)
                           if math.isfinite(shared_rate(profile, r))}
-        self.calendar_of = [self.calendars.get(node.shared) for node in tpl.nodes]
+        self.share_of = [self.shares.get(node.shared) for node in tpl.nodes]
         nodes = tpl.nodes     # flat per-node columns for the hot path: (first chunk, later chunks)
         self.busy_of = ([x.busy_first_us for x in nodes], [x.busy_us for x in nodes])
         self.delay_of = ([x.delay_first_us for x in nodes], [x.delay_us for x in nodes])
@@ -189,12 +189,12 @@ class _Model:
         """Time node k holds its unit or link from now, with chip-wide contention."""
         col = 0 if first else 1
         busy = self.busy_of[col][k]
-        cal = self.calendar_of[k]
-        if cal is not None:
+        share = self.share_of[k]
+        if share is not None:
             nbytes = self.bytes_of[col][k]
             if nbytes:
                 work = self.work_of[k]
-                busy = work + cal.transfer_us(self.env.now, nbytes, busy - work, core.copies)
+                busy = work + share.transfer_us(self.env.now, nbytes, busy - work, core.copies)
         return busy
 
     def dispatch(self, core: _Core, server: _Server) -> None:
@@ -333,7 +333,7 @@ def simulate(graph_or_template: PhaseGraph | Template, profile: Profile, *, chun
     if out is not None and any(len(ms) > 1 for ms in members.values()):
         out = _copy_trace(model.trace, members)
     return Run(tpl, profile, serial, chunks, sequences, cores, model.env.now, busy, out,
-               {r: cal.busy for r, cal in model.calendars.items()})
+               {r: share.busy for r, share in model.shares.items()})
 
 
 def _copy_trace(trace: Trace, members: dict[int, list[int]]) -> Trace:

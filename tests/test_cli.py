@@ -116,3 +116,19 @@ def test_workspace_plan_from_the_command_line(capsys):
     d = run_json(capsys, "--profile", "seed-doc", "--chunks", "4", "--resident", "none")
     assert d["workspace_error"].startswith("v3: sync ② needs 88 KiB live in a 64 KiB ping/pong slot")
     assert "latency_us" not in d
+
+
+def test_a_version_the_input_does_not_suit_loses_nothing_else(capsys):
+    # v1's defect needs d_k == d_v: its error is reported, the other versions are still computed and shown
+    assert main(["--version", "all", "--chunks", "2", "--dk", "16", "--dv", "8", "--json"]) == 2
+    out, err = capsys.readouterr()
+    from kda.programs import PROGRAMS
+    assert [d["version"] for d in json.loads(out)] == [v for v in PROGRAMS if v != "v1"]
+    assert err.strip() == ("error: v1: v1's defect decays the value axis with the key-axis factors: "
+                           "it needs d_k == d_v")
+
+
+def test_policy_names_are_checked_without_numerics_too(capsys):
+    assert main(["--no-numerics", "--chunks", "2", "--precision", "Nope=fp32"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "precision policy: v3 hands over no tensor named 'Nope'" in err and "\n" not in err
