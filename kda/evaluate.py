@@ -49,6 +49,7 @@ class Settings:
     state_dtype: str | None = None
     accumulate_dtype: str | None = None
     attribution: bool = False        # also rank the hand-offs by the accuracy their rounding costs (slower)
+    overrides: dict = field(default_factory=dict, hash=False)   # profile fields: {"sync.latency_us": 0.3}
 
     @property
     def T(self) -> int:
@@ -188,6 +189,8 @@ def profile_for(settings: Settings) -> Profile:
     profile = load_profile(settings.profile)
     if settings.workspace:
         profile = profile.replace(**{f"workspace__{k}": v for k, v in settings.workspace.items()})
+    if settings.overrides:
+        profile = profile.replace(**{k.replace(".", "__", 1): v for k, v in settings.overrides.items()})
     if settings.cores is not None:
         profile = profile.replace(chip__ai_cores=settings.cores)
     return profile

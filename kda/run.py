@@ -17,7 +17,7 @@ import torch
 from npusim import NpuSimError, load_profile, shipped_profiles
 
 from .api import KdaInputError
-from .evaluate import Settings, evaluate, make_settings_inputs, reference
+from .evaluate import Settings, evaluate, make_settings_inputs, profile_for, reference
 from .inputs import GATES, KdaInputs
 from .programs import PROGRAMS
 
@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resident-kib", type=float, help="resident region in KiB (override the profile)")
     p.add_argument("--resident", help="comma-separated tensors for the workspace's resident region, replacing "
                    "the program's plan ('none' for none)")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", dest="overrides",
+                   help="override a profile field, e.g. --set sync.latency_us=0.3 (repeatable)")
     p.add_argument("--serial", action="store_true", help="show the serial (no overlap) timeline as the main one")
     p.add_argument("--cores", type=int, help="AI cores to spread batch x heads over (default: the profile's)")
     p.add_argument("--no-numerics", action="store_true", help="timing only: record the phase graph on random "
@@ -94,6 +96,22 @@ def parse_payload_dtypes(text: str | None) -> dict[str, str]:
     return out
 
 
+def parse_overrides(items: list[str]) -> dict[str, float]:
+    """['sync.latency_us=0.3'] -> {'sync.latency_us': 0.3}; one line naming what is wrong otherwise."""
+    out: dict[str, float] = {}
+    for item in items:
+        key, sep, value = (x.strip() for x in item.partition("="))
+        if not sep or key.count(".") != 1:
+            raise KdaInputError(f"--set: {item!r} is not SECTION.FIELD=VALUE (e.g. sync.latency_us=0.3)")
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise KdaInputError(f"--set {key}: {value!r} is not a number") from None
+        if not math.isfinite(out[key]) or out[key] < 0:
+            raise KdaInputError(f"--set {key}: {value!r} must be a finite number >= 0")
+    return out
+
+
 def _settings(args) -> Settings:
     checks = {"--chunks": args.chunks, "--heads": args.heads, "--batch": args.batch,
               "--chunk-size": args.chunk_size, "--dk": args.dk, "--dv": args.dv}
@@ -120,7 +138,7 @@ def _settings(args) -> Settings:
                     d_k=args.dk, d_v=args.dv, dtype=args.dtype, gates=args.gates, seed=args.seed,
                     profile=str(args.profile), state_handoff=args.state_handoff,
                     initial_state=args.initial_state == "randn", tokens=args.tokens, workspace=workspace,
-                    cores=args.cores, numerics=not args.no_numerics,
+                    cores=args.cores, numerics=not args.no_numerics, overrides=parse_overrides(args.overrides),
                     keep_trace=bool(args.trace or args.plot) or _events(args) <= MAX_KEPT_EVENTS)
 
 
@@ -170,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(bad_output)
     try:
         settings = _settings(args)
-        load_profile(settings.profile)
+        profile_for(settings)          # the profile and its --set overrides load, or one line says why
         inputs = None
         if args.inputs is not None:
             inputs = load_inputs(args.inputs)

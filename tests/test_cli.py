@@ -132,3 +132,26 @@ def test_policy_names_are_checked_without_numerics_too(capsys):
     assert main(["--no-numerics", "--chunks", "2", "--precision", "Nope=fp32"]) == 2
     err = capsys.readouterr().err.strip()
     assert "precision policy: v3 hands over no tensor named 'Nope'" in err and "\n" not in err
+
+
+def test_set_overrides_a_profile_field(tmp_path):
+    """--set sync.latency_us=2 adds 1.5 us per sync per chunk over the profile's 0.5 us: with 6 syncs over
+    4 chunks serial latency grows by exactly 6 x 4 x 1.5 = 36 us."""
+    import json
+    from kda.run import main
+    import contextlib, io
+    outs = []
+    for extra in ([], ["--set", "sync.latency_us=2"]):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            assert main(["--no-numerics", "--chunks", "4", "--json", *extra]) == 0
+        outs.append(json.loads(buf.getvalue())["latency_us"]["serial"])
+    assert abs((outs[1] - outs[0]) - 36.0) < 1e-6
+
+
+def test_set_rejects_unknown_field_and_non_numbers(capsys):
+    from kda.run import main
+    assert main(["--no-numerics", "--set", "sync.nope=2"]) == 2
+    assert "no field sync.nope" in capsys.readouterr().err
+    assert main(["--no-numerics", "--set", "sync.latency_us=x"]) == 2
+    assert "not a number" in capsys.readouterr().err
