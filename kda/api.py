@@ -20,7 +20,8 @@ import torch.nn.functional as F
 from npusim import Executor, Nonfinite, PhaseGraph, Precision
 from npusim.precision import dtype_name
 
-from .programs import get_program
+from .multipass import record_passes, run_passes, stored_types
+from .programs import get_design
 from .reference import naive_recurrent_kda
 
 
@@ -38,6 +39,13 @@ class Execution:
     chunks: int
     chunk_size: int
     inputs: tuple | None = None            # (q, k, v, g, beta, h0) as given
+    graphs: tuple = ()                     # every pass's graph (a design of several passes); () = (graph,)
+    design: object = None                  # npusim.schedule.Design
+    seqlens: tuple[int, ...] | None = None # tokens of each sequence of a variable-length batch (cu_seqlens)
+
+    @property
+    def pass_graphs(self) -> tuple:
+        return self.graphs or (self.graph,)
 
     @cached_property
     def inputs_as_stored(self) -> tuple:
@@ -131,14 +139,53 @@ def record_graph(program, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
     return ex.record(inputs, torch.zeros(1, d_k, d_v, dtype=cd), shapes={"chunk_size": C, "d_k": d_k, "d_v": d_v})
 
 
+def design_precision(design, precision: Precision) -> Precision:
+    """The run's policy with the types a design keeps its intermediates in (its notes' `stored`) beneath
+    the user's per-tensor types."""
+    stored = stored_types(design)
+    if not stored:
+        return precision
+    return Precision(precision.transfer, {**stored, **precision.overrides}, state=precision.state,
+                     compute=precision.compute, accumulate=precision.accumulate)
+
+
+def record_graphs(design, *, chunk_size: int, d_k: int, d_v: int, precision: Precision) -> tuple[list, Precision]:
+    """Every pass's graph, recorded on random inputs of one chunk (see record_graph); and the policy used."""
+    if design.single:
+        return [record_graph(design.passes[0].program, chunk_size=chunk_size, d_k=d_k, d_v=d_v,
+                             precision=precision)], precision
+    precision = design_precision(design, precision)
+    gen = torch.Generator().manual_seed(0)
+    cd, C = precision.compute, chunk_size
+    rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=cd)
+    pool = {"Q": F.normalize(rnd(1, 1, C, d_k), dim=-1), "K": F.normalize(rnd(1, 1, C, d_k), dim=-1),
+            "V": rnd(1, 1, C, d_v), "g": F.logsigmoid(rnd(1, 1, C, d_k)), "beta": torch.sigmoid(rnd(1, 1, C)),
+            "scale": d_k ** -0.5}
+    graphs, _ = record_passes(design, pool, torch.zeros(1, d_k, d_v, dtype=cd), precision,
+                              {"g": "fp32", "beta": "fp32"}, {"chunk_size": C, "d_k": d_k, "d_v": d_v})
+    return graphs, precision
+
+
 def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = "v3", chunk_size: int = 64,
             transfer_dtype: str | torch.dtype | None = None, precision: Precision | None = None,
             compute_dtype: torch.dtype = torch.float32, program=None, out_dtype: torch.dtype | None = None,
-            progress: Callable[[int, int], None] | None = None) -> Execution:
-    """Run a KDA phase program over a whole batch; see the module docstring. Chunks are cut from the
-    inputs one at a time, so memory beyond the inputs and the output stays at one chunk's worth."""
+            progress: Callable[[int, int], None] | None = None, cu_seqlens=None, design=None) -> Execution:
+    """Run a KDA design over a whole batch; see the module docstring. For a one-pass design, chunks are cut
+    from the inputs one at a time, so memory beyond the inputs and the output stays at one chunk's worth.
+    `cu_seqlens` (FLA's varlen: q is [1, sum of lengths, H, K]) gives each sequence's start and end."""
+    if cu_seqlens is not None:
+        return _execute_varlen(q, k, v, g, beta, scale, initial_state, cu_seqlens, version=version,
+                               chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
+                               compute_dtype=compute_dtype, program=program, out_dtype=out_dtype,
+                               progress=progress, design=design)
     B, T, H, K, V = _check(q, k, v, g, beta, initial_state, chunk_size)
-    program = program or get_program(version)
+    if program is None:
+        design = design or get_design(version)
+        if not design.single:
+            return _execute_design(design, q, k, v, g, beta, scale, initial_state, chunk_size=chunk_size,
+                                   transfer_dtype=transfer_dtype, precision=precision,
+                                   compute_dtype=compute_dtype, out_dtype=out_dtype, progress=progress)
+        program = design.passes[0].program
     precision = _precision(q, transfer_dtype, precision, compute_dtype, program)
     cd = precision.compute
     if scale is None:
@@ -173,11 +220,13 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,
-              version: str = "v3", chunk_size: int = 64, transfer_dtype=None, precision: Precision | None = None):
-    """KDA computed by running a phase program on the simulated NPU. Returns (o, final_state or None);
-    o has v's dtype, the final state is fp32 (FLA's conventions)."""
+              version: str = "v3", chunk_size: int = 64, transfer_dtype=None, precision: Precision | None = None,
+              cu_seqlens=None):
+    """KDA computed by running a design on the simulated NPU. Returns (o, final_state or None); o has v's
+    dtype, the final state is fp32 (FLA's conventions). With `cu_seqlens` (FLA's varlen), q is
+    [1, total tokens, H, K] and the final state [number of sequences, H, K, V]."""
     ex = execute(q, k, v, g, beta, scale, initial_state, version=version, chunk_size=chunk_size,
-                 transfer_dtype=transfer_dtype, precision=precision, out_dtype=v.dtype)
+                 transfer_dtype=transfer_dtype, precision=precision, out_dtype=v.dtype, cu_seqlens=cu_seqlens)
     return ex.o, (ex.final_state.to(torch.float32) if output_final_state else None)
 
 
@@ -186,3 +235,81 @@ def recurrent_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final
     _check(q, k, v, g, beta, initial_state, 1)
     o, S = naive_recurrent_kda(q, k, v, g, beta, scale, initial_state, output_final_state, dtype=torch.float32)
     return o.to(v.dtype), S
+
+
+def _chunked(x: torch.Tensor, C: int, dtype: torch.dtype, round_to=None) -> torch.Tensor:
+    """x [B, T, H, ...] as [B*H, NT, C, ...] in `dtype`, zero-padded to NT x C tokens."""
+    B, T, H = x.shape[:3]
+    NT = -(-T // C)
+    x = x.to(dtype)
+    if round_to is not None:
+        x = round_to(x)
+    if NT * C > T:
+        x = torch.cat([x, x.new_zeros(B, NT * C - T, *x.shape[2:])], 1)
+    x = x.reshape(B, NT, C, H, *x.shape[3:]).movedim(3, 1)
+    return x.reshape(B * H, NT, C, *x.shape[4:])
+
+
+def _execute_design(design, q, k, v, g, beta, scale, initial_state, *, chunk_size, transfer_dtype, precision,
+                    compute_dtype, out_dtype, progress) -> Execution:
+    """A design of several passes (kda/multipass.py): every tensor between passes is kept for the whole batch."""
+    B, T, H, K, V = q.shape[0], q.shape[1], q.shape[2], q.shape[3], v.shape[-1]
+    state_program = (design.state_pass or design.passes[0]).program
+    precision = design_precision(design, _precision(q, transfer_dtype, precision, compute_dtype, state_program))
+    cd, C = precision.compute, chunk_size
+    scale = K ** -0.5 if scale is None else scale
+    stored = lambda x: precision.round(x, precision.transfer)
+    pool = {"Q": _chunked(q, C, cd, stored), "K": _chunked(k, C, cd, stored), "V": _chunked(v, C, cd, stored),
+            "g": _chunked(g, C, cd), "beta": _chunked(beta, C, cd), "scale": scale}
+    S = (torch.zeros(B * H, K, V, dtype=cd) if initial_state is None
+         else precision.round(initial_state.to(cd), precision.state_type).reshape(B * H, K, V))
+    graphs, executors = record_passes(design, pool, S, precision, {"g": "fp32", "beta": "fp32"},
+                                      {"chunk_size": C, "d_k": K, "d_v": V})
+    with torch.no_grad():
+        pool, S, nonfinite = run_passes(design, executors, pool, S, precision, progress)
+    NT = pool["Q"].shape[1]
+    o = pool["O"].reshape(B, H, NT * C, V)[:, :, :T].transpose(1, 2).to(out_dtype or cd)
+    main = next((g_ for g_, p in zip(graphs, design.passes) if p.program.state is not None), graphs[-1])
+    return Execution(o, S.reshape(B, H, K, V), main, nonfinite, precision, NT, C,
+                     (q, k, v, g, beta, initial_state), graphs=tuple(graphs), design=design)
+
+
+def seqlens_of(cu_seqlens, total: int) -> list[int]:
+    """Lengths from FLA's cu_seqlens [0, l0, l0 + l1, ..., total]; one line naming what is wrong otherwise."""
+    cu = [int(x) for x in (cu_seqlens.tolist() if isinstance(cu_seqlens, torch.Tensor) else cu_seqlens)]
+    if len(cu) < 2 or cu[0] != 0:
+        raise KdaInputError(f"cu_seqlens must start at 0 and hold at least one sequence, got {cu[:4]}")
+    lengths = [b - a for a, b in zip(cu, cu[1:])]
+    if any(n <= 0 for n in lengths):
+        raise KdaInputError(f"cu_seqlens must increase strictly: sequence {next(i for i, n in enumerate(lengths) if n <= 0)} "
+                            f"has {min(lengths)} tokens")
+    if cu[-1] != total:
+        raise KdaInputError(f"cu_seqlens ends at {cu[-1]}, but the inputs hold {total} tokens")
+    return lengths
+
+
+def _execute_varlen(q, k, v, g, beta, scale, initial_state, cu_seqlens, **kw) -> Execution:
+    """FLA's variable-length batch: each sequence padded at its end to the longest one's chunks (zero k,
+    beta and g change nothing), run as a batch, and cut back."""
+    if q.dim() != 4 or q.shape[0] != 1:
+        raise KdaInputError(f"with cu_seqlens, q must be [1, total tokens, H, K], got {list(q.shape)}")
+    lengths = seqlens_of(cu_seqlens, q.shape[1])
+    N, C = len(lengths), kw["chunk_size"]
+    if initial_state is not None and initial_state.shape[0] != N:
+        raise KdaInputError(f"initial_state must have one state per sequence ({N}), got {initial_state.shape[0]}")
+    T = -(-max(lengths) // C) * C
+    starts = [0]
+    for n in lengths[:-1]:
+        starts.append(starts[-1] + n)
+
+    def batch(x):
+        out = x.new_zeros(N, T, *x.shape[2:])
+        for i, (a, n) in enumerate(zip(starts, lengths)):
+            out[i, :n] = x[0, a:a + n]
+        return out
+    ex = execute(batch(q), batch(k), batch(v), batch(g), batch(beta), scale, initial_state, **kw)
+    o = ex.o.new_empty(1, q.shape[1], *ex.o.shape[2:])
+    for i, (a, n) in enumerate(zip(starts, lengths)):
+        o[0, a:a + n] = ex.o[i, :n]
+    ex.o, ex.seqlens, ex.inputs = o, tuple(lengths), (q, k, v, g, beta, initial_state)
+    return ex

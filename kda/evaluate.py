@@ -8,14 +8,16 @@ from typing import TYPE_CHECKING, Callable
 
 import torch
 
-from npusim import Profile, Report, Run, WorkspaceError, build_report, build_template, load_profile, simulate
+from npusim import Profile, Report, Run, load_profile
+from npusim.schedule import single_pass
 from npusim.engine import RIDE
 from npusim.precision import NAMES, Precision, itemsize
 
-from .api import Execution, execute, program_default_state, record_graph
+from .api import Execution, execute, program_default_state, record_graphs
 from .inputs import KdaInputs, make_inputs
 from .parity import Parity, compare
-from .programs import get_program
+from .programs import get_design, get_program
+from .timing import time_result
 from .reference import naive_recurrent_kda
 
 if TYPE_CHECKING:
@@ -50,9 +52,13 @@ class Settings:
     accumulate_dtype: str | None = None
     attribution: bool = False        # also rank the hand-offs by the accuracy their rounding costs (slower)
     overrides: dict = field(default_factory=dict, hash=False)   # profile fields: {"sync.latency_us": 0.3}
+    interleave: int = 1              # sequences a core alternates in its sequential passes
+    seqlens: tuple[int, ...] | None = None     # a variable-length batch: tokens of each sequence (batch = 1)
 
     @property
     def T(self) -> int:
+        if self.seqlens:
+            return sum(self.seqlens)
         return self.tokens if self.tokens is not None else self.chunks * self.chunk_size
 
 
@@ -79,6 +85,13 @@ class VersionResult:
     workspace_error: str | None = None
     note: str | None = None          # e.g. v1's known defect, when parity fails
     attribution: "Attribution | None" = None    # kda/attribution.py, when settings.attribution
+    design_run: object = None        # npusim.multipass.DesignRun: every design, one pass or several
+    design_serial: object = None
+    design_report: object = None     # npusim.design_report.DesignReport
+
+    @property
+    def design(self):
+        return self.execution.design or get_design(self.version)
 
     @property
     def passed(self) -> bool:
@@ -177,10 +190,12 @@ def unknown_payloads(graph, names) -> list[str]:
     return [n for n in names if n not in known]
 
 
-def _check_policy_names(graph, settings: Settings, program, foreign_payloads_ok: bool) -> None:
-    unknown = unknown_payloads(graph, settings.payload_dtypes)
+def _check_policy_names(graphs, settings: Settings, program, foreign_payloads_ok: bool) -> None:
+    stored = {n for g in graphs for n, m in g.tensors.items() if m.origin in ("vec", "cube")}
+    unknown = [n for n in unknown_payloads(graphs[0], settings.payload_dtypes)
+               if all(n in unknown_payloads(g, [n]) for g in graphs) and n not in stored]
     if unknown and not foreign_payloads_ok:
-        known = ", ".join(p.name for s in graph.syncs for p in s.payload if not p.redundant)
+        known = ", ".join(p.name for g in graphs for s in g.syncs for p in s.payload if not p.redundant)
         raise ValueError(f"precision policy: {program.name} hands over no tensor named "
                          f"{', '.join(map(repr, unknown))}; its payloads are {known}")
 
@@ -197,14 +212,39 @@ def profile_for(settings: Settings) -> Profile:
 
 
 def make_settings_inputs(s: Settings) -> KdaInputs:
-    return make_inputs(s.batch, s.T, s.heads, s.d_k, s.d_v, s.gates, s.seed, s.initial_state)
+    if not s.seqlens:
+        return make_inputs(s.batch, s.T, s.heads, s.d_k, s.d_v, s.gates, s.seed, s.initial_state)
+    x = make_inputs(1, s.T, s.heads, s.d_k, s.d_v, s.gates, s.seed, False)      # FLA's varlen layout
+    if s.initial_state:
+        gen = torch.Generator().manual_seed(s.seed + 1)
+        x = replace(x, initial_state=torch.randn(len(s.seqlens), s.heads, s.d_k, s.d_v, generator=gen))
+    return x
 
 
 def reference(ex: Execution) -> Reference:
     """The fp64 recurrence on exactly the inputs the NPU saw (rounded to their GM types)."""
+    if ex.seqlens:
+        return _varlen_reference(ex)
     q, k, v, g, beta, h0 = ex.inputs_as_stored
     o, S = naive_recurrent_kda(q, k, v, g, beta, None, h0, True, dtype=torch.float64)
     return Reference(o, S, _reference_key(ex))
+
+
+def _varlen_reference(ex: Execution) -> Reference:
+    """The recurrence over each sequence of a variable-length batch on its own."""
+    q, k, v, g, beta, h0 = ex.inputs
+    p, cd = ex.precision, ex.precision.compute
+    stored = lambda x: p.round(x.to(cd), p.transfer)
+    outs, states, a = [], [], 0
+    for i, n in enumerate(ex.seqlens):
+        part = lambda x: x[:, a:a + n]
+        init = None if h0 is None else p.round(h0[i:i + 1].to(cd), p.state_type)
+        o, S = naive_recurrent_kda(stored(part(q)), stored(part(k)), stored(part(v)), part(g).to(cd),
+                                   part(beta).to(cd), None, init, True, dtype=torch.float64)
+        outs.append(o)
+        states.append(S)
+        a += n
+    return Reference(torch.cat(outs, 1), torch.cat(states, 0), _reference_key(ex))
 
 
 def _reference_key(ex: Execution) -> tuple:
@@ -219,16 +259,28 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
              program=None, foreign_payloads_ok: bool = False) -> VersionResult:
     """`foreign_payloads_ok`: payload types naming tensors this program does not hand over are ignored
     (for --version all) instead of an error."""
-    program = program or get_program(version)
-    if settings.resident is not None:
-        program = replace(program, resident=tuple(settings.resident))
+    design = get_design(version) if program is None else None
+    if design is not None and not design.single:
+        if settings.resident is not None:
+            raise ValueError(f"--resident names a per-chunk workspace plan: {version} has "
+                             f"{len(design.passes)} passes")
+        program = (design.state_pass or design.passes[-1]).program
+    else:
+        program = program or get_program(version)
+        if settings.resident is not None:
+            program = replace(program, resident=tuple(settings.resident))
+        design = single_pass(program)
+    if settings.interleave < 1:
+        raise ValueError(f"--interleave must be >= 1, got {settings.interleave}")
     profile = profile_for(settings)
     if not settings.numerics:
-        return _timing_only(version, settings, profile, program, foreign_payloads_ok)
+        return _timing_only(version, settings, profile, program, design, foreign_payloads_ok)
     x = inputs or make_settings_inputs(settings)
+    precision = precision_for(settings, program)
     ex = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, chunk_size=settings.chunk_size,
-                 precision=precision_for(settings, program), program=program, progress=progress)
-    _check_policy_names(ex.graph, settings, program, foreign_payloads_ok)
+                 precision=precision, program=program if design.single else None, design=design,
+                 progress=progress, cu_seqlens=_cu(settings))
+    _check_policy_names(ex.pass_graphs, settings, program, foreign_payloads_ok)
     if ref is None or (ref.key and ref.key != _reference_key(ex)):
         ref = reference(ex)
     p_o, p_s = compare(ref.o, ex.o), compare(ref.state, ex.final_state)
@@ -246,30 +298,31 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
     return result
 
 
-def _timing_only(version: str, settings: Settings, profile: Profile, program,
+def _timing_only(version: str, settings: Settings, profile: Profile, program, design,
                  foreign_payloads_ok: bool = False) -> VersionResult:
-    """Record the phase graph on random inputs of the right shapes and replay it: no tensor math for the
-    chunks, the same graph and so the same timeline as a full run."""
+    """Record the phase graphs on random inputs of the right shapes and replay them: no tensor math for the
+    chunks, the same graphs and so the same timeline as a full run."""
     precision = precision_for(settings, program)
-    graph = record_graph(program, chunk_size=settings.chunk_size, d_k=settings.d_k, d_v=settings.d_v,
-                         precision=precision)
-    _check_policy_names(graph, settings, program, foreign_payloads_ok)
-    chunks = -(-settings.T // settings.chunk_size)
-    ex = Execution(None, None, graph, None, precision, chunks, settings.chunk_size)
+    graphs, precision = record_graphs(design, chunk_size=settings.chunk_size, d_k=settings.d_k,
+                                      d_v=settings.d_v, precision=precision)
+    _check_policy_names(graphs, settings, program, foreign_payloads_ok)
+    chunks = max(-(-n // settings.chunk_size) for n in (settings.seqlens or (settings.T,)))
+    main = graphs[[p.program for p in design.passes].index(program)] if program in [p.program for p in design.passes] else graphs[-1]
+    ex = Execution(None, None, main, None, precision, chunks, settings.chunk_size, graphs=tuple(graphs),
+                   design=design, seqlens=settings.seqlens)
     return _time(VersionResult(version, settings, profile, ex, None, None, [], None))
 
 
+def _cu(settings: Settings):
+    if not settings.seqlens:
+        return None
+    cu = [0]
+    for n in settings.seqlens:
+        cu.append(cu[-1] + n)
+    return cu
+
+
 def _time(result: VersionResult) -> VersionResult:
-    """The timing replay, pipelined and serial, and the report."""
-    settings, profile, ex = result.settings, result.profile, result.execution
-    sequences = settings.batch * settings.heads
-    try:
-        tpl = build_template(ex.graph, profile, settings.state_handoff)
-    except WorkspaceError as err:
-        result.workspace_error = str(err)
-        return result
-    result.pipelined = simulate(tpl, profile, chunks=ex.chunks, sequences=sequences, trace=settings.keep_trace)
-    result.serial = simulate(tpl, profile, chunks=ex.chunks, sequences=sequences, serial=True,
-                             trace=settings.keep_trace)
-    result.report = build_report(result.pipelined, result.serial)
+    """The timing replay, pipelined and serial, and the reports (kda/timing.py)."""
+    time_result(result)
     return result

@@ -217,14 +217,23 @@ def chip_table(r: VersionResult) -> Table:
 
 
 def summary(r: VersionResult) -> Group:
-    parts = [header(r), parity_table(r), precision_line(r), *notes(r), *attribution_parts(r), sync_table(r),
-             *redundancy_lines(r)]
+    from .render_design import layer_table, passes_table
+    parts = [header(r), parity_table(r), precision_line(r), *notes(r), *attribution_parts(r)]
+    if r.execution.design is not None and not r.execution.design.single:
+        if r.workspace_error:
+            parts.append(Text(f"workspace: {r.workspace_error}", style="red"))
+        if r.design_report is not None:
+            parts += [passes_table(r), layer_table(r)]
+        return Group(*parts)
+    parts += [sync_table(r), *redundancy_lines(r)]
     if r.report is not None:
         parts += [work_table(r), latency_table(r)]
         if r.report.cores > 1 or r.report.sequences > 1:
             parts.append(chip_table(r))
         if r.pipelined is not None and r.pipelined.trace is not None:
             parts.append(overlap_table(r))
+        if r.design_report is not None and (r.report.cores > 1 or r.report.sequences > 1):
+            parts.append(layer_table(r))
         if r.profile.assumptions:
             parts.append(Text("Assumed figures in this profile (no public source): " +
                               ", ".join(f"{k}={_value(r.profile, k)}" for k in r.profile.assumptions), style="dim"))
@@ -299,8 +308,10 @@ def print_results(results: list[VersionResult], console: Console | None = None) 
     if len(results) == 1:
         console.print(summary(results[0]))
         return
+    from .render_design import designs_side_by_side
     console.print(header(results[0], ", ".join(r.version for r in results)))
     console.print(side_by_side(results))
+    console.print(designs_side_by_side(results))
     for r in results:
         for line in notes(r):
             console.print(Text(f"{r.version}: ") + line)

@@ -19,7 +19,7 @@ from npusim import NpuSimError, load_profile, shipped_profiles
 from .api import KdaInputError
 from .evaluate import Settings, evaluate, make_settings_inputs, profile_for, reference
 from .inputs import GATES, KdaInputs
-from .programs import PROGRAMS
+from .programs import DESIGNS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,11 +35,15 @@ def _fail(message: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m kda.run", description=__doc__.split("\n\n")[1],
                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--version", default="v3", help=f"phase program: {', '.join(PROGRAMS)} or all")
+    p.add_argument("--version", default="v3", help=f"design: {', '.join(DESIGNS)} or all")
     p.add_argument("--chunks", type=int, default=16, help="chunks per sequence")
     p.add_argument("--tokens", type=int, default=None, help="tokens per sequence instead of --chunks (any T)")
     p.add_argument("--heads", type=int, default=1)
     p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--seqlens", help="a variable-length batch: tokens of each sequence, e.g. 4096,131072 "
+                   "(replaces --batch and --tokens; FLA's cu_seqlens)")
+    p.add_argument("--interleave", type=int, default=1, help="sequences a core alternates in its sequential "
+                   "passes, each filling the others' hand-off gaps")
     p.add_argument("--chunk-size", type=int, default=64)
     p.add_argument("--dk", type=int, default=128)
     p.add_argument("--dv", type=int, default=128)
@@ -96,6 +100,23 @@ def parse_payload_dtypes(text: str | None) -> dict[str, str]:
     return out
 
 
+def parse_seqlens(text: str) -> tuple[int, ...]:
+    """'4096,131072' -> (4096, 131072); one line naming what is wrong otherwise."""
+    items = [x.strip() for x in text.split(",")]
+    if not any(items):
+        raise KdaInputError("--seqlens is empty: give each sequence's tokens, e.g. 4096,131072")
+    out = []
+    for x in items:
+        try:
+            n = int(x)
+        except ValueError:
+            raise KdaInputError(f"--seqlens: {x!r} is not a whole number of tokens") from None
+        if n < 1:
+            raise KdaInputError(f"--seqlens: every sequence needs at least one token, got {n}")
+        out.append(n)
+    return tuple(out)
+
+
 def parse_overrides(items: list[str]) -> dict[str, float]:
     """['sync.latency_us=0.3'] -> {'sync.latency_us': 0.3}; one line naming what is wrong otherwise."""
     out: dict[str, float] = {}
@@ -120,6 +141,11 @@ def _settings(args) -> Settings:
             raise KdaInputError(f"{flag} must be >= 1, got {value}")
     if args.tokens is not None and args.tokens < 1:
         raise KdaInputError(f"--tokens must be >= 1, got {args.tokens}")
+    if args.interleave < 1:
+        raise KdaInputError(f"--interleave must be >= 1, got {args.interleave}")
+    seqlens = parse_seqlens(args.seqlens) if args.seqlens is not None else None
+    if seqlens and (args.batch != 1 or args.tokens is not None):
+        raise KdaInputError("--seqlens gives every sequence's length: it replaces --batch and --tokens")
     if args.cores is not None and args.cores < 1:
         raise KdaInputError(f"--cores must be >= 1, got {args.cores}")
     if args.no_numerics and args.inputs is not None:
@@ -139,6 +165,7 @@ def _settings(args) -> Settings:
                     profile=str(args.profile), state_handoff=args.state_handoff,
                     initial_state=args.initial_state == "randn", tokens=args.tokens, workspace=workspace,
                     cores=args.cores, numerics=not args.no_numerics, overrides=parse_overrides(args.overrides),
+                    interleave=args.interleave, seqlens=seqlens,
                     keep_trace=bool(args.trace or args.plot) or _events(args) <= MAX_KEPT_EVENTS)
 
 
@@ -148,6 +175,11 @@ MAX_KEPT_EVENTS = 500_000
 
 
 def _events(args) -> int:
+    if args.seqlens:
+        try:
+            return sum(-(-n // args.chunk_size) for n in parse_seqlens(args.seqlens)) * args.heads * 20
+        except KdaInputError:
+            return 0
     chunks = -(-args.tokens // args.chunk_size) if args.tokens else args.chunks
     return chunks * args.batch * args.heads * 20
 
@@ -180,9 +212,9 @@ def load_inputs(path: Path) -> KdaInputs:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    versions = list(PROGRAMS) if args.version == "all" else [args.version]
-    if args.version != "all" and args.version not in PROGRAMS:
-        return _fail(f"unknown version {args.version!r}: choose from {', '.join(PROGRAMS)} or all")
+    versions = list(DESIGNS) if args.version == "all" else [args.version]
+    if args.version != "all" and args.version not in DESIGNS:
+        return _fail(f"unknown version {args.version!r}: choose from {', '.join(DESIGNS)} or all")
     bad_output = _check_outputs(args)
     if bad_output:
         return _fail(bad_output)

@@ -284,7 +284,7 @@ class Checker:
                                        info.producer, tuple(readers))
             else:
                 rec = next(s for s in self.steps if isinstance(s, _PhaseRec) and s.name == info.producer)
-                rec.gm_write_bytes += info.numel * itemsize(self.precision.transfer)
+                rec.gm_write_bytes += info.numel * itemsize(self.precision.of(name))
 
         units = {p.name: p.unit for p in self.steps if isinstance(p, _PhaseRec)}
         for s in self.steps:         # payloads no phase on the consumer's unit reads

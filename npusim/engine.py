@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import simpy
@@ -45,6 +46,8 @@ class Run:
     busy_us: dict[tuple[int, str], float]
     trace: Trace | None
     shared_us: dict[str, float]         # time the chip-wide HBM / L2 bandwidth was busy
+    chunk_counts: tuple[int, ...] = ()  # chunks of each sequence (all `chunks` unless variable-length)
+    interleave: int = 1                 # sequences a core alternates at a time
 
     @property
     def latency_us(self) -> float:
@@ -53,6 +56,11 @@ class Run:
     @property
     def waves(self) -> int:
         return -(-self.sequences // self.cores_used)
+
+    @property
+    def instances(self) -> int:
+        """(sequence, chunk) pairs replayed."""
+        return sum(self.chunk_counts) if self.chunk_counts else self.chunks * self.sequences
 
 
 class _Share:
@@ -88,30 +96,51 @@ class _Server:
 
 
 class _Core:
-    """One AI core: its instances (sequence, chunk) in order, dependency counters, servers and slots."""
+    """One AI core: its instances (sequence, chunk) in order, dependency counters, servers and slots.
+
+    With `interleave` = N the core takes its sequences N at a time and alternates their chunks
+    (s0 c0, s1 c0, s0 c1, s1 c1, ...), each filling the others' hand-off gaps; every lane (position in
+    the group) has a resident region of its own, so write-after-read edges link a lane's instances."""
 
     def __init__(self, model: "_Model", index: int, seqs: list[int], copies: int = 1):
         self.model, self.index, self.copies = model, index, copies
-        chunks = model.chunks
-        self.inst_seq = [s for s in seqs for _ in range(chunks)]
-        self.inst_chunk = [t for _ in seqs for t in range(chunks)]
+        counts, n_lanes = model.chunk_counts, model.interleave
+        self.inst_seq, self.inst_chunk, lane_of = [], [], []
+        for g in range(0, len(seqs), n_lanes):
+            group = seqs[g:g + n_lanes]
+            for t in range(max(counts[s] for s in group)):
+                for lane, s in enumerate(group):
+                    if t < counts[s]:
+                        self.inst_seq.append(s)
+                        self.inst_chunk.append(t)
+                        lane_of.append(lane)
+        n_inst = len(self.inst_seq)
         self.inst_first = [t == 0 for t in self.inst_chunk]
+        # successors in other instances: the same sequence's next chunk (state), the lane's next instance (WAR)
+        self.next_state, self.next_war = [-1] * n_inst, [-1] * n_inst
+        last_of_seq: dict[int, int] = {}
+        last_of_lane: dict[int, int] = {}
+        for i, (s, lane) in enumerate(zip(self.inst_seq, lane_of)):
+            if s in last_of_seq:
+                self.next_state[last_of_seq[s]] = i
+            if lane in last_of_lane:
+                self.next_war[last_of_lane[lane]] = i
+            last_of_seq[s], last_of_lane[lane] = i, i
         self.servers = {r: _Server() for r in model.resources}
         self.server_of = [self.servers[r] for r in model.resource_of]
-        self.slot_of = [-1] * len(self.inst_seq)
+        self.slot_of = [-1] * n_inst
         self.slot_bytes = [0] * max(model.slots, 1)
         if model.serial:
             model.env.process(model.run_serial(self))
             return
-        n, n_inst = model.n, len(self.inst_seq)
+        n = model.n
         self.remaining = model.in_intra * n_inst
-        for i in range(1, n_inst):
-            base = i * n
-            for k in range(n):
-                self.remaining[base + k] += model.in_war[k]
-            if self.inst_seq[i] == self.inst_seq[i - 1]:
-                for k in range(n):
-                    self.remaining[base + k] += model.in_state[k]
+        for i in range(n_inst):
+            for succ, into in ((self.next_war[i], model.in_war), (self.next_state[i], model.in_state)):
+                if succ >= 0:
+                    base = succ * n
+                    for k in range(n):
+                        self.remaining[base + k] += into[k]
         self.free_slots = list(range(model.slots)) if model.use_slots else []
         self.next_grant = 0
         if model.use_slots:
@@ -145,9 +174,10 @@ class _Core:
 
 
 class _Model:
-    def __init__(self, tpl: Template, profile: Profile, chunks: int, core_seqs: list[tuple[int, list[int], int]],
-                 serial: bool, trace: bool):
-        self.tpl, self.profile, self.chunks, self.serial = tpl, profile, chunks, serial
+    def __init__(self, tpl: Template, profile: Profile, chunk_counts: list[int],
+                 core_seqs: list[tuple[int, list[int], int]], serial: bool, trace: bool, interleave: int = 1):
+        self.tpl, self.profile, self.serial = tpl, profile, serial
+        self.chunk_counts, self.interleave = chunk_counts, interleave
         self.env = simpy.Environment()
         n = self.n = tpl.n
         self.nodes = tpl.nodes
@@ -233,7 +263,7 @@ class _Model:
         """Serial mode: one node at a time on the core, in program order, chunk after chunk."""
         env = self.env
         for i in range(len(core.inst_seq)):
-            first = core.inst_chunk[i] == 0
+            first = core.inst_first[i]
             for k, node in enumerate(self.nodes):
                 start = env.now
                 if node.slot_add and self.trace is not None:
@@ -272,15 +302,14 @@ class _Model:
             remaining[j] -= 1
             if not remaining[j]:
                 push(j)
-        if i + 1 < len(core.inst_seq):
-            nxt = base + n
-            successors = self.out_war[k] + self.out_state[k] if core.inst_seq[i + 1] == core.inst_seq[i] \
-                else self.out_war[k]
-            for d in successors:
-                j = nxt + d
-                remaining[j] -= 1
-                if not remaining[j]:
-                    push(j)
+        for succ, out in ((core.next_war[i], self.out_war[k]), (core.next_state[i], self.out_state[k])):
+            if succ >= 0 and out:
+                nxt = succ * n
+                for d in out:
+                    j = nxt + d
+                    remaining[j] -= 1
+                    if not remaining[j]:
+                        push(j)
         if k == self.tpl.slot_release and self.use_slots:
             core.free_slots.append(core.slot_of[i])
             core.free_slots.sort()
@@ -296,29 +325,36 @@ def _edges(edges, n: int) -> tuple[list[int], list[list[int]]]:
     return into, out
 
 
-def simulate(graph_or_template: PhaseGraph | Template, profile: Profile, *, chunks: int, sequences: int = 1,
-             serial: bool = False, state_handoff: str = RIDE, trace: bool = True, symmetric: bool = True) -> Run:
-    """Replay the phase graph for `chunks` chunks of each of `sequences` sequences (batch x heads).
-    Returns the makespan, per-unit busy time, chip-wide bandwidth use and (if asked) the trace.
+def simulate(graph_or_template: PhaseGraph | Template, profile: Profile, *, chunks: int | Sequence[int],
+             sequences: int = 1, serial: bool = False, state_handoff: str = RIDE, trace: bool = True,
+             symmetric: bool = True, interleave: int = 1) -> Run:
+    """Replay the phase graph for `chunks` chunks of each of `sequences` sequences (batch x heads); `chunks`
+    may instead give each sequence its own count (a variable-length batch). Returns the makespan, per-unit
+    busy time, chip-wide bandwidth use and (if asked) the trace.
 
-    Cores that hold the same number of sequences run in lockstep: each such class is simulated once, on
-    its first core, with its transfers counted once per core of the class in the chip-wide shares, and the
-    trace is copied to the other cores. `symmetric=False` simulates every core on its own; without
-    contention both give the same timeline (tests/test_engine.py checks it)."""
-    if chunks < 1 or sequences < 1:
+    Sequence s runs on core s mod cores. `interleave` = N: a core alternates the chunks of N of its
+    sequences at a time (see _Core). Cores whose sequences have the same chunk counts run in lockstep:
+    each such class is simulated once, on its first core, with its transfers counted once per core of the
+    class in the chip-wide shares, and the trace is copied to the other cores. `symmetric=False` simulates
+    every core on its own; without contention both give the same timeline (tests/test_engine.py checks it)."""
+    counts = [chunks] * sequences if isinstance(chunks, int) else [int(c) for c in chunks]
+    if sequences < 1 or len(counts) != sequences or min(counts) < 1:
         raise ValueError(f"chunks and sequences must be >= 1, got {chunks} and {sequences}")
+    if interleave < 1:
+        raise ValueError(f"interleave must be >= 1, got {interleave}")
     tpl = graph_or_template if isinstance(graph_or_template, Template) else build_template(
         graph_or_template, profile, state_handoff)
     cores = min(profile.chip.ai_cores, sequences)
     layout = [(c, list(range(c, sequences, cores))) for c in range(cores)]
     members: dict[int, list[int]] = {}
     if symmetric:
-        first_with: dict[int, int] = {}
+        first_with: dict[tuple, int] = {}
         for c, seqs in layout:
-            members.setdefault(first_with.setdefault(len(seqs), c), []).append(c)
+            members.setdefault(first_with.setdefault(tuple(counts[s] for s in seqs), c), []).append(c)
     else:
         members = {c: [c] for c, _ in layout}
-    model = _Model(tpl, profile, chunks, [(r, layout[r][1], len(ms)) for r, ms in members.items()], serial, trace)
+    model = _Model(tpl, profile, counts, [(r, layout[r][1], len(ms)) for r, ms in members.items()], serial, trace,
+                   interleave)
     model.env.run()
     if not serial:
         stuck = [c.index for c in model.cores if any(r > 0 for r in c.remaining)]
@@ -332,8 +368,8 @@ def simulate(graph_or_template: PhaseGraph | Template, profile: Profile, *, chun
     out = model.trace
     if out is not None and any(len(ms) > 1 for ms in members.values()):
         out = _copy_trace(model.trace, members)
-    return Run(tpl, profile, serial, chunks, sequences, cores, model.env.now, busy, out,
-               {r: share.busy for r, share in model.shares.items()})
+    return Run(tpl, profile, serial, max(counts), sequences, cores, model.env.now, busy, out,
+               {r: share.busy for r, share in model.shares.items()}, tuple(counts), interleave)
 
 
 def _copy_trace(trace: Trace, members: dict[int, list[int]]) -> Trace:

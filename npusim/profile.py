@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 
@@ -22,6 +22,7 @@ class Chip:
     vec_per_core: int             # Vector units per AI core; they split each Vector phase
     clock_ghz: float              # cycles per nanosecond
     launch_overhead_us: float     # fixed cost of launching the kernel on the chip
+    barrier_us: float = 1.0       # an all-core barrier inside a kernel (SyncAll) between two passes
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,10 @@ def _build(raw: dict, origin: str, inherited_sources: dict[str, str]) -> Profile
             raise ProfileError(f"profile {origin}: unknown field {section}.{sorted(extra)[0]}")
         values = {}
         for name, f in known.items():
+            if name not in table and f.default is not MISSING:     # a field added later: its default
+                sources.setdefault(f"{section}.{name}", f"ASSUMED: the default of npusim/profile.py ({f.default})")
+                values[name] = f.default
+                continue
             if name not in table:
                 raise ProfileError(f"profile {origin}: missing field {section}.{name}")
             value = table[name]

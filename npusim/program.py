@@ -135,9 +135,11 @@ class Npu:
             eye = torch.eye(C, dtype=A.dtype, device=A.device).expand(A.shape)
             R = torch.linalg.solve_triangular(torch.tril(A, -1) + eye, eye, upper=False, unitriangular=True)
         if self._checker is not None:
-            # row i: R[i, j] = -L[i, j:i] . R[j:i, j] for j < i: i(i+1)/2 multiply-adds
+            # row i: R[i, j] = -L[i, j:i] . R[j:i, j] for j < i: i(i+1)/2 multiply-adds, per matrix (the
+            # probe holds one sequence, so A's leading dims count the matrices it solves side by side)
+            matrices = A.numel() // (C * C)
             self._checker.sequential("forward_substitution", [A], R, steps=C - 1,
-                                     elements=(C - 1) * C * (C + 1) // 6)
+                                     elements=matrices * (C - 1) * C * (C + 1) // 6)
         return R
 
 

@@ -40,8 +40,8 @@ def test_json_has_the_documented_keys(capsys):
 
 def test_all_versions_give_a_list_and_a_side_by_side_table(capsys):
     d = run_json(capsys, "--version", "all", "--chunks", "2", "--dk", "32", "--dv", "32")
-    from kda.programs import PROGRAMS
-    assert [x["version"] for x in d] == list(PROGRAMS) and list(PROGRAMS)[:3] == ["v1", "v2", "v3"]
+    from kda.programs import DESIGNS
+    assert [x["version"] for x in d] == list(DESIGNS) and list(DESIGNS)[:3] == ["v1", "v2", "v3"]
     assert main(["--version", "all", "--chunks", "2", "--dk", "32", "--dv", "32"]) == 0
     assert "Versions side by side" in capsys.readouterr().out
 
@@ -122,8 +122,8 @@ def test_a_version_the_input_does_not_suit_loses_nothing_else(capsys):
     # v1's defect needs d_k == d_v: its error is reported, the other versions are still computed and shown
     assert main(["--version", "all", "--chunks", "2", "--dk", "16", "--dv", "8", "--json"]) == 2
     out, err = capsys.readouterr()
-    from kda.programs import PROGRAMS
-    assert [d["version"] for d in json.loads(out)] == [v for v in PROGRAMS if v != "v1"]
+    from kda.programs import DESIGNS
+    assert [d["version"] for d in json.loads(out)] == [v for v in DESIGNS if v != "v1"]
     assert err.strip() == ("error: v1: v1's defect decays the value axis with the key-axis factors: "
                            "it needs d_k == d_v")
 

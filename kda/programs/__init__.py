@@ -1,13 +1,31 @@
-"""The phase programs, one file per design. A new design is a new file registered here."""
+"""The designs, one file per design. A new design is a new file registered here.
+
+v1-v4 are per-chunk phase programs (one fused pass each); `fla` and `v5` are designs of several passes
+(npusim/schedule.py)."""
+from npusim.schedule import Design, single_pass
+
+from .fla import FLA
 from .v1 import kda_chunk_v1
 from .v2 import kda_chunk_v2
 from .v3 import kda_chunk_v3
 from .v4 import kda_chunk_v4
+from .v5 import V5
 
 PROGRAMS = {p.name: p for p in (kda_chunk_v1, kda_chunk_v2, kda_chunk_v3, kda_chunk_v4)}
+DESIGNS: dict[str, Design] = {**{name: single_pass(p) for name, p in PROGRAMS.items()}, FLA.name: FLA, V5.name: V5}
 
 
 def get_program(version: str):
+    """The per-chunk program of a one-pass design (v1-v4)."""
     if version not in PROGRAMS:
-        raise ValueError(f"unknown version {version!r}: choose from {', '.join(PROGRAMS)}")
+        if version in DESIGNS:
+            raise ValueError(f"{version} is a design of {len(DESIGNS[version].passes)} passes, not one "
+                             f"per-chunk program")
+        raise ValueError(f"unknown version {version!r}: choose from {', '.join(DESIGNS)}")
     return PROGRAMS[version]
+
+
+def get_design(version: str) -> Design:
+    if version not in DESIGNS:
+        raise ValueError(f"unknown version {version!r}: choose from {', '.join(DESIGNS)}")
+    return DESIGNS[version]

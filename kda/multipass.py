@@ -1,0 +1,112 @@
+"""Numerics of a design of several passes (npusim/schedule.py): each pass recorded once on a probe, then
+run over the whole batch, its outputs stored in GM for the passes after it.
+
+    GM pool   Q, K, V [N, NT, C, d] (N = B x H sequences, NT chunks of C tokens), g, beta, scale,
+              then every pass's outputs, rounded to their stored type (the policy's, else the transfer type)
+    CHUNKS    all N x NT items at once, in groups of at most `GROUP` items (memory stays bounded)
+    SEQUENTIAL chunk after chunk, all N sequences at once, carrying the state
+
+The per-chunk programs are the same code the single-pass driver runs: a pass reads the pool by argument
+name. Where inf/NaN first appears is named with its pass, chunk and sequence.
+"""
+from __future__ import annotations
+
+import torch
+
+from npusim import Executor, Nonfinite, PhaseGraph, Precision
+from npusim.schedule import CHUNKS, Design, Pass
+
+GROUP = 4096          # items of a CHUNKS pass computed at once
+
+
+def stored_types(design: Design) -> dict[str, str]:
+    """Intermediates a design keeps in a given type in GM ('gc=fp32,A_kk=fp32' in its notes)."""
+    text = design.notes.get("stored", "")
+    return dict(item.split("=") for item in text.split(",") if item)
+
+
+def pass_args(p: Pass) -> list[str]:
+    code = p.program.fn.__code__
+    return [a for a in code.co_varnames[1:code.co_argcount] if p.program.state is None or a != p.program.state[0]]
+
+
+def record_passes(design: Design, pool: dict, state: torch.Tensor | None, precision: Precision,
+                  input_types: dict[str, str], shapes: dict[str, int]) -> tuple[list[PhaseGraph], list[Executor]]:
+    """Record every pass on a probe (the first item of `pool`, one sequence's first chunk); the probe's
+    outputs feed the next pass's probe."""
+    graphs, executors = [], []
+    probe = {k: (v[:1, 0] if isinstance(v, torch.Tensor) else v) for k, v in pool.items()}
+    types = dict(input_types)
+    for p in design.passes:
+        ex = Executor(p.program, precision, input_types=types)
+        args = _args(p, probe)
+        graphs.append(ex.record(args, state[:1].clone() if p.program.state else None, shapes=shapes))
+        executors.append(ex)
+        outputs, _ = ex.step(args, state[:1].clone() if p.program.state else None, 0)
+        ex.first_nonfinite = None
+        for name, t in outputs.items():
+            probe[name] = precision.round(t, precision.of(name))
+            types[name] = precision.of(name)
+    return graphs, executors
+
+
+def run_passes(design: Design, executors: list[Executor], pool: dict, state: torch.Tensor | None,
+               precision: Precision, progress=None) -> tuple[dict, torch.Tensor | None, Nonfinite | None]:
+    """Run every pass over the pool; returns (pool with every pass's outputs, final state, first inf/NaN)."""
+    N, NT = pool["Q"].shape[:2]
+    first: Nonfinite | None = None
+    for p, ex in zip(design.passes, executors):
+        if p.layout == CHUNKS:
+            outputs = _run_items(p, ex, pool, N, NT)
+        else:
+            outputs, state = _run_sequential(p, ex, pool, state, NT, progress)
+        for name, t in outputs.items():
+            pool[name] = precision.round(t, precision.of(name))
+        if first is None and ex.first_nonfinite is not None:
+            nf = ex.first_nonfinite
+            if p.layout == CHUNKS:         # the executor saw flat items: item = sequence x NT + chunk
+                nf = Nonfinite(nf.sequence % NT, f"{p.name}: {nf.where}", nf.tensor, nf.sequence // NT)
+            else:
+                nf = Nonfinite(nf.chunk, f"{p.name}: {nf.where}", nf.tensor, nf.sequence)
+            first = nf
+    return pool, state, first
+
+
+def _args(p: Pass, pool: dict) -> dict:
+    missing = [a for a in pass_args(p) if a not in pool]
+    if missing:
+        raise ValueError(f"pass {p.name} reads {', '.join(missing)}, which neither the inputs nor an earlier "
+                         f"pass provide")
+    return {a: pool[a] for a in pass_args(p)}
+
+
+def _run_items(p: Pass, ex: Executor, pool: dict, N: int, NT: int) -> dict:
+    """A CHUNKS pass: the N x NT items in groups, flat as [items, C, ...]."""
+    flat = {a: (v.flatten(0, 1) if isinstance(v, torch.Tensor) else v) for a, v in _args(p, pool).items()}
+    parts: dict[str, list] = {}
+    for lo in range(0, N * NT, GROUP):
+        group = {a: (v[lo:lo + GROUP] if isinstance(v, torch.Tensor) else v) for a, v in flat.items()}
+        if ex.first_nonfinite is not None:
+            ex.first_nonfinite = Nonfinite(0, ex.first_nonfinite.where, ex.first_nonfinite.tensor,
+                                           ex.first_nonfinite.sequence)
+        before = ex.first_nonfinite
+        outputs, _ = ex.step(group, None, 0)
+        if before is None and ex.first_nonfinite is not None:       # item numbers from the group's start
+            nf = ex.first_nonfinite
+            ex.first_nonfinite = Nonfinite(0, nf.where, nf.tensor, nf.sequence + lo)
+        for name, t in outputs.items():
+            parts.setdefault(name, []).append(t)
+    return {name: torch.cat(ts).unflatten(0, (N, NT)) for name, ts in parts.items()}
+
+
+def _run_sequential(p: Pass, ex: Executor, pool: dict, state, NT: int, progress) -> tuple[dict, torch.Tensor]:
+    args = _args(p, pool)
+    parts: dict[str, list] = {}
+    for t in range(NT):
+        step = {a: (v[:, t] if isinstance(v, torch.Tensor) else v) for a, v in args.items()}
+        outputs, state = ex.step(step, state, t)
+        for name, x in outputs.items():
+            parts.setdefault(name, []).append(x)
+        if progress is not None:
+            progress(t + 1, NT)
+    return {name: torch.stack(xs, 1) for name, xs in parts.items()}, state
