@@ -116,6 +116,10 @@ class VersionResult:
             "precision": _policy_json(ex),
             "attribution": self.attribution.to_dict() if self.attribution is not None else None,
         }
+        if self.design_report is not None:
+            out["design"] = self.design_report.to_dict()
+            out["interleave"] = s.interleave
+            out["seqlens"] = list(s.seqlens) if s.seqlens else None
         g = ex.graph
         out.update(syncs_per_chunk=len(g.syncs), sync_bytes_per_chunk=g.sync_bytes,
                    sync_tensors=[list(x.tensors) for x in g.syncs],
