@@ -1,0 +1,113 @@
+"""The multi-pass designs (fla, v5) against the fp64 recurrence through kda.chunk_kda and the CLI, FLA's
+varlen (cu_seqlens), and what their layout does on the chip."""
+import json
+
+import pytest
+import torch
+
+import kda
+from kda.evaluate import Settings, evaluate
+from kda.inputs import make_inputs
+from kda.parity import compare
+from kda.reference import naive_recurrent_kda
+from kda.run import main
+from npusim import Precision
+
+# slow gates in bf16 need the recommended policy: the state pass's hand-offs in fp16 (bounded values)
+SLOW_BF16 = {"v5": {n: "fp16" for n in ("M", "K_scaled", "Q_scaled", "K_decay", "U", "WS", "V_pseudo", "S_delta")},
+             "fla": {n: "fp16" for n in ("A_inv", "W", "U", "V_new", "H", "K_decay", "WS", "S_delta")}}
+
+
+def _check(version, gates, dtype, B=2, T=200, H=2, d=32):
+    x = make_inputs(B, T, H, d, d, gates, 0, True)
+    ref_o, ref_S = naive_recurrent_kda(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, True, dtype=torch.float64)
+    precision = None
+    if gates == "slow" and dtype == "bf16":
+        precision = Precision("bf16", SLOW_BF16[version], state="fp32")
+    o, S = kda.chunk_kda(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, True, version=version,
+                         transfer_dtype=dtype, precision=precision)
+    # the reference sees q, k, v as GM holds them (rounded to the transfer type)
+    p = Precision(dtype)
+    r = lambda t: p.round(t.float(), dtype)
+    ref_o, ref_S = naive_recurrent_kda(r(x.q), r(x.k), r(x.v), x.g, x.beta, None, x.initial_state, True,
+                                       dtype=torch.float64)
+    return compare(ref_o, o), compare(ref_S, S)
+
+
+@pytest.mark.parametrize("version", ["fla", "v5"])
+@pytest.mark.parametrize("gates", ["seed", "kimi", "strong", "slow"])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
+def test_designs_match_the_recurrence(version, gates, dtype):
+    po, ps = _check(version, gates, dtype)
+    assert po.passed and ps.passed, (po, ps)
+    if dtype == "fp32":
+        assert po.rel_rms_err < 1e-5 and ps.rel_rms_err < 1e-5
+
+
+@pytest.mark.parametrize("version", ["fla", "v5", "v4"])
+def test_cu_seqlens_runs_each_sequence_on_its_own(version):
+    lengths = [70, 5, 130]
+    x = make_inputs(1, sum(lengths), 2, 16, 16, "kimi", 1, False)
+    cu = torch.tensor([0, 70, 75, 205])
+    o, S = kda.chunk_kda(x.q, x.k, x.v, x.g, x.beta, None, None, True, version=version, transfer_dtype="fp32",
+                         cu_seqlens=cu)
+    assert S.shape == (3, 2, 16, 16)
+    a = 0
+    for i, n in enumerate(lengths):
+        part = lambda t: t[:, a:a + n]
+        ro, rS = naive_recurrent_kda(part(x.q), part(x.k), part(x.v), part(x.g), part(x.beta), None, None, True,
+                                     dtype=torch.float64)
+        assert compare(ro, o[:, a:a + n]).rel_rms_err < 1e-5 and compare(rS, S[i:i + 1]).rel_rms_err < 1e-5
+        a += n
+
+
+def test_cu_seqlens_that_do_not_match_the_inputs_are_refused():
+    x = make_inputs(1, 100, 1, 8, 8, "seed", 0, False)
+    for cu, msg in (([0, 50, 90], "ends at 90"), ([0, 60, 60, 100], "increase strictly"), ([1, 100], "start at 0")):
+        with pytest.raises(kda.KdaInputError, match=msg):
+            kda.chunk_kda(x.q, x.k, x.v, x.g, x.beta, version="v5", cu_seqlens=cu)
+
+
+def test_v5_spreads_one_head_over_every_core():
+    r = evaluate("v5", Settings(heads=1, tokens=131072, numerics=False, keep_trace=False))
+    intra, state = r.design_report.passes
+    assert intra.layout == "chunks" and intra.cores == 24 and intra.items == 2048
+    assert state.cores == 1
+    assert r.design_report.launches == 1 and r.design_report.barriers == 1
+
+
+def test_one_pass_designs_report_the_same_latency_both_ways():
+    r = evaluate("v3", Settings(heads=3, chunks=8, numerics=False))
+    assert r.design_report.latency_us == pytest.approx(r.report.pipelined_us)
+    assert r.design_report.floor_us < r.design_report.latency_us
+
+
+def test_floor_counts_inputs_outputs_and_states_once():
+    """bf16 q, k, v, o (2 B), fp32 g and beta (4 B), fp32 initial and final state, at 1.6 TB/s."""
+    s = Settings(heads=2, tokens=1000, d_k=64, d_v=32, numerics=False)
+    r = evaluate("v5", s)
+    expect = 2 * 1000 * ((2 * 64 + 2 * 32) * 2 + (64 + 1) * 4) + 2 * 2 * 64 * 32 * 4
+    assert r.design_report.floor_bytes == expect
+    assert r.design_report.floor_us == pytest.approx(expect / 1.6e6)
+
+
+def test_cli_runs_a_design_with_numerics_and_interleave(capsys):
+    assert main(["--version", "v5", "--chunks", "3", "--heads", "2", "--dk", "32", "--dv", "32", "--dtype", "fp32",
+                 "--interleave", "2", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["parity"]["pass"] and d["errors"]["o"] < 1e-5 and d["interleave"] == 2
+    assert [p["name"] for p in d["design"]["passes"]] == ["intra", "state"]
+
+
+def test_cli_varlen_and_bad_shapes(capsys):
+    assert main(["--version", "fla", "--seqlens", "100,30", "--dk", "16", "--dv", "16", "--dtype", "fp32",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["parity"]["pass"] and d["seqlens"] == [100, 30] and d["tokens"] == 130
+    for args, msg in ((["--interleave", "0"], "--interleave must be >= 1"), (["--seqlens", ""], "--seqlens is empty"),
+                      (["--seqlens", "10,0"], "at least one token"), (["--seqlens", "10,x"], "not a whole number"),
+                      (["--version", "v9"], "unknown version 'v9'"),
+                      (["--seqlens", "10", "--batch", "2"], "replaces --batch")):
+        assert main(["--no-numerics", *args]) == 2
+        err = capsys.readouterr().err.strip()
+        assert msg in err and len(err.splitlines()) == 1

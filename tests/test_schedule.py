@@ -1,0 +1,96 @@
+"""Designs of several passes and the engine's work layouts, against timings worked out by hand on the toy
+profile of conftest.py (Vec 1e5 elements/us, Cube 1e6 MACs/us, links 1000 B/us, GM free)."""
+import pytest
+
+from npusim import build_template, phase_program, simulate
+from npusim.multipass import simulate_design
+from npusim.schedule import BARRIER, CHUNKS, LAUNCH, SEQUENTIAL, Design, Pass
+from tests.conftest import randn, record
+from tests.test_engine import toy
+
+X99, W = randn(1, 1000, 99), randn(1, 1000, 1000, seed=1)
+
+
+@phase_program("loop", returns=("S_new",), state=("S", "S_new"))
+def loop_program(npu, x, w, S):
+    with npu.vec("P"):
+        y = x.sum(-1, keepdim=True) + S       # 99,000 + 1,000 elements = 1 us
+    npu.sync(y)                               # 4000 B: 4 us, then the latency
+    with npu.cube("Q"):
+        S_new = w @ y                         # 1e6 MACs = 1 us; the state goes back to the Vector: its own hand-off
+    return S_new
+
+
+def loop():
+    return record(loop_program, state=randn(1, 1000, 1, seed=2), x=X99, w=W)
+
+
+def test_interleaving_two_sequences_fills_the_hand_off_gaps(toy_profile):
+    """Latency 10 us. A chunk after the first: state hand-off 4 + 10, P 1, sync 4 + 10, Q 1 = 30 us; the
+    first chunk has no state hand-off: 16 us. Two sequences of two chunks on one core with two slots:
+      one after the other: s0c0 0-16; s0c1 takes the second slot and waits for the state (16-46);
+        s1c0 gets a slot when s0c0's Q ends at 16, but the state's workspace copy is one per lane: its
+        hand-off may not overwrite it before s0c1's P has read it (31): P 31-32, sync 35-49, Q 49-50;
+        s1c1: state 50-64, P 64-65, sync 65-79, Q 79-80.                            -> 80 us
+      interleaved (s0c0, s1c0, s0c1, s1c1): s0c0 0-16, s1c0 P 1-2, sync 5-19, Q 19-20;
+        s0c1: state 16-30, P 30-31, sync 31-45, Q 45-46; s1c1: state 20-34, P 34-35, sync 35-49, Q 49-50 -> 50 us"""
+    p = toy_profile(latency=10.0, slots=2)
+    tpl = build_template(loop(), p)
+    assert simulate(tpl, p, chunks=1).makespan_us == pytest.approx(16.0)
+    assert simulate(tpl, p, chunks=2).makespan_us == pytest.approx(46.0)
+    assert simulate(tpl, p, chunks=2, sequences=2).makespan_us == pytest.approx(80.0)
+    run = simulate(tpl, p, chunks=2, sequences=2, interleave=2)
+    assert run.makespan_us == pytest.approx(50.0)
+    starts = sorted((e.start, e.seq, e.chunk) for e in run.trace.events() if e.name == "P")
+    assert [(s, c) for _, s, c in starts] == [(0, 0), (1, 0), (0, 1), (1, 1)]
+
+
+def test_variable_lengths_replay_each_sequence_its_own_chunks(toy_profile):
+    p = toy_profile(latency=10.0)
+    tpl = build_template(loop(), p)
+    run = simulate(tpl, p, chunks=[1, 2], sequences=2, trace=True)
+    assert sorted((e.seq, e.chunk) for e in run.trace.events() if e.name == "P") == [(0, 0), (1, 0), (1, 1)]
+    assert run.instances == 3
+    with pytest.raises(ValueError, match="interleave"):
+        simulate(tpl, p, chunks=2, interleave=0)
+
+
+def test_passes_run_one_after_another_with_launches_and_barriers(toy_profile):
+    """The toy program (P 1 us, sync 4 + 1 us, Q 1 us) as a CHUNKS pass: three items on one core with two
+    slots take 15 us (tests/test_engine.py), on three cores 7 us. Launches cost 0 and the default barrier
+    1 us in the toy profile."""
+    graph = toy()
+    design_l = Design("two", (Pass("a", _toy_program(), CHUNKS), Pass("b", _toy_program(), CHUNKS, LAUNCH)))
+    design_b = Design("two", (Pass("a", _toy_program(), CHUNKS), Pass("b", _toy_program(), CHUNKS, BARRIER)))
+    for cores, per_pass in ((1, 15.0), (3, 7.0)):
+        p = toy_profile(cores=cores)
+        tpls = [build_template(graph, p)] * 2
+        assert simulate_design(design_l, tpls, p, [3]).latency_us == pytest.approx(2 * per_pass)
+        run = simulate_design(design_b, tpls, p, [3])
+        assert run.latency_us == pytest.approx(2 * per_pass + 1.0)
+        assert run.passes[1].start_us == pytest.approx(per_pass + 1.0)
+        assert run.passes[0].run.cores_used == cores and design_b.launches == 1 and design_b.barriers == 1
+
+
+def _toy_program():
+    @phase_program("toy", returns=("z",))
+    def program(npu, x, w):
+        with npu.vec("P"):
+            y = x.sum(-1, keepdim=True)
+        npu.sync(y)
+        with npu.cube("Q"):
+            z = y.mT @ w
+        return z
+    return program
+
+
+def test_a_design_states_its_layout_and_is_checked():
+    with pytest.raises(ValueError, match="unknown layout 'diagonal'"):
+        Pass("x", _toy_program(), "diagonal")
+    with pytest.raises(ValueError, match="unknown boundary"):
+        Pass("x", _toy_program(), CHUNKS, "teleport")
+    with pytest.raises(ValueError, match="carries a state"):
+        Pass("x", loop_program, CHUNKS)
+    with pytest.raises(ValueError, match="no passes"):
+        Design("empty", ())
+    assert Pass("x", loop_program, SEQUENTIAL).carries_state
