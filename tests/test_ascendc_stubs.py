@@ -104,8 +104,8 @@ def one_core_run(emu, version, tmp_path_factory):
 
 SELFTEST = {   # scenario -> (exit status, error kinds it must report)
     "mode2": (0, set()), "float16": (0, set()),
-    "overflow": (3, {"overflow"}), "twice": (3, {"rule"}), "reserved": (3, {"rule"}), "setpipe": (3, {"rule"}),
-    "ub": (3, {"ub"}), "align": (3, {"align"}), "bounds": (3, {"bounds"}), "hazard": (3, {"hazard", "ub-hazard"}),
+    "overflow": (3, {"overflow"}), "twice": (3, {"rule"}), "reserved": (3, {"api"}), "setpipe": (3, {"rule"}),
+    "ub": (3, {"api"}), "align": (3, {"api"}), "bounds": (3, {"bounds"}), "hazard": (3, {"hazard", "ub-hazard"}),
     "race": (3, {"race"}), "hang": (4, {"hang"}), "ubhazard": (3, {"ub-hazard"}), "ubfence": (0, set()),
     "matrix": (0, set()), "across": (3, {"bounds"}), "reducesum": (0, set()),
 }
