@@ -49,6 +49,8 @@ RUNTIME_REFUSALS = {
     "position": ("TQue::AllocTensor", "TPosition::VECIN", ("more than 8",)),
     "buffers": ("TPipe::InitBuffer", "num = 1", ("at most 64",)),
     "tbufget": ("TBuf::Get", "len = 32", ("exceeds the 64 bytes",)),
+    # dav_c220 SyncAllImpl: isAIVOnly = true is the AIVs' barrier; a mix kernel's all-core barrier is SyncAll<false>
+    "syncall_aivonly": ("SyncAll<true>", "isAIVOnly = true", ("AIC",)),
 }
 
 
@@ -111,3 +113,21 @@ def test_type_rules_are_refused_at_compile_time():
     # the same calls with types the API takes compile
     ok = _compile("-DKDA_CONFORMANCE_OK")
     assert ok.returncode == 0, ok.stderr
+
+
+def test_syncall_orders_every_unit_and_a_missing_one_hangs(ascendc_build, tmp_path):
+    """SyncAll<false>(): AIV0 writes GM before it, the AIC reads after it: ordered, no race (without the barrier
+    the same accesses race: the self-test "race"). When AIV1 never arrives, the others hang in SyncAll."""
+    ok = subprocess.run([str(ascendc_build.selftest), "syncall", str(tmp_path / "ok.json")], capture_output=True,
+                        text=True, timeout=30)
+    report = json.loads((tmp_path / "ok.json").read_text())
+    assert ok.returncode == 0 and report["errors"] == [], report["errors"]
+    barriers = [e for e in report["events"] if e["op"] == "syncall"]
+    assert len(barriers) == 3                                  # the AIC and both AIVs of the one core
+    assert [e["wrote"] for e in barriers if e["unit"] == "AIV" and e["sub"] == 0] == [["gm"]]
+    hang = subprocess.run([str(ascendc_build.selftest), "syncall_hang", str(tmp_path / "h.json")],
+                          capture_output=True, text=True, timeout=30)
+    errors = json.loads((tmp_path / "h.json").read_text())["errors"]
+    assert hang.returncode == 4
+    assert any(e["kind"] == "hang" and "SyncAll<false>" in e["message"] and "2 of 3 units" in e["message"]
+               for e in errors), errors

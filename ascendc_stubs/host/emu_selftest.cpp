@@ -57,10 +57,9 @@ void TwiceInARow()
         CrossCoreWaitFlag(1);
     }
 }
-void ReservedId()
+void ReservedId()   // (only the set: whichever of set and wait came first would be the one refused)
 {
     if ASCEND_IS_AIC CrossCoreSetFlag<2, PIPE_FIX>(12);
-    if ASCEND_IS_AIV CrossCoreWaitFlag(12);
 }
 void Hang()
 {
@@ -364,6 +363,27 @@ void TBufGet()
     }
 }
 
+// SyncAll<false>(): AIV0 writes GM, every unit meets, the AIC reads it (ordered: no race). skipOnAiv1: AIV1 never
+// arrives (a hang); aivOnlyOnAic: the AIC calls the AIV-only form (refused).
+void SyncAllScenario(bool skipOnAiv1, bool aivOnlyOnAic)
+{
+    GlobalTensor<float> gm;
+    gm.SetGlobalBuffer(reinterpret_cast<float*>(g_gm));
+    if ASCEND_IS_AIV {
+        TPipe pipe;
+        TBuf<TPosition::VECCALC> buf;
+        pipe.InitBuffer(buf, 1024);
+        if (GetSubBlockIdx() == 0) DataCopy(gm, buf.Get<float>(), 64);
+        if (skipOnAiv1 && GetSubBlockIdx() == 1) return;
+        SyncAll<false>();
+    }
+    if ASCEND_IS_AIC {
+        if (aivOnlyOnAic) SyncAll<true>();
+        else SyncAll<false>();
+        (void)gm.GetValue(3);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
@@ -378,7 +398,9 @@ int main(int argc, char** argv)
         {"pipe_s", FlagPipe<PIPE_S>}, {"pipe_all", FlagPipe<PIPE_ALL>}, {"mode4", FlagMode4}, {"kerneltype", KernelType},
         {"matmulflag", MatmulFlag}, {"matmull1", MatmulL1}, {"l1buffer", L1Buffer}, {"dmalen", DmaLength},
         {"dmacount", DmaBlockCount}, {"gmalign", GmAlign}, {"quedepth", QueueDepth}, {"quealloc", QueueAlloc},
-        {"queempty", QueueEmpty}, {"position", PositionLimit}, {"buffers", TooManyBuffers}, {"tbufget", TBufGet}};
+        {"queempty", QueueEmpty}, {"position", PositionLimit}, {"buffers", TooManyBuffers}, {"tbufget", TBufGet},
+        {"syncall", [] { SyncAllScenario(false, false); }}, {"syncall_hang", [] { SyncAllScenario(true, false); }},
+        {"syncall_aivonly", [] { SyncAllScenario(false, true); }}};
     if (argc != 3 || !scenarios.count(argv[1])) {
         std::fprintf(stderr, "usage: ascendc_emu_selftest SCENARIO REPORT.json; scenarios:");
         for (auto& kv : scenarios) std::fprintf(stderr, " %s", kv.first.c_str());

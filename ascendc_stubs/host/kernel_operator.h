@@ -55,7 +55,11 @@ enum KernelMetaType : uint8_t {
 
 namespace AscendC {
 
-enum class TPosition : uint8_t { GM, A1, A2, B1, B2, C1, C2, CO1, CO2, VECIN, VECOUT, VECCALC, LCM = VECCALC, TSCM };
+// As asc-devkit impl/basic_api/common_types.h (HardEvent below keeps the emulation's own order: only names are used).
+enum class TPosition : uint8_t {
+    GM, A1, A2, B1, B2, C1, C2, CO1, CO2, VECIN, VECOUT, VECCALC, LCM = VECCALC, SPM, SHM = SPM, TSCM, C2PIPE2GM,
+    C2PIPE2LOCAL, MAX
+};
 using QuePosition = TPosition;
 enum class RoundMode : uint8_t { CAST_NONE, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD };
 enum class HardEvent : uint8_t {
@@ -78,6 +82,11 @@ template <uint8_t modeId = 0, pipe_t pipe = PIPE_S>
 __aicore__ inline void CrossCoreWaitFlag(uint16_t flagId) { ascendc_emu::FlagWait(modeId, pipe, flagId); }
 template <pipe_t pipe>
 __aicore__ inline void PipeBarrier() { ascendc_emu::PipeBarrier(pipe); }
+// Real (kernel_operator_block_sync_intf.h, A2): template <bool isAIVOnly = true> void SyncAll(); the hardware
+// barrier of dav_c220 uses flag ids 11-14 (CrossCoreSetFlag refuses them). The software form with a GM and a
+// UB workspace is not emulated.
+template <bool isAIVOnly = true>
+__aicore__ inline void SyncAll() { ascendc_emu::SyncAllBarrier(isAIVOnly); }
 
 namespace detail {
 constexpr int kEventPipes[][2] = {

@@ -90,7 +90,7 @@ struct Event {
     uint64_t seq;
     int block, sub;
     bool aic;
-    bool set;
+    bool set;                                 // a CrossCoreSetFlag (or, with flag = -1, a SyncAll)
     int flag, mode, pipe;
     std::vector<std::string> wrote;
 };
@@ -112,6 +112,11 @@ struct Machine {
         int firstFlagId = -1;
     };
     std::vector<CoreFlags> flags;
+    struct Barrier {
+        int arrived = 0;
+        uint64_t generation = 0;
+        Clock joined, released;
+    } barrier[2];                                   // [0]: SyncAll<false> (all units), [1]: SyncAll<true> (AIVs)
     std::vector<Event> events;
     std::vector<ErrorRec> errors;
     std::set<std::string> reported;                 // de-duplication keys for races
@@ -479,6 +484,50 @@ void FlagWait(int mode, int pipe, int flagId)
     t.lastFlagId = flagId;
 }
 
+void SyncAllBarrier(bool aivOnly)
+{
+    CheckAbort();
+    Thread& t = Self();
+    Machine& m = M();
+    std::unique_lock<std::mutex> lk(m.mu);
+    const char* api = aivOnly ? "SyncAll<true>" : "SyncAll<false>";
+    // dav_c220 SyncAllImpl: isAIVOnly = true is the AIV-only hardware barrier (flag 14, mode 0); a mix kernel's
+    // all-core barrier is SyncAll<false>() (AIC waits its AIVs, all AICs meet, AICs release their AIVs), which
+    // needs a mix kernel type (SyncAll.md: 融合算子的全核同步).
+    if (aivOnly && t.aic)
+        RefuseLocked(api, "isAIVOnly = true", "called on an AIC: the AIV-only barrier has no AIC part (a mix kernel "
+                                              "uses SyncAll<false>())");
+    if (!aivOnly && m.kernelType != kMixAic11 && m.kernelType != kMixAic12)
+        RefuseLocked(api, "isAIVOnly = false", "needs a mix kernel (KERNEL_TYPE_MIX_AIC_1_1 or _1_2)");
+    for (auto& p : t.pending) p.clear();            // SyncAllImpl starts with PipeBarrier<PIPE_ALL>
+    auto& b = m.barrier[aivOnly ? 1 : 0];
+    const int participants = (aivOnly ? 2 : 3) * m.cfg.blockDim;
+    if (b.joined.empty()) b.joined.assign(t.vc.size(), 0);
+    Join(b.joined, t.vc);
+    m.events.push_back({m.seq++, t.block, t.sub, t.aic, true, -1, aivOnly ? 1 : 0, kPipeAll, t.written});
+    t.written.clear();
+    t.lastFlagOp = 0;
+    ++t.vc[t.tid];
+    const uint64_t gen = b.generation;
+    if (++b.arrived == participants) {
+        b.released = b.joined;
+        b.joined.assign(t.vc.size(), 0);
+        b.arrived = 0;
+        ++b.generation;
+        m.cv.notify_all();
+    } else {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(m.cfg.timeoutMs);
+        if (!m.cv.wait_until(lk, deadline, [&] { return m.aborted || b.generation != gen; })) {
+            std::ostringstream os;
+            os << "hang: " << t.name << " waits in " << api << " for more than " << m.cfg.timeoutMs << " ms; "
+               << b.arrived << " of " << participants << " units arrived";
+            FatalLocked("hang", os.str());
+        }
+        if (m.aborted) throw EmuAbort{};
+    }
+    Join(t.vc, b.released);
+}
+
 void PipeBarrier(int pipe)
 {
     Thread& t = Self();
@@ -690,6 +739,7 @@ int Launch(const LaunchConfig& config, const std::function<void()>& kernel)
         }
     }
     m.flags.assign(config.blockDim, Machine::CoreFlags{});
+    for (auto& b : m.barrier) b = Machine::Barrier{};
     m.threads.clear();
     for (int tid = 0; tid < n; ++tid) {
         auto t = std::make_unique<Thread>();
@@ -801,7 +851,7 @@ bool WriteReport(const std::string& path, const std::string& extraJson)
         const Event& e = m.events[i];
         os << (i ? "," : "") << "\n    {\"seq\": " << e.seq << ", \"block\": " << e.block << ", \"unit\": "
            << (e.aic ? "\"AIC\"" : "\"AIV\"") << ", \"sub\": " << e.sub << ", \"op\": "
-           << (e.set ? "\"set\"" : "\"wait\"") << ", \"flag\": " << e.flag << ", \"mode\": " << e.mode
+           << (e.flag < 0 ? "\"syncall\"" : e.set ? "\"set\"" : "\"wait\"") << ", \"flag\": " << e.flag << ", \"mode\": " << e.mode
            << ", \"pipe\": " << Quote(PipeName(e.pipe));
         if (e.set) {
             os << ", \"wrote\": [";

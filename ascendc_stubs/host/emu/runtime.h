@@ -41,6 +41,10 @@ void GmAccess(const void* addr, size_t bytes, bool write, int pipe, const char* 
 void FlagSet(int mode, int pipe, int flagId);
 void FlagWait(int mode, int pipe, int flagId);
 void PipeBarrier(int pipe);
+// SyncAll<isAIVOnly>(): every AIV of the launch (isAIVOnly), or every AIC and AIV (a mix kernel's SyncAll<false>),
+// meets here; writes before it are ordered before every unit's accesses after it. Recorded as an event
+// ("syncall") with the hand-off tensors the unit wrote since its previous set or barrier.
+void SyncAllBarrier(bool aivOnly);
 void EventSet(int srcPipe, int dstPipe, int eventId);    // SetFlag<HardEvent::SRC_DST>(id) on this core
 void EventWait(int srcPipe, int dstPipe, int eventId);   // WaitFlag<HardEvent::SRC_DST>(id)
 void MatmulUse(const char* what);           // Matmul API calls: AIC only
