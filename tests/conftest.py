@@ -60,3 +60,22 @@ def seed_doc():
 
 def randn(*shape, seed=0):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+# The AscendC host emulation (ascendc_stubs/), built once per session for every test file that uses it:
+# tests/test_ascendc_stubs.py (the kernels) and tests/test_ascendc_conformance.py (the API rules).
+ASCENDC_FAULTS = ("KDA_DROP_WAIT=3", "KDA_DROP_WAIT=6", "KDA_DROP_SET=4")
+
+
+@pytest.fixture(scope="session")
+def ascendc_build(tmp_path_factory):
+    import shutil
+    import sys
+    from pathlib import Path
+
+    if (shutil.which("g++") or shutil.which("c++")) is None or shutil.which("cmake") is None:
+        pytest.skip("no C++ compiler or cmake on this machine: the AscendC host emulation cannot be built")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # ascendc_stubs/ is a folder, not a package
+    from ascendc_stubs import bridge
+
+    return bridge.build(tmp_path_factory.mktemp("ascendc_build"), ASCENDC_FAULTS)

@@ -37,10 +37,23 @@ inline uint64_t KdaAlign(uint64_t bytes, uint64_t to) { return (bytes + to - 1) 
 
 // The Matmul tiling is made for the largest shape a kernel multiplies (M, N, K <= big); every call sets its
 // own shape with SetOrgShape / SetSingleShape (see the README: whether CANN accepts this is to be checked).
-inline void KdaFillMatmulTiling(TCubeTiling& mm, uint32_t big)
+// On the NPU, MatmulApiTiling::GetTiling overwrites this struct. For the host emulation the base block and the
+// L1 depths are filled with the emulation's stand-in (ASSUMED, not GetTiling's numbers): 128 x 128 output
+// blocks, 16 KiB L0A/L0B blocks, double-buffered L0, a whole row of K blocks of A and of B in L1, twice. The
+// emulation checks them against the AIC's L1 (512 KiB) and L0A/L0B (64 KiB) / L0C (128 KiB) at REGIST_MATMUL_OBJ.
+inline void KdaFillMatmulTiling(TCubeTiling& mm, uint32_t big, uint32_t elemBytes)
 {
     mm.usedCoreNum = 1;
     mm.M = mm.N = mm.Ka = mm.Kb = static_cast<int32_t>(big);
     mm.singleCoreM = mm.singleCoreN = mm.singleCoreK = static_cast<int32_t>(big);
+    const int32_t b = static_cast<int32_t>(big);
+    mm.baseM = mm.baseN = b < 128 ? b : 128;
+    const int32_t k = static_cast<int32_t>(16384 / (128 * elemBytes));   // 16 KiB of A per L0A block
+    mm.baseK = b < k ? b : k;
+    const int32_t kBlocks = (b + mm.baseK - 1) / mm.baseK;
+    mm.stepM = mm.stepN = 1;
+    mm.stepKa = mm.stepKb = kBlocks;
+    mm.depthA1 = mm.depthB1 = 2 * kBlocks;
+    mm.dbL0A = mm.dbL0B = mm.dbL0C = 2;
 }
 #endif

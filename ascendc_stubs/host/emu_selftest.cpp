@@ -9,7 +9,9 @@
 #include <string>
 #include <thread>
 
+#define ASCENDC_CUBE_ONLY
 #include "kernel_operator.h"
+#include "lib/matmul_intf.h"
 
 using namespace AscendC;
 
@@ -55,10 +57,9 @@ void TwiceInARow()
         CrossCoreWaitFlag(1);
     }
 }
-void ReservedId()
+void ReservedId()   // (only the set: whichever of set and wait came first would be the one refused)
 {
     if ASCEND_IS_AIC CrossCoreSetFlag<2, PIPE_FIX>(12);
-    if ASCEND_IS_AIV CrossCoreWaitFlag(12);
 }
 void Hang()
 {
@@ -196,6 +197,193 @@ void Float16()
     }
 }
 
+// ---- conformance: calls the real AscendC API refuses (tests/test_ascendc_conformance.py checks each message) ----
+
+// a flag id past the A2 range (0-10), on the set and on the wait
+void FlagIdRange(bool wait)
+{
+    if ASCEND_IS_AIV {
+        if (wait) CrossCoreWaitFlag(15);
+        else CrossCoreSetFlag<2, PIPE_MTE3>(15);
+    }
+}
+template <pipe_t PIPE>
+void FlagPipe()
+{
+    if ASCEND_IS_AIV CrossCoreSetFlag<2, PIPE>(3);
+}
+void FlagMode4()
+{
+    if ASCEND_IS_AIV CrossCoreSetFlag<4, PIPE_MTE3>(3);
+}
+// mode 2 in a kernel declared AIV-only (the launcher skips its usual KERNEL_TASK_TYPE_DEFAULT for this one)
+void KernelType()
+{
+    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+    if ASCEND_IS_AIV CrossCoreSetFlag<2, PIPE_MTE3>(3);
+}
+TCubeTiling SmallTiling()
+{
+    TCubeTiling t;
+    t.M = t.N = t.Ka = t.Kb = 64;
+    t.baseM = t.baseN = t.baseK = 64;
+    t.depthA1 = t.depthB1 = 1;
+    return t;
+}
+using Mm = Matmul<MatmulType<TPosition::GM, CubeFormat::ND, float>, MatmulType<TPosition::GM, CubeFormat::ND, float>,
+                  MatmulType<TPosition::GM, CubeFormat::ND, float>>;
+// one Matmul object reserves flag ids 0-1: the AIC sets flag 1 after registering it
+void MatmulFlag()
+{
+    if ASCEND_IS_AIC {
+        TPipe pipe;
+        Mm mm;
+        const TCubeTiling t = SmallTiling();
+        REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &t);
+        CrossCoreSetFlag<2, PIPE_FIX>(1);
+    }
+}
+// a tiling whose L1 blocks (depthA1 = 64 blocks of 64 x 64 floats = 1 MiB) exceed the AIC's 512 KiB
+void MatmulL1()
+{
+    if ASCEND_IS_AIC {
+        TPipe pipe;
+        Mm mm;
+        TCubeTiling t = SmallTiling();
+        t.depthA1 = 64;
+        REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &t);
+    }
+}
+// 600 KiB of L1 buffers on the AIC
+void L1Buffer()
+{
+    if ASCEND_IS_AIC {
+        TPipe pipe;
+        TBuf<TPosition::A1> a;
+        pipe.InitBuffer(a, 600 * 1024);
+    }
+}
+// 7 floats: 28 bytes, not a multiple of 32 (the hardware would copy 0 bytes)
+void DmaLength()
+{
+    if ASCEND_IS_AIV {
+        TPipe pipe;
+        TBuf<TPosition::VECCALC> buf;
+        pipe.InitBuffer(buf, 1024);
+        GlobalTensor<float> gm;
+        gm.SetGlobalBuffer(reinterpret_cast<float*>(g_gm));
+        DataCopy(buf.Get<float>(), gm, 7);
+    }
+}
+void DmaBlockCount()
+{
+    if ASCEND_IS_AIV {
+        TPipe pipe;
+        TBuf<TPosition::VECCALC> buf;
+        pipe.InitBuffer(buf, 1024);
+        GlobalTensor<float> gm;
+        gm.SetGlobalBuffer(reinterpret_cast<float*>(g_gm));
+        DataCopyParams p;
+        p.blockCount = 4096;
+        p.blockLen = 1;
+        DataCopy(buf.Get<float>(), gm, p);
+    }
+}
+// a float GlobalTensor at byte offset 2
+void GmAlign()
+{
+    if ASCEND_IS_AIV {
+        TPipe pipe;
+        TBuf<TPosition::VECCALC> buf;
+        pipe.InitBuffer(buf, 1024);
+        GlobalTensor<float> gm;
+        gm.SetGlobalBuffer(reinterpret_cast<float*>(g_gm + 2));
+        DataCopy(buf.Get<float>(), gm, 8);
+    }
+}
+// depth 1, two buffers: two EnQue without a DeQue
+void QueueDepth()
+{
+    if ASCEND_IS_AIV {
+        TPipe pipe;
+        TQue<TPosition::VECIN, 1> q;
+        pipe.InitBuffer(q, 2, 256);
+        LocalTensor<float> a = q.AllocTensor<float>();
+        q.EnQue(a);
+        LocalTensor<float> b = q.AllocTensor<float>();
+        q.EnQue(b);
+    }
+}
+// one buffer, two AllocTensor without a FreeTensor
+void QueueAlloc()
+{
+    if ASCEND_IS_AIV {
+        TPipe pipe;
+        TQue<TPosition::VECOUT, 1> q;
+        pipe.InitBuffer(q, 1, 256);
+        (void)q.AllocTensor<float>();
+        (void)q.AllocTensor<float>();
+    }
+}
+void QueueEmpty()
+{
+    if ASCEND_IS_AIV {
+        TPipe pipe;
+        TQue<TPosition::VECIN, 1> q;
+        pipe.InitBuffer(q, 1, 256);
+        (void)q.DeQue<float>();
+    }
+}
+// nine VECIN tensors allocated at once (A2: at most 8 per TPosition)
+void PositionLimit()
+{
+    if ASCEND_IS_AIV {
+        TPipe pipe;
+        TQue<TPosition::VECIN, 1> q[9];
+        for (auto& x : q) pipe.InitBuffer(x, 1, 256);
+        for (auto& x : q) (void)x.AllocTensor<float>();
+    }
+}
+// 65 buffers in one TPipe (at most 64)
+void TooManyBuffers()
+{
+    if ASCEND_IS_AIV {
+        TPipe pipe;
+        TBuf<TPosition::VECCALC> b[65];
+        for (auto& x : b) pipe.InitBuffer(x, 32);
+    }
+}
+void TBufGet()
+{
+    if ASCEND_IS_AIV {
+        TPipe pipe;
+        TBuf<TPosition::VECCALC> b;
+        pipe.InitBuffer(b, 64);
+        (void)b.Get<float>(32);
+    }
+}
+
+// SyncAll<false>(): AIV0 writes GM, every unit meets, the AIC reads it (ordered: no race). skipOnAiv1: AIV1 never
+// arrives (a hang); aivOnlyOnAic: the AIC calls the AIV-only form (refused).
+void SyncAllScenario(bool skipOnAiv1, bool aivOnlyOnAic)
+{
+    GlobalTensor<float> gm;
+    gm.SetGlobalBuffer(reinterpret_cast<float*>(g_gm));
+    if ASCEND_IS_AIV {
+        TPipe pipe;
+        TBuf<TPosition::VECCALC> buf;
+        pipe.InitBuffer(buf, 1024);
+        if (GetSubBlockIdx() == 0) DataCopy(gm, buf.Get<float>(), 64);
+        if (skipOnAiv1 && GetSubBlockIdx() == 1) return;
+        SyncAll<false>();
+    }
+    if ASCEND_IS_AIC {
+        if (aivOnlyOnAic) SyncAll<true>();
+        else SyncAll<false>();
+        (void)gm.GetValue(3);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
@@ -205,7 +393,14 @@ int main(int argc, char** argv)
         {"ub", UbOverflow}, {"align", Misaligned}, {"bounds", OutOfBounds}, {"hazard", Hazard}, {"race", Race},
         {"setpipe", SetPipe}, {"float16", Float16}, {"matrix", [] { ReadAcross(true); }},
         {"across", [] { ReadAcross(false); }}, {"reducesum", ReduceSumAndExp},
-        {"ubhazard", [] { UbScalarRead(false); }}, {"ubfence", [] { UbScalarRead(true); }}};
+        {"ubhazard", [] { UbScalarRead(false); }}, {"ubfence", [] { UbScalarRead(true); }},
+        {"flagid", [] { FlagIdRange(false); }}, {"waitflagid", [] { FlagIdRange(true); }},
+        {"pipe_s", FlagPipe<PIPE_S>}, {"pipe_all", FlagPipe<PIPE_ALL>}, {"mode4", FlagMode4}, {"kerneltype", KernelType},
+        {"matmulflag", MatmulFlag}, {"matmull1", MatmulL1}, {"l1buffer", L1Buffer}, {"dmalen", DmaLength},
+        {"dmacount", DmaBlockCount}, {"gmalign", GmAlign}, {"quedepth", QueueDepth}, {"quealloc", QueueAlloc},
+        {"queempty", QueueEmpty}, {"position", PositionLimit}, {"buffers", TooManyBuffers}, {"tbufget", TBufGet},
+        {"syncall", [] { SyncAllScenario(false, false); }}, {"syncall_hang", [] { SyncAllScenario(true, false); }},
+        {"syncall_aivonly", [] { SyncAllScenario(false, true); }}};
     if (argc != 3 || !scenarios.count(argv[1])) {
         std::fprintf(stderr, "usage: ascendc_emu_selftest SCENARIO REPORT.json; scenarios:");
         for (auto& kv : scenarios) std::fprintf(stderr, " %s", kv.first.c_str());
@@ -221,8 +416,9 @@ int main(int argc, char** argv)
     ascendc_emu::LaunchConfig cfg;
     cfg.timeoutMs = 300;
     const auto& kernel = scenarios.at(argv[1]);
+    const bool ownType = std::string(argv[1]) == "kerneltype";
     const int status = ascendc_emu::Launch(cfg, [&] {
-        KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
+        if (!ownType) KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
         kernel();
     });
     ascendc_emu::WriteReport(argv[2], "\"scenario\": \"" + std::string(argv[1]) + "\"");

@@ -19,10 +19,21 @@
 namespace ascendc_emu {
 namespace {
 
-constexpr int kFlagIds = 16;          // flag counters per core
-constexpr int kFlagMax = 15;          // a counter holds at most 15 sets ("同一flagId的计数器最多设置15次")
+constexpr int kFlagIds = 16;          // flag counters per core (the hardware keeps the low 4 bits of an id)
+// A counter counts 0-15 (asc-devkit docs CrossCoreSetFlag(ISASI).md: "每一个计数器计数范围为0-15"; CANN 9.0
+// docs: "同一flagId的计数器最多设置15次"; CANN 8.0 docs said 16): a 16th pending set is refused.
+constexpr int kFlagMax = 15;
+// CrossCoreSetFlag / CrossCoreWaitFlag flag ids on Atlas A2/A3. CANN 8.0.RC3 .. 9.0 docs (atlasascendc_api_07_0273
+// / 0274): "取值范围是0-10". CANN 8.0.RC2 docs (api_07_0268) and asc-devkit 9.1's own docs: 0-15, of which
+// SyncAll's hardware path uses 11-14 (dav_c220 kernel_operator_sync_impl.h: SYNC_AIC_FLAG 11, SYNC_AIV_FLAG 12,
+// SYNC_AIC_AIV_FLAG 13, SYNC_AIV_ONLY_ALL 14). The emulation follows the CANN 8.x/9.0 range, 0-10, which every
+// version accepts; ids 11-14 get SyncAll's name in the message.
+constexpr int kFlagIdMax = 10;
+constexpr int kMatmulObjectsMax = 4;  // "Matmul最多支持定义4个对象" (CrossCoreSetFlag(ISASI).md)
+// Atlas A2: at most 8 AllocTensor outstanding per TPosition (asc-devkit docs TQue/AllocTensor.md, 约束说明).
+constexpr int kAllocPerPositionMax = 8;
 constexpr size_t kGranule = 2;        // race-detector granule: the smallest element (bf16 / fp16)
-constexpr int kMixAic12 = 2;          // KERNEL_TYPE_MIX_AIC_1_2 in kernel_operator.h
+constexpr int kMixAic11 = 4, kMixAic12 = 5;   // KernelMetaType (impl/basic_api/utils/kernel_utils_macros.h)
 
 using Clock = std::vector<uint32_t>;  // vector clock, one entry per emulated thread
 
@@ -44,6 +55,9 @@ struct Thread {
     std::vector<uint8_t> ubStore;
     uint8_t* ub = nullptr;
     size_t ubUsed = 0, ubPeak = 0;
+    size_t l1Used = 0, l1Peak = 0;               // AIC: TPipe buffers on L1 positions (A1/B1/C1)
+    std::vector<uint8_t> l1Store;
+    std::map<int, int> allocated;                // TPosition -> AllocTensor calls not yet freed
     float expMaxArg = -INFINITY;                 // largest Exp argument on this thread
     uint64_t cubeMacs = 0;                       // Matmul multiply-adds on this thread
     // intra-core UB hazard model (AIV only), per 4-byte granule
@@ -76,7 +90,7 @@ struct Event {
     uint64_t seq;
     int block, sub;
     bool aic;
-    bool set;
+    bool set;                                 // a CrossCoreSetFlag (or, with flag = -1, a SyncAll)
     int flag, mode, pipe;
     std::vector<std::string> wrote;
 };
@@ -93,8 +107,16 @@ struct Machine {
     struct CoreFlags {
         std::deque<Clock> toAiv[2][kFlagIds];
         std::deque<Clock> toAic[kFlagIds][2];
+        int matmulObjects = 0;                      // REGIST_MATMUL_OBJ calls on this core's AIC
+        uint32_t flagIdsUsed = 0;                   // ids any unit of this core set or waited on
+        int firstFlagId = -1;
     };
     std::vector<CoreFlags> flags;
+    struct Barrier {
+        int arrived = 0;
+        uint64_t generation = 0;
+        Clock joined, released;
+    } barrier[2];                                   // [0]: SyncAll<false> (all units), [1]: SyncAll<true> (AIVs)
     std::vector<Event> events;
     std::vector<ErrorRec> errors;
     std::set<std::string> reported;                 // de-duplication keys for races
@@ -258,6 +280,11 @@ void Fatal(const std::string& kind, const std::string& message)
     FatalLocked(kind, (tSelf ? tSelf->name + ": " : std::string()) + message);
 }
 
+void Refuse(const std::string& api, const std::string& argument, const std::string& rule)
+{
+    Fatal("api", api + ": " + argument + ": " + rule);
+}
+
 void Error(const std::string& kind, const std::string& message)
 {
     std::lock_guard<std::mutex> lk(M().mu);
@@ -336,24 +363,59 @@ void GmAccess(const void* addr, size_t bytes, bool write, int pipe, const char* 
     }
 }
 
+namespace {
+[[noreturn]] void RefuseLocked(const std::string& api, const std::string& argument, const std::string& rule)
+{
+    FatalLocked("api", (tSelf ? tSelf->name + ": " : std::string()) + api + ": " + argument + ": " + rule);
+}
+
+// The rules of CrossCoreSetFlag / CrossCoreWaitFlag on Atlas A2 (asc-devkit docs/zh/api/SIMD-API/基础API/同步控制/
+// 核间同步/CrossCoreSetFlag(ISASI).md and CrossCoreWaitFlag(ISASI).md; CANN docs atlasascendc_api_07_0273/0274).
+// Caller holds the lock.
+void CheckFlagCall(const char* api, int mode, int pipe, int flagId, bool set)
+{
+    Machine& m = M();
+    Thread& t = Self();
+    // modeId: A2/A3 support modes 0, 1, 2 (mode 4 is Ascend 950 only). The emulation implements mode 2. A wait's
+    // modeId is ignored on A2 (dav_c220 WaitEventImpl: "(void)modeId; wait_flag_dev(flagId)"; its default is 0).
+    if (set && mode != 0 && mode != 1 && mode != 2)
+        RefuseLocked(api, "modeId = " + std::to_string(mode), "Atlas A2 supports modes 0, 1, 2 (mode 4: Ascend 950 only)");
+    if (set && mode != 2)
+        FatalLocked("unsupported", t.name + ": " + api + " mode " + std::to_string(mode) + " is not emulated (mode 2 only)");
+    // Mode 2 needs a mix kernel with AIC and AIV: 表3 "模式2: KERNEL_TYPE_MIX_AIC_1_1、KERNEL_TYPE_MIX_AIC_1_2".
+    if (m.kernelType != kMixAic11 && m.kernelType != kMixAic12)
+        RefuseLocked(api, "modeId = 2", "needs KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_1 or _1_2) (CrossCoreSetFlag "
+                                        "docs, table 3)");
+    // pipe, modes 0-2: "支持的流水类型为PIPE_V、PIPE_M、PIPE_MTE1、PIPE_MTE2、PIPE_MTE3、PIPE_FIX; 不支持PIPE_ALL、PIPE_S".
+    // The wait's pipe is not restricted (its default is PIPE_S).
+    if (set && (pipe == kPipeS || pipe == kPipeAll))
+        RefuseLocked(api, std::string("pipe = ") + PipeName(pipe),
+                     "modes 0-2 take PIPE_V/M/MTE1/MTE2/MTE3/FIX, never PIPE_S or PIPE_ALL (CrossCoreSetFlag docs)");
+    const std::string arg = "flagId = " + std::to_string(flagId);
+    if (flagId >= 11 && flagId <= 14)
+        RefuseLocked(api, arg, "ids 11-14 are SyncAll's (dav_c220 SYNC_AIC_FLAG .. SYNC_AIV_ONLY_ALL; CrossCoreSetFlag "
+                               "docs: SyncAll occupies [11-14])");
+    if (flagId < 0 || flagId > kFlagIdMax)
+        RefuseLocked(api, arg, "Atlas A2/A3 take flag ids 0-10 (CANN 8.x/9.0 docs; older docs said 0-15, the "
+                               "newer range is followed)");
+    auto& cf = m.flags[t.block];
+    // The Matmul API's own flags: "定义了N个Matmul对象，Matmul高阶API内部占用的flagId范围为[0, 2 * N - 1]".
+    if (flagId < 2 * cf.matmulObjects)
+        RefuseLocked(api, arg, "the " + std::to_string(cf.matmulObjects) + " Matmul object(s) of this core use flag ids "
+                               "[0, " + std::to_string(2 * cf.matmulObjects - 1) + "] (CrossCoreSetFlag docs)");
+    cf.flagIdsUsed |= 1u << flagId;
+    if (cf.firstFlagId < 0 || flagId < cf.firstFlagId) cf.firstFlagId = flagId;
+}
+}  // namespace
+
 void FlagSet(int mode, int pipe, int flagId)
 {
     CheckAbort();
     Thread& t = Self();
     Machine& m = M();
     std::unique_lock<std::mutex> lk(m.mu);
-    if (m.kernelType != kMixAic12)
-        ErrorLocked("rule", t.name + ": CrossCoreSetFlag mode 2 needs KERNEL_TASK_TYPE_DEFAULT("
-                            "KERNEL_TYPE_MIX_AIC_1_2)");
-    if (mode != 2) FatalLocked("unsupported", t.name + ": CrossCoreSetFlag mode " + std::to_string(mode) +
-                                                  " is not emulated (mode 2 only)");
-    if (flagId < 0 || flagId >= kFlagIds)
-        FatalLocked("rule", t.name + ": flag id " + std::to_string(flagId) + " outside 0-15");
+    CheckFlagCall("CrossCoreSetFlag", mode, pipe, flagId, true);
     const std::string id = "flag " + std::to_string(flagId);
-    if (flagId >= 11 && flagId <= 14) ErrorLocked("rule", t.name + ": " + id + " is reserved by SyncAll (11-14)");
-    else if (flagId > 10) ErrorLocked("rule", t.name + ": " + id + " > 10 (A2/A3 docs allow 0-10)");
-    if (pipe == kPipeS || pipe == kPipeAll)
-        ErrorLocked("rule", t.name + ": CrossCoreSetFlag may not be issued on " + PipeName(pipe));
     if (t.lastFlagOp == 1 && t.lastFlagId == flagId)
         ErrorLocked("rule", t.name + ": " + id + " set twice in a row");
     for (int p = 0; p < kPipeCount; ++p) {
@@ -390,8 +452,7 @@ void FlagWait(int mode, int pipe, int flagId)
     Thread& t = Self();
     Machine& m = M();
     std::unique_lock<std::mutex> lk(m.mu);
-    if (flagId < 0 || flagId >= kFlagIds)
-        FatalLocked("rule", t.name + ": flag id " + std::to_string(flagId) + " outside 0-15");
+    CheckFlagCall("CrossCoreWaitFlag", mode, pipe, flagId, false);
     auto& cf = m.flags[t.block];
     auto ready = [&] {
         if (m.aborted) return true;
@@ -421,6 +482,50 @@ void FlagWait(int mode, int pipe, int flagId)
     m.events.push_back({m.seq++, t.block, t.sub, t.aic, false, flagId, mode, pipe, {}});
     t.lastFlagOp = 2;
     t.lastFlagId = flagId;
+}
+
+void SyncAllBarrier(bool aivOnly)
+{
+    CheckAbort();
+    Thread& t = Self();
+    Machine& m = M();
+    std::unique_lock<std::mutex> lk(m.mu);
+    const char* api = aivOnly ? "SyncAll<true>" : "SyncAll<false>";
+    // dav_c220 SyncAllImpl: isAIVOnly = true is the AIV-only hardware barrier (flag 14, mode 0); a mix kernel's
+    // all-core barrier is SyncAll<false>() (AIC waits its AIVs, all AICs meet, AICs release their AIVs), which
+    // needs a mix kernel type (SyncAll.md: 融合算子的全核同步).
+    if (aivOnly && t.aic)
+        RefuseLocked(api, "isAIVOnly = true", "called on an AIC: the AIV-only barrier has no AIC part (a mix kernel "
+                                              "uses SyncAll<false>())");
+    if (!aivOnly && m.kernelType != kMixAic11 && m.kernelType != kMixAic12)
+        RefuseLocked(api, "isAIVOnly = false", "needs a mix kernel (KERNEL_TYPE_MIX_AIC_1_1 or _1_2)");
+    for (auto& p : t.pending) p.clear();            // SyncAllImpl starts with PipeBarrier<PIPE_ALL>
+    auto& b = m.barrier[aivOnly ? 1 : 0];
+    const int participants = (aivOnly ? 2 : 3) * m.cfg.blockDim;
+    if (b.joined.empty()) b.joined.assign(t.vc.size(), 0);
+    Join(b.joined, t.vc);
+    m.events.push_back({m.seq++, t.block, t.sub, t.aic, true, -1, aivOnly ? 1 : 0, kPipeAll, t.written});
+    t.written.clear();
+    t.lastFlagOp = 0;
+    ++t.vc[t.tid];
+    const uint64_t gen = b.generation;
+    if (++b.arrived == participants) {
+        b.released = b.joined;
+        b.joined.assign(t.vc.size(), 0);
+        b.arrived = 0;
+        ++b.generation;
+        m.cv.notify_all();
+    } else {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(m.cfg.timeoutMs);
+        if (!m.cv.wait_until(lk, deadline, [&] { return m.aborted || b.generation != gen; })) {
+            std::ostringstream os;
+            os << "hang: " << t.name << " waits in " << api << " for more than " << m.cfg.timeoutMs << " ms; "
+               << b.arrived << " of " << participants << " units arrived";
+            FatalLocked("hang", os.str());
+        }
+        if (m.aborted) throw EmuAbort{};
+    }
+    Join(t.vc, b.released);
 }
 
 void PipeBarrier(int pipe)
@@ -464,16 +569,72 @@ void MatmulUse(const char* what)
                                                        "the AIC only");
 }
 
+void MatmulRegister(size_t l1, size_t l0a, size_t l0b, size_t l0c)
+{
+    Thread& t = Self();
+    Machine& m = M();
+    std::unique_lock<std::mutex> lk(m.mu);
+    auto& cf = m.flags[t.block];
+    // "Matmul最多支持定义4个对象" and its flags [0, 2N-1] (CrossCoreSetFlag(ISASI).md, 约束说明)
+    if (cf.matmulObjects + 1 > kMatmulObjectsMax)
+        RefuseLocked("REGIST_MATMUL_OBJ", "Matmul object #" + std::to_string(cf.matmulObjects + 1),
+                     "at most 4 Matmul objects (CrossCoreSetFlag docs)");
+    ++cf.matmulObjects;
+    if (cf.firstFlagId >= 0 && cf.firstFlagId < 2 * cf.matmulObjects)
+        RefuseLocked("REGIST_MATMUL_OBJ", "Matmul object #" + std::to_string(cf.matmulObjects),
+                     "its flag ids [0, " + std::to_string(2 * cf.matmulObjects - 1) + "] collide with flag " +
+                         std::to_string(cf.firstFlagId) + " that this core's CrossCoreSetFlag/WaitFlag use");
+    // Capacities of the AIC's buffers (LaunchConfig; sources there).
+    const struct { const char* name; size_t need, have; } bufs[] = {
+        {"L1 (depthA1 baseM baseK + depthB1 baseN baseK, plus TPipe L1 buffers)", l1 + t.l1Used, m.cfg.l1Bytes},
+        {"L0A (baseM baseK, x2 with dbL0A)", l0a, m.cfg.l0aBytes},
+        {"L0B (baseN baseK, x2 with dbL0B)", l0b, m.cfg.l0bBytes},
+        {"L0C (baseM baseN fp32, x2 with dbL0C)", l0c, m.cfg.l0cBytes}};
+    for (const auto& b : bufs)
+        if (b.need > b.have)
+            RefuseLocked("REGIST_MATMUL_OBJ", "TCubeTiling",
+                         std::string("needs ") + std::to_string(b.need) + " bytes of " + b.name + ", the AIC has " +
+                             std::to_string(b.have));
+    t.l1Peak = std::max(t.l1Peak, l1 + t.l1Used);
+}
+
+uint8_t* L1Alloc(size_t bytes, const char* what)
+{
+    Thread& t = Self();
+    if (!t.aic) Refuse(what, "TPosition A1/B1/C1", "L1 belongs to the AIC; an AIV has only its Unified Buffer");
+    const size_t start = (t.l1Used + 31) & ~size_t(31);
+    if (start + bytes > M().cfg.l1Bytes)
+        Refuse(what, "len = " + std::to_string(bytes),
+               "does not fit the AIC's L1 (" + std::to_string(start) + " of " + std::to_string(M().cfg.l1Bytes) +
+                   " bytes in use; A2 L1 is 512 KB, CANN platform config)");
+    t.l1Used = start + bytes;
+    t.l1Peak = std::max(t.l1Peak, t.l1Used);
+    return t.l1Store.data() + start;
+}
+size_t L1Mark() { return Self().l1Used; }
+void L1Release(size_t mark) { Self().l1Used = mark; }
+
+void PositionAlloc(int pos, const char* posName)
+{
+    // TQue/AllocTensor.md: "同一个TPosition上的所有Queue，连续调用AllocTensor接口申请的Tensor数量 ... Atlas A2
+    // 不超过8个".
+    Thread& t = Self();
+    if (++t.allocated[pos] > kAllocPerPositionMax)
+        Refuse("TQue::AllocTensor", std::string("TPosition::") + posName,
+               "more than 8 tensors allocated and not freed on one TPosition (A2 limit, TQue AllocTensor docs)");
+}
+void PositionFree(int pos) { --Self().allocated[pos]; }
+
 uint8_t* UbAlloc(size_t bytes, const char* what)
 {
     Thread& t = Self();
-    if (t.aic) Fatal("ub", std::string(what) + ": the AIC has no Unified Buffer (VECIN/VECOUT/VECCALC are AIV only)");
+    if (t.aic) Refuse(what, "TPosition VECIN/VECOUT/VECCALC", "the AIC has no Unified Buffer: UB positions are AIV only");
     const size_t start = (t.ubUsed + 31) & ~size_t(31);
     if (start + bytes > M().cfg.ubBytes) {
         std::ostringstream os;
-        os << what << ": " << bytes << " bytes do not fit the Unified Buffer (" << start << " of "
-           << M().cfg.ubBytes << " bytes already in use)";
-        Fatal("ub", os.str());
+        os << "does not fit the Unified Buffer (" << start << " of " << M().cfg.ubBytes
+           << " bytes in use; A2 UB is 192 KB per AIV, CANN platform config)";
+        Refuse(what, "len = " + std::to_string(bytes), os.str());
     }
     t.ubUsed = start + bytes;
     t.ubPeak = std::max(t.ubPeak, t.ubUsed);
@@ -535,11 +696,10 @@ void CheckUb(const void* p, size_t bytes, const char* what, bool aligned)
     if (t.aic || q < t.ub || q + bytes > t.ub + M().cfg.ubBytes) {
         Fatal("ub", std::string(what) + ": local tensor outside this core's Unified Buffer");
     }
-    if (aligned && ((q - t.ub) % 32) != 0) {
-        std::ostringstream os;
-        os << what << ": local tensor at UB offset " << (q - t.ub) << " is not 32-byte aligned";
-        Fatal("align", os.str());
-    }
+    // "位于Unified Buffer的地址必须32字节对齐" (DataCopy docs; vector instructions: 通用地址对齐约束)
+    if (aligned && ((q - t.ub) % 32) != 0)
+        Refuse(what, "LocalTensor at UB offset " + std::to_string(q - t.ub),
+               "UB operands must start 32-byte aligned (asc-devkit docs, general address alignment rule)");
 }
 
 void RegisterRegion(const std::string& label, const std::string& tensor, const void* base, size_t bytes,
@@ -579,6 +739,7 @@ int Launch(const LaunchConfig& config, const std::function<void()>& kernel)
         }
     }
     m.flags.assign(config.blockDim, Machine::CoreFlags{});
+    for (auto& b : m.barrier) b = Machine::Barrier{};
     m.threads.clear();
     for (int tid = 0; tid < n; ++tid) {
         auto t = std::make_unique<Thread>();
@@ -593,6 +754,8 @@ int Launch(const LaunchConfig& config, const std::function<void()>& kernel)
             t->ubShadow.assign(config.ubBytes / 4, Thread::UbCell{});
             t->ubStore.assign(config.ubBytes + 64, 0);
             t->ub = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(t->ubStore.data()) + 63) & ~uintptr_t(63));
+        } else {
+            t->l1Store.assign(config.l1Bytes, 0);
         }
         m.threads.push_back(std::move(t));
     }
@@ -670,6 +833,13 @@ bool WriteReport(const std::string& path, const std::string& extraJson)
     }
     float expMax = -INFINITY;
     for (auto& t : m.threads) expMax = std::max(expMax, t->expMaxArg);
+    os << "},\n  \"l1_peak_bytes\": {";
+    first = true;
+    for (auto& t : m.threads) {
+        if (!t->aic) continue;
+        os << (first ? "" : ", ") << Quote(t->name) << ": " << t->l1Peak;
+        first = false;
+    }
     os << "},\n  \"exp_max_arg\": ";
     if (std::isfinite(expMax)) os << expMax;
     else os << (expMax > 0 ? "\"inf\"" : "null");
@@ -681,7 +851,7 @@ bool WriteReport(const std::string& path, const std::string& extraJson)
         const Event& e = m.events[i];
         os << (i ? "," : "") << "\n    {\"seq\": " << e.seq << ", \"block\": " << e.block << ", \"unit\": "
            << (e.aic ? "\"AIC\"" : "\"AIV\"") << ", \"sub\": " << e.sub << ", \"op\": "
-           << (e.set ? "\"set\"" : "\"wait\"") << ", \"flag\": " << e.flag << ", \"mode\": " << e.mode
+           << (e.flag < 0 ? "\"syncall\"" : e.set ? "\"set\"" : "\"wait\"") << ", \"flag\": " << e.flag << ", \"mode\": " << e.mode
            << ", \"pipe\": " << Quote(PipeName(e.pipe));
         if (e.set) {
             os << ", \"wrote\": [";

@@ -41,9 +41,23 @@ void GmAccess(const void* addr, size_t bytes, bool write, int pipe, const char* 
 void FlagSet(int mode, int pipe, int flagId);
 void FlagWait(int mode, int pipe, int flagId);
 void PipeBarrier(int pipe);
+// SyncAll<isAIVOnly>(): every AIV of the launch (isAIVOnly), or every AIC and AIV (a mix kernel's SyncAll<false>),
+// meets here; writes before it are ordered before every unit's accesses after it. Recorded as an event
+// ("syncall") with the hand-off tensors the unit wrote since its previous set or barrier.
+void SyncAllBarrier(bool aivOnly);
 void EventSet(int srcPipe, int dstPipe, int eventId);    // SetFlag<HardEvent::SRC_DST>(id) on this core
 void EventWait(int srcPipe, int dstPipe, int eventId);   // WaitFlag<HardEvent::SRC_DST>(id)
 void MatmulUse(const char* what);           // Matmul API calls: AIC only
+// REGIST_MATMUL_OBJ on this core: one more Matmul object (it reserves flag ids [0, 2N-1]) whose tiling needs
+// `l1` bytes of L1 and `l0a`, `l0b`, `l0c` bytes of L0A / L0B / L0C (checked against the launch's capacities).
+void MatmulRegister(size_t l1, size_t l0a, size_t l0b, size_t l0c);
+uint8_t* L1Alloc(size_t bytes, const char* what);   // TPipe::InitBuffer of an L1 position (A1/B1/C1): AIC only
+size_t L1Mark();
+void L1Release(size_t mark);
+// AllocTensor / FreeTensor on a queue of TPosition `pos` (named `posName`): the AllocTensor calls outstanding
+// per position are bounded (8 on A2).
+void PositionAlloc(int pos, const char* posName);
+void PositionFree(int pos);
 void NoteExpArgument(float largest);        // the largest argument an Exp instruction saw (report: exp_max_arg)
 void NoteCubeMacs(uint64_t macs);           // multiply-adds of one Matmul call (report: cube_macs)
 
@@ -62,6 +76,9 @@ void UbRelease(size_t mark);
 void CheckUb(const void* p, size_t bytes, const char* what, bool aligned);
 
 [[noreturn]] void Fatal(const std::string& kind, const std::string& message);  // stops the launch
+// A call the real AscendC API refuses (or silently mishandles): one line "API: argument: rule (source)",
+// kind "api", and the launch stops (exit status 3). Every caller names the rule's source in a comment.
+[[noreturn]] void Refuse(const std::string& api, const std::string& argument, const std::string& rule);
 void Error(const std::string& kind, const std::string& message);               // recorded; the run goes on
 std::string CoreName();     // "core0.AIC", "core1.AIV0", ...
 
@@ -70,7 +87,11 @@ struct LaunchConfig {
     int blockDim = 1;
     uint64_t tilingKey = 0;
     int timeoutMs = 2000;               // a flag wait longer than this is reported as a hang
-    size_t ubBytes = 192 * 1024;        // Unified Buffer per AIV (A2/A3)
+    // Per-core buffers of A2/A3 (arch 2201), from CANN's platform config files (shared/reference/ascend.md:
+    // "UB 192 KB per AIV; L1 512 KB, L0A 64 KB, L0B 64 KB, L0C 128 KB per AIC").
+    size_t ubBytes = 192 * 1024;        // Unified Buffer per AIV
+    size_t l1Bytes = 512 * 1024;        // L1 per AIC
+    size_t l0aBytes = 64 * 1024, l0bBytes = 64 * 1024, l0cBytes = 128 * 1024;
     uint8_t* workspace = nullptr;       // system workspace first, then the user workspace
     size_t sysWorkspaceBytes = 0;
 };

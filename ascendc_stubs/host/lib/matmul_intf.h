@@ -20,31 +20,71 @@ namespace AscendC {
 
 enum class LayoutMode : uint8_t { NONE, BSNGD, SBNGD, BNGS1S2, NORMAL };
 
+// As asc-devkit impl/adv_api/detail/matmul/utils/matmul_type_def.h (SRCPOS matters on Ascend 950 only).
 template <TPosition POSITION, CubeFormat FORMAT, typename TYPE, bool ISTRANS = false,
-          LayoutMode LAYOUT = LayoutMode::NONE, bool IBSHARE = false>
+          LayoutMode LAYOUT = LayoutMode::NONE, bool IBSHARE = false, TPosition SRCPOS = TPosition::GM>
 struct MatmulType {
     constexpr static TPosition pos = POSITION;
     constexpr static CubeFormat format = FORMAT;
     using T = TYPE;
     constexpr static bool isTrans = ISTRANS;
+    constexpr static LayoutMode layout = LAYOUT;
+    constexpr static bool ibShare = IBSHARE;
+    constexpr static TPosition srcPos = SRCPOS;
 };
 
+namespace detail {
+template <typename A, typename C>
+constexpr bool OneOf() { return false; }
+template <typename A, typename C, typename X, typename... Rest>
+constexpr bool OneOf() { return std::is_same<C, X>::value || OneOf<A, C, Rest...>(); }
+// Matmul使用说明.md, 表2 "Matmul输入输出数据类型的支持列表", the rows for Atlas A2: A and B of one type, and C:
+//   float -> float/half/bfloat16_t; half -> float/half/bfloat16_t/int8_t; bfloat16_t -> float/half/bfloat16_t/
+//   int8_t; int8_t -> int32_t/half/int8_t (int4b_t is not emulated; half x int8_t is Atlas 300I only).
+template <typename A, typename C>
+constexpr bool MatmulCTypeOk()
+{
+    if (std::is_same<A, float>::value) return OneOf<A, C, float, half, bfloat16_t>();
+    if (std::is_same<A, half>::value || std::is_same<A, bfloat16_t>::value)
+        return OneOf<A, C, float, half, bfloat16_t, int8_t>();
+    if (std::is_same<A, int8_t>::value) return OneOf<A, C, int32_t, half, int8_t>();
+    return false;
+}
+}  // namespace detail
+
+// Real: template <class A_TYPE, class B_TYPE, class C_TYPE, class BIAS_TYPE = C_TYPE, const auto& MM_CFG = CFG_NORM,
+// class MM_CB = MatmulCallBackFunc<nullptr, nullptr, nullptr>, MATMUL_POLICY_DEFAULT_OF(MatmulPolicy)> class Matmul
+// (Matmul模板参数.md); the emulation keeps the first four.
 template <class A_TYPE, class B_TYPE, class C_TYPE, class BIAS_TYPE = C_TYPE>
 class Matmul {
     using TA = typename A_TYPE::T;
     using TB = typename B_TYPE::T;
     using TC = typename C_TYPE::T;
+    static_assert(std::is_same<TA, TB>::value,
+                  "Matmul: A_TYPE::T and B_TYPE::T differ; on Atlas A2 A and B are one type (Matmul使用说明, table 2)");
+    static_assert(detail::MatmulCTypeOk<TA, TC>(),
+                  "Matmul: this (A, C) type pair is not in the Atlas A2 rows of Matmul使用说明 table 2");
     static_assert(A_TYPE::pos == TPosition::GM && B_TYPE::pos == TPosition::GM && C_TYPE::pos == TPosition::GM,
                   "the emulation supports GM operands only");
     static_assert(A_TYPE::format == CubeFormat::ND && B_TYPE::format == CubeFormat::ND &&
                   C_TYPE::format == CubeFormat::ND, "the emulation supports ND format only");
 
 public:
+    // Real: Init(const TCubeTiling* __restrict cubeTiling, TPipe* tpipe = nullptr) (Init-85.md).
     __aicore__ inline void Init(const TCubeTiling* tiling, TPipe* = nullptr)
     {
         ascendc_emu::MatmulUse("REGIST_MATMUL_OBJ");
-        if (tiling == nullptr) ascendc_emu::Fatal("matmul", "REGIST_MATMUL_OBJ without a TCubeTiling");
+        if (tiling == nullptr) ascendc_emu::Refuse("REGIST_MATMUL_OBJ", "tiling", "no TCubeTiling given");
         tiling_ = *tiling;
+        const TCubeTiling& t = tiling_;
+        if (t.baseM <= 0 || t.baseN <= 0 || t.baseK <= 0)
+            ascendc_emu::Refuse("REGIST_MATMUL_OBJ", "TCubeTiling baseM/baseN/baseK",
+                                "zero: the tiling was not filled (GetTiling on the NPU, KdaFillMatmulTiling here)");
+        // What the tiling keeps in the AIC's buffers: depthA1 (depthB1) blocks of baseM x baseK (baseN x baseK) in
+        // L1; one block, or two with dbL0A/dbL0B, in L0A/L0B; a baseM x baseN fp32/int32 block (x dbL0C) in L0C.
+        const size_t m = t.baseM, n = t.baseN, k = t.baseK;
+        ascendc_emu::MatmulRegister(t.depthA1 * m * k * sizeof(TA) + t.depthB1 * n * k * sizeof(TB),
+                                    t.dbL0A * m * k * sizeof(TA), t.dbL0B * n * k * sizeof(TB), t.dbL0C * m * n * 4);
         registered_ = true;
     }
     __aicore__ inline void SetOrgShape(int orgM, int orgN, int orgK) { SetOrgShape(orgM, orgN, orgK, orgK); }

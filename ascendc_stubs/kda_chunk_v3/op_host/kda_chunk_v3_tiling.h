@@ -102,7 +102,7 @@ inline const char* KdaChunkV3Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     t.wsCoreBytes = slotBase + t.wsSlotBytes * s.slots;
 
     // The Matmul tiling is made for the largest of the eight shapes (M, N, K <= max(C, d_k, d_v)).
-    KdaFillMatmulTiling(t.mmTiling, C > s.dk ? (C > s.dv ? C : s.dv) : (s.dk > s.dv ? s.dk : s.dv));
+    KdaFillMatmulTiling(t.mmTiling, C > s.dk ? (C > s.dv ? C : s.dv) : (s.dk > s.dv ? s.dk : s.dv), s.transferBytes);
     return nullptr;
 }
 #endif

@@ -142,7 +142,7 @@ inline const char* KdaChunkV4Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     // One Matmul tiling for the largest shape: M, N, K <= max(C, parts * d_k, d_v).
     uint32_t big = C > s.dv ? C : s.dv;
     if (t.stateParts * s.dk > big) big = t.stateParts * s.dk;
-    KdaFillMatmulTiling(t.mmTiling, big);
+    KdaFillMatmulTiling(t.mmTiling, big, s.transferBytes);
     return nullptr;
 }
 #endif
