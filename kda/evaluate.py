@@ -13,6 +13,7 @@ from npusim.engine import RIDE
 from npusim.precision import NAMES, Precision, itemsize
 
 from .api import Execution, execute, program_default_state, record_graph
+from .device import resolve_device
 from .inputs import KdaInputs, make_inputs
 from .parity import Parity, compare
 from .programs import get_program
@@ -50,6 +51,7 @@ class Settings:
     accumulate_dtype: str | None = None
     attribution: bool = False        # also rank the hand-offs by the accuracy their rounding costs (slower)
     overrides: dict = field(default_factory=dict, hash=False)   # profile fields: {"sync.latency_us": 0.3}
+    device: str = "cpu"              # torch device of the numerics: cpu, cuda or npu (kda/device.py)
 
     @property
     def T(self) -> int:
@@ -200,9 +202,20 @@ def make_settings_inputs(s: Settings) -> KdaInputs:
     return make_inputs(s.batch, s.T, s.heads, s.d_k, s.d_v, s.gates, s.seed, s.initial_state)
 
 
+def on_device(x: KdaInputs, device: str) -> KdaInputs:
+    """The inputs on `device` (made on the CPU from a seed: the same numbers on every device)."""
+    dev = resolve_device(device)
+    if x.q.device == dev:
+        return x
+    move = lambda t: None if t is None else t.to(dev)
+    return KdaInputs(move(x.q), move(x.k), move(x.v), move(x.g), move(x.beta), move(x.initial_state))
+
+
 def reference(ex: Execution) -> Reference:
     """The fp64 recurrence on exactly the inputs the NPU saw (rounded to their GM types)."""
     q, k, v, g, beta, h0 = ex.inputs_as_stored
+    if q.device.type == "npu":          # Ascend has no fp64 matmul: the ground truth runs on the host
+        q, k, v, g, beta, h0 = (None if x is None else x.cpu() for x in (q, k, v, g, beta, h0))
     o, S = naive_recurrent_kda(q, k, v, g, beta, None, h0, True, dtype=torch.float64)
     return Reference(o, S, _reference_key(ex))
 
@@ -225,7 +238,7 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
     profile = profile_for(settings)
     if not settings.numerics:
         return _timing_only(version, settings, profile, program, foreign_payloads_ok)
-    x = inputs or make_settings_inputs(settings)
+    x = on_device(inputs or make_settings_inputs(settings), settings.device)
     ex = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, chunk_size=settings.chunk_size,
                  precision=precision_for(settings, program), program=program, progress=progress)
     _check_policy_names(ex.graph, settings, program, foreign_payloads_ok)
