@@ -57,6 +57,9 @@ def _check(q, k, v, g, beta, initial_state, chunk_size) -> tuple[int, int, int, 
             raise KdaInputError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
         if not x.is_floating_point():
             raise KdaInputError(f"{name} must be a floating-point tensor, got {x.dtype}")
+    for name, x in (("k", k), ("v", v), ("g", g), ("beta", beta), ("initial_state", initial_state)):
+        if isinstance(x, torch.Tensor) and x.device != q.device:
+            raise KdaInputError(f"{name} is on {x.device}, q on {q.device}: all inputs must be on one device")
     if q.dim() != 4:
         raise KdaInputError(f"q must be [B, T, H, K], got shape {list(q.shape)}")
     B, T, H, K = q.shape
@@ -179,9 +182,6 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
     read waits for the device)."""
     B, T, H, K, V = _check(q, k, v, g, beta, initial_state, chunk_size)
     device = q.device
-    for name, x in (("k", k), ("v", v), ("g", g), ("beta", beta), ("initial_state", initial_state)):
-        if x is not None and x.device != device:
-            raise KdaInputError(f"{name} is on {x.device}, q on {device}: all inputs must be on one device")
     program = program or get_program(version)
     precision = _precision(q, transfer_dtype, precision, compute_dtype, program)
     cd = precision.compute
