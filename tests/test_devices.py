@@ -96,7 +96,8 @@ def test_cli_on_cpu_is_the_default(capsys):
 
 # ---- on a GPU (skipped without CUDA) ----
 
-cuda = pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device")
+def cuda(test):
+    return pytest.mark.cuda(pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device")(test))
 
 
 @cuda
