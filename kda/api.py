@@ -46,6 +46,7 @@ class Execution:
     @property
     def pass_graphs(self) -> tuple:
         return self.graphs or (self.graph,)
+    replay: str | None = None              # how the chunks were computed (Executor.replay_mode)
 
     @cached_property
     def inputs_as_stored(self) -> tuple:
@@ -54,7 +55,7 @@ class Execution:
         p, cd = self.precision, self.precision.compute
         stored = lambda x: p.round(x.to(cd), p.transfer)
         B, _, H, K = q.shape
-        h0 = (torch.zeros(B, H, K, v.shape[-1], dtype=cd) if h0 is None else p.round(h0.to(cd), p.state_type))
+        h0 = (torch.zeros(B, H, K, v.shape[-1], dtype=cd, device=q.device) if h0 is None else p.round(h0.to(cd), p.state_type))
         return stored(q), stored(k), stored(v), g.to(cd), beta.to(cd), h0
 
 
@@ -64,6 +65,9 @@ def _check(q, k, v, g, beta, initial_state, chunk_size) -> tuple[int, int, int, 
             raise KdaInputError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
         if not x.is_floating_point():
             raise KdaInputError(f"{name} must be a floating-point tensor, got {x.dtype}")
+    for name, x in (("k", k), ("v", v), ("g", g), ("beta", beta), ("initial_state", initial_state)):
+        if isinstance(x, torch.Tensor) and x.device != q.device:
+            raise KdaInputError(f"{name} is on {x.device}, q on {q.device}: all inputs must be on one device")
     if q.dim() != 4:
         raise KdaInputError(f"q must be [B, T, H, K], got shape {list(q.shape)}")
     B, T, H, K = q.shape
@@ -79,12 +83,18 @@ def _check(q, k, v, g, beta, initial_state, chunk_size) -> tuple[int, int, int, 
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise KdaInputError(f"chunk_size must be a positive integer, got {chunk_size!r}")
     for name, x in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("initial_state", initial_state)):
-        if x is not None and not all(bool(torch.isfinite(b).all()) for b in _blocks(x)):
+        if x is not None and not all(_finite(b) for b in _blocks(x)):
             raise KdaInputError(f"{name} contains NaN or inf")
-    if any(bool((b > 0).any()) for b in _blocks(g)):
+    if any(bool(b.max() > 0) for b in _blocks(g)):
         raise KdaInputError(f"g is the log decay and must be <= 0 (decay alpha = exp(g) in (0, 1]); "
                             f"max g = {float(g.max()):.4g}")
     return B, T, H, K, V
+
+
+def _finite(x: torch.Tensor) -> bool:
+    """No inf/NaN in x. One pass: a sum is finite unless an element is inf/NaN, or the sum overflows, and
+    then the element-wise test decides."""
+    return bool(torch.isfinite(x.sum())) or bool(torch.isfinite(x).all())
 
 
 def _blocks(x: torch.Tensor, elements: int = 1 << 24):
@@ -130,13 +140,41 @@ def record_graph(program, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
     precision policy only, so a timing-only replay needs no real data (`--no-numerics`)."""
     gen = torch.Generator().manual_seed(0)
     cd = precision.compute
-    rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=cd)
+    rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=cd, device="cpu")
     C = chunk_size
     inputs = {"Q": F.normalize(rnd(1, C, d_k), dim=-1), "K": F.normalize(rnd(1, C, d_k), dim=-1),
               "V": rnd(1, C, d_v), "g": F.logsigmoid(rnd(1, C, d_k)), "beta": torch.sigmoid(rnd(1, C)),
               "scale": d_k ** -0.5}
     ex = Executor(program, precision, input_types={"g": "fp32", "beta": "fp32"})
-    return ex.record(inputs, torch.zeros(1, d_k, d_v, dtype=cd), shapes={"chunk_size": C, "d_k": d_k, "d_v": d_v})
+    return ex.record(inputs, torch.zeros(1, d_k, d_v, dtype=cd, device="cpu"), shapes={"chunk_size": C, "d_k": d_k, "d_v": d_v})
+
+
+def _cut_block(x: torch.Tensor, first: int, n: int, C: int, T: int, dtype: torch.dtype, round_to=None) -> torch.Tensor:
+    """Chunks first..first+n-1 of x [B, T, H, ...] as [n, B*H, C, ...] in `dtype`, on x's device, in one
+    conversion: the same values `_chunk_of` gives chunk by chunk (the tail zero-padded to C tokens)."""
+    B, H, rest = x.shape[0], x.shape[2], tuple(x.shape[3:])
+    lo, hi = first * C, min(T, (first + n) * C)
+    buf = torch.empty(n, B, H, C, *rest, dtype=dtype, device=x.device)
+    full = (hi - lo) // C
+    dims = (1, 0, 3, 2) + tuple(range(4, 4 + len(rest)))
+    if full:
+        buf[:full].copy_(x[:, lo:lo + full * C].unflatten(1, (full, C)).permute(dims))
+    tail = hi - lo - full * C
+    if tail:
+        buf[full].zero_()
+        buf[full, :, :, :tail].copy_(x[:, lo + full * C:hi].permute(0, 2, 1, *range(3, 3 + len(rest))))
+    buf = buf.view(n, B * H, C, *rest)
+    if round_to is not None:
+        buf.copy_(buf.to(round_to))            # GM holds q, k, v in the transfer type: the same bits as round()
+    return buf
+
+
+def _gm_round(x: torch.Tensor, precision: Precision) -> torch.dtype | None:
+    """The type x is rounded through to hold it in GM in the transfer type; None where that changes nothing
+    (x already in it, or the compute type no wider)."""
+    from npusim.replay import rounding_target
+    target = rounding_target(precision, precision.transfer, precision.compute)
+    return None if target is None or x.dtype == target else target
 
 
 def design_precision(design, precision: Precision) -> Precision:
@@ -157,11 +195,11 @@ def record_graphs(design, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
     precision = design_precision(design, precision)
     gen = torch.Generator().manual_seed(0)
     cd, C = precision.compute, chunk_size
-    rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=cd)
+    rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=cd, device="cpu")
     pool = {"Q": F.normalize(rnd(1, 1, C, d_k), dim=-1), "K": F.normalize(rnd(1, 1, C, d_k), dim=-1),
             "V": rnd(1, 1, C, d_v), "g": F.logsigmoid(rnd(1, 1, C, d_k)), "beta": torch.sigmoid(rnd(1, 1, C)),
             "scale": d_k ** -0.5}
-    graphs, _ = record_passes(design, pool, torch.zeros(1, d_k, d_v, dtype=cd), precision,
+    graphs, _ = record_passes(design, pool, torch.zeros(1, d_k, d_v, dtype=cd, device="cpu"), precision,
                               {"g": "fp32", "beta": "fp32"}, {"chunk_size": C, "d_k": d_k, "d_v": d_v})
     return graphs, precision
 
@@ -169,16 +207,22 @@ def record_graphs(design, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
 def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = "v3", chunk_size: int = 64,
             transfer_dtype: str | torch.dtype | None = None, precision: Precision | None = None,
             compute_dtype: torch.dtype = torch.float32, program=None, out_dtype: torch.dtype | None = None,
-            progress: Callable[[int, int], None] | None = None, cu_seqlens=None, design=None) -> Execution:
-    """Run a KDA design over a whole batch; see the module docstring. For a one-pass design, chunks are cut
-    from the inputs one at a time, so memory beyond the inputs and the output stays at one chunk's worth.
-    `cu_seqlens` (FLA's varlen: q is [1, sum of lengths, H, K]) gives each sequence's start and end."""
+            progress: Callable[[int, int], None] | None = None, cu_seqlens=None, design=None, fast: bool = True,
+            graphs: bool | None = None, block: int = 16, check_every: int | None = None) -> Execution:
+    """Run a KDA design over a whole batch; see the module docstring. Every tensor is made on the inputs'
+    device. For a one-pass design, chunks are cut from the inputs `block` at a time, so memory beyond the
+    inputs and the output stays at a few chunks' worth. `fast=False` runs every chunk through the recording
+    runtime (the reference path); `graphs` (default: on CUDA) captures the chunk step as a CUDA graph; the
+    inf/NaN flags are read every `check_every` chunks (default: every chunk on the CPU, every 64 elsewhere,
+    where each read waits for the device). `cu_seqlens` (FLA's varlen: q is [1, sum of lengths, H, K])
+    gives each sequence's start and end."""
     if cu_seqlens is not None:
         return _execute_varlen(q, k, v, g, beta, scale, initial_state, cu_seqlens, version=version,
                                chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
                                compute_dtype=compute_dtype, program=program, out_dtype=out_dtype,
                                progress=progress, design=design)
     B, T, H, K, V = _check(q, k, v, g, beta, initial_state, chunk_size)
+    device = q.device
     if program is None:
         design = design or get_design(version)
         if not design.single:
@@ -192,31 +236,56 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
         scale = K ** -0.5
     C = chunk_size
     NT = -(-T // C)
+    block = max(1, min(block, NT))
 
     # GM contents: q, k, v in the transfer type; g, beta and the initial state in fp32.
     stored = lambda x: precision.round(x, precision.transfer)
 
-    def chunk(t: int, probe: bool = False) -> dict:
-        lo, hi = t * C, min(T, (t + 1) * C)
-        src = [x[:1, :, :1] if probe else x for x in (q, k, v, g, beta)]
-        Q, K_, V_ = (_chunk_of(x, lo, hi, C, cd, stored) for x in src[:3])
-        return {"Q": Q, "K": K_, "V": V_, "g": _chunk_of(src[3], lo, hi, C, cd), "beta": _chunk_of(src[4], lo, hi, C, cd),
-                "scale": scale}
+    def probe() -> dict:
+        src = [x[:1, :, :1] for x in (q, k, v, g, beta)]
+        Q, K_, V_ = (_chunk_of(x, 0, min(T, C), C, cd, stored) for x in src[:3])
+        return {"Q": Q, "K": K_, "V": V_, "g": _chunk_of(src[3], 0, min(T, C), C, cd),
+                "beta": _chunk_of(src[4], 0, min(T, C), C, cd), "scale": scale}
 
-    S = (torch.zeros(B * H, K, V, dtype=cd) if initial_state is None
+    blocks: dict[int, list] = {}
+
+    def chunk(t: int) -> dict:
+        if not fast:                          # the reference path, chunk by chunk as before
+            lo, hi = t * C, min(T, (t + 1) * C)
+            Q, K_, V_ = (_chunk_of(x, lo, hi, C, cd, stored) for x in (q, k, v))
+            return {"Q": Q, "K": K_, "V": V_, "g": _chunk_of(g, lo, hi, C, cd), "beta": _chunk_of(beta, lo, hi, C, cd),
+                    "scale": scale}
+        first = t - t % block
+        if first not in blocks:
+            blocks.clear()
+            n = min(block, NT - first)
+            blocks[first] = [_cut_block(x, first, n, C, T, cd, _gm_round(x, precision) if i < 3 else None)
+                             for i, x in enumerate((q, k, v, g, beta))]
+        Q, K_, V_, g_, b_ = (b[t - first] for b in blocks[first])
+        return {"Q": Q, "K": K_, "V": V_, "g": g_, "beta": b_, "scale": scale}
+
+    S = (torch.zeros(B * H, K, V, dtype=cd, device=device) if initial_state is None
          else precision.round(initial_state.to(cd), precision.state_type).reshape(B * H, K, V))
     ex = Executor(program, precision, input_types={"g": "fp32", "beta": "fp32"})
-    graph = ex.record(chunk(0, probe=True), S[:1].clone(), shapes={"chunk_size": C, "d_k": K, "d_v": V})
-    o = torch.empty(B, T, H, V, dtype=out_dtype or cd)
+    graph = ex.record(probe(), S[:1].clone(), shapes={"chunk_size": C, "d_k": K, "d_v": V})
+    o = torch.empty(B, T, H, V, dtype=out_dtype or cd, device=device)
+
+    def emit(t: int, result: dict) -> None:
+        lo, hi = t * C, min(T, (t + 1) * C)
+        o[:, lo:hi] = result["O"][:, :hi - lo].reshape(B, H, hi - lo, V).transpose(1, 2)
+        if progress is not None:
+            progress(t + 1, NT)
+
+    if graphs is None:
+        graphs = fast and device.type == "cuda"
     with torch.no_grad():
-        for t in range(NT):
-            result, S = ex.step(chunk(t), S, t)
-            lo, hi = t * C, min(T, (t + 1) * C)
-            o[:, lo:hi] = result["O"][:, :hi - lo].reshape(B, H, hi - lo, V).transpose(1, 2)
-            if progress is not None:
-                progress(t + 1, NT)
-    return Execution(o, S.reshape(B, H, K, V), graph, ex.first_nonfinite, precision, NT, C,
-                     (q, k, v, g, beta, initial_state))
+        if check_every is None:
+            check_every = 1 if device.type == "cpu" else 64
+        S = ex.run(chunk, S, NT, emit, fast=fast, graphs=graphs, check_every=check_every)
+    result = Execution(o, S.reshape(B, H, K, V), graph, ex.first_nonfinite, precision, NT, C,
+                       (q, k, v, g, beta, initial_state))
+    result.replay = ex.replay_mode
+    return result
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,
@@ -261,7 +330,7 @@ def _execute_design(design, q, k, v, g, beta, scale, initial_state, *, chunk_siz
     stored = lambda x: precision.round(x, precision.transfer)
     pool = {"Q": _chunked(q, C, cd, stored), "K": _chunked(k, C, cd, stored), "V": _chunked(v, C, cd, stored),
             "g": _chunked(g, C, cd), "beta": _chunked(beta, C, cd), "scale": scale}
-    S = (torch.zeros(B * H, K, V, dtype=cd) if initial_state is None
+    S = (torch.zeros(B * H, K, V, dtype=cd, device=q.device) if initial_state is None
          else precision.round(initial_state.to(cd), precision.state_type).reshape(B * H, K, V))
     graphs, executors = record_passes(design, pool, S, precision, {"g": "fp32", "beta": "fp32"},
                                       {"chunk_size": C, "d_k": K, "d_v": V})

@@ -14,6 +14,7 @@ from npusim.engine import RIDE
 from npusim.precision import NAMES, Precision, itemsize
 
 from .api import Execution, execute, program_default_state, record_graphs
+from .device import resolve_device
 from .inputs import KdaInputs, make_inputs
 from .parity import Parity, compare
 from .programs import get_design, get_program
@@ -54,6 +55,7 @@ class Settings:
     overrides: dict = field(default_factory=dict, hash=False)   # profile fields: {"sync.latency_us": 0.3}
     interleave: int = 1              # sequences a core alternates in its sequential passes
     seqlens: tuple[int, ...] | None = None     # a variable-length batch: tokens of each sequence (batch = 1)
+    device: str = "cpu"              # torch device of the numerics: cpu, cuda or npu (kda/device.py)
 
     @property
     def T(self) -> int:
@@ -225,11 +227,22 @@ def make_settings_inputs(s: Settings) -> KdaInputs:
     return x
 
 
+def on_device(x: KdaInputs, device: str) -> KdaInputs:
+    """The inputs on `device` (made on the CPU from a seed: the same numbers on every device)."""
+    dev = resolve_device(device)
+    if x.q.device == dev:
+        return x
+    move = lambda t: None if t is None else t.to(dev)
+    return KdaInputs(move(x.q), move(x.k), move(x.v), move(x.g), move(x.beta), move(x.initial_state))
+
+
 def reference(ex: Execution) -> Reference:
     """The fp64 recurrence on exactly the inputs the NPU saw (rounded to their GM types)."""
     if ex.seqlens:
         return _varlen_reference(ex)
     q, k, v, g, beta, h0 = ex.inputs_as_stored
+    if q.device.type == "npu":          # Ascend has no fp64 matmul: the ground truth runs on the host
+        q, k, v, g, beta, h0 = (None if x is None else x.cpu() for x in (q, k, v, g, beta, h0))
     o, S = naive_recurrent_kda(q, k, v, g, beta, None, h0, True, dtype=torch.float64)
     return Reference(o, S, _reference_key(ex))
 
@@ -279,7 +292,7 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
     profile = profile_for(settings)
     if not settings.numerics:
         return _timing_only(version, settings, profile, program, design, foreign_payloads_ok)
-    x = inputs or make_settings_inputs(settings)
+    x = on_device(inputs or make_settings_inputs(settings), settings.device)
     precision = precision_for(settings, program)
     ex = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, chunk_size=settings.chunk_size,
                  precision=precision, program=program if design.single else None, design=design,

@@ -31,7 +31,7 @@ def _json_float(x: float):
 
 def compare(ref: torch.Tensor, out: torch.Tensor, ratio: float = RATIO) -> Parity:
     ref = ref.detach().to(torch.float64)
-    out = out.detach().to(torch.float64)
+    out = out.detach().to(device=ref.device, dtype=torch.float64)
     finite = bool(torch.isfinite(out).all()) and bool(torch.isfinite(ref).all())
     if not finite:
         return Parity(math.inf, math.inf, False, False)

@@ -105,7 +105,7 @@ def doc_chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final
     q, k, v, g = (to_heads(x) for x in (q, k, v, g))
     beta = beta.to(dtype).transpose(1, 2)
     q = q * scale
-    S = torch.zeros(B, H, K, V, dtype=dtype) if initial_state is None else initial_state.to(dtype)
+    S = torch.zeros(B, H, K, V, dtype=dtype, device=q.device) if initial_state is None else initial_state.to(dtype)
     outs = []
     for t in range(0, T, chunk_size):
         c = slice(t, t + chunk_size)

@@ -17,6 +17,7 @@ import torch
 from npusim import NpuSimError, load_profile, shipped_profiles
 
 from .api import KdaInputError
+from .device import resolve_device
 from .evaluate import Settings, evaluate, make_settings_inputs, profile_for, reference
 from .inputs import GATES, KdaInputs
 from .programs import DESIGNS
@@ -68,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cores", type=int, help="AI cores to spread batch x heads over (default: the profile's)")
     p.add_argument("--no-numerics", action="store_true", help="timing only: record the phase graph on random "
                    "inputs of the right shapes and replay it for every chunk and head (no parity)")
+    p.add_argument("--device", default="cpu", help="torch device of the numerics: cpu, cuda or npu "
+                   "(npu needs the optional torch_npu: pip install -e \".[npu]\")")
     p.add_argument("--json", action="store_true", help="print one JSON object (a list with --version all)")
     p.add_argument("--strict", action="store_true", help="exit 1 if any version fails parity or overflows")
     p.add_argument("--precision", metavar="NAME=TYPE,...", help="precision policy: a transfer type per sync "
@@ -152,6 +155,7 @@ def _settings(args) -> Settings:
         raise KdaInputError("--no-numerics replays timing only: it takes no --inputs")
     if args.no_numerics and args.attribution:
         raise KdaInputError("--attribution reruns the numerics: it does not go with --no-numerics")
+    resolve_device(args.device)          # one line if torch cannot use it, before anything runs
     workspace = {k: v for k, v in (("slots", args.slots), ("slot_kib", args.slot_kib),
                                    ("resident_kib", args.resident_kib)) if v is not None}
     resident = None
@@ -166,6 +170,7 @@ def _settings(args) -> Settings:
                     initial_state=args.initial_state == "randn", tokens=args.tokens, workspace=workspace,
                     cores=args.cores, numerics=not args.no_numerics, overrides=parse_overrides(args.overrides),
                     interleave=args.interleave, seqlens=seqlens,
+                    device=args.device,
                     keep_trace=bool(args.trace or args.plot) or _events(args) <= MAX_KEPT_EVENTS)
 
 

@@ -230,6 +230,7 @@ class Executor:
         self.input_types = dict(input_types or {})
         self.graph: PhaseGraph | None = None
         self.first_nonfinite: Nonfinite | None = None
+        self.replay_mode: str | None = None       # how `run` computed the chunks
 
     def record(self, inputs: dict, state: torch.Tensor | None, shapes: dict[str, int] | None = None) -> PhaseGraph:
         """Record the phase graph of one chunk. `inputs` hold one sequence: costs are per (sequence, chunk)."""
@@ -263,6 +264,23 @@ class Executor:
                 if t is not None:
                     self.watch(t, chunk, "the chunk's results", name)
         return outputs, new_state
+
+    def run(self, inputs_of: Callable[[int], dict], state, chunks: int, emit: Callable[[int, dict], None], *,
+            fast: bool = True, graphs: bool = False, check_every: int = 1):
+        """Compute chunks 0..chunks-1 from `state`: `inputs_of(t)` gives chunk t's inputs, `emit(t, outputs)`
+        takes its outputs. `fast` replays the program without the runtime's bookkeeping (npusim/replay.py,
+        the same numbers bit for bit); `graphs` captures the step as a CUDA graph. Returns the final state."""
+        if not fast:
+            for t in range(chunks):
+                outputs, state = self.step(inputs_of(t), state, t)
+                emit(t, outputs)
+            self.replay_mode = "recording runtime"
+            return state
+        from .replay import Replay
+        replay = Replay(self, check_every=check_every, graphs=graphs)
+        state = replay.run(inputs_of, state, chunks, emit)
+        self.replay_mode = replay.mode + (f"; {replay.fallback}" if replay.fallback else "")
+        return state
 
     def _run(self, inputs: dict, state, chunk: int, watch: str):
         npu = Npu(self, chunk, watch=watch)

@@ -87,7 +87,7 @@ def v5_intra(npu, Q, K, g, beta, scale):
         A_diag = torch.stack([A_kk[..., i * S:(i + 1) * S, i * S:(i + 1) * S] for i in range(n)], -3)
         Ai_diag = npu.forward_substitution(A_diag)                                # 15 steps, n blocks at once
         A_neg = -A_kk
-        D_beta = beta[..., None, :] * torch.eye(K.shape[-2], dtype=beta.dtype)
+        D_beta = beta[..., None, :] * torch.eye(K.shape[-2], dtype=beta.dtype, device=beta.device)
     npu.sync(Ai_diag, A_neg, D_beta)                                              # ③
     with npu.cube("D"):
         zero = torch.zeros_like(A_neg[..., :S, :S])

@@ -1,0 +1,169 @@
+"""Numerics speed on a torch device (issue 16). A benchmark, not a test: it prints a table and writes it.
+
+    python benchmarks/devices.py                                   # CPU: v3 bf16, 32 heads x 8192 tokens
+    python benchmarks/devices.py --device cuda --out $OUT/devices.md   # GPU: the whole Kimi layer
+
+CPU: the fast path (`execute(fast=True)`, npusim/replay.py) against the recording runtime (`fast=False`, the
+path before issue 16) on the same inputs, alternating, in one run; the outputs are checked to be the same
+bits. `--threads N` sets torch's intra-op threads (default: torch's).
+
+CUDA: the whole Kimi Linear KDA layer, 32 heads x 131072 tokens of 128, bf16 inputs and transfers, for v3
+and v4: wall time of `kda.execute` (input checks, chunk cutting, CUDA graph capture included), with the
+step captured as a CUDA graph and eagerly, and the recording runtime for reference (`--no-slow` skips it);
+FLA's Triton chunk_kda on the same inputs where fla-core is installed, and the rel RMS between them.
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from kda.api import execute  # noqa: E402
+from kda.device import resolve_device, synchronize  # noqa: E402
+from kda.parity import compare  # noqa: E402
+
+HEADS, D = 32, 128
+
+
+def layer(tokens: int, device: torch.device, seed: int = 2):
+    """bf16 q, k, v, beta (q, k L2-normalised), fp32 log decay (the document's sigmoid(randn) gates),
+    made head by head on the device."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    shape = (1, tokens, HEADS)
+    q, k, v = (torch.empty(*shape, D, dtype=torch.bfloat16, device=device) for _ in range(3))
+    g = torch.empty(*shape, D, device=device)
+    for h in range(HEADS):
+        rnd = lambda: torch.randn(1, tokens, D, generator=gen, device=device)
+        q[:, :, h] = F.normalize(rnd(), dim=-1)
+        k[:, :, h] = F.normalize(rnd(), dim=-1)
+        v[:, :, h] = rnd()
+        g[:, :, h] = F.logsigmoid(rnd())
+    beta = torch.sigmoid(torch.randn(*shape, generator=gen, device=device)).to(torch.bfloat16)
+    return q, k, v, g, beta
+
+
+def timed(fn, device):
+    synchronize(device)
+    t0 = time.perf_counter()
+    out = fn()
+    synchronize(device)
+    return out, time.perf_counter() - t0
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return torch.equal(a.view(torch.int16 if a.itemsize == 2 else torch.int32),
+                       b.view(torch.int16 if b.itemsize == 2 else torch.int32))
+
+
+def cpu_case(tokens: int, repeats: int) -> list[tuple[str, str, str]]:
+    device = torch.device("cpu")
+    x = layer(tokens, device)
+    ht = HEADS * tokens
+    best = {False: float("inf"), True: float("inf")}
+    outs = {}
+    for _ in range(repeats):                   # alternate, so that both see the same machine load
+        for fast in (False, True):
+            ex, dt = timed(lambda: execute(*x, version="v3", fast=fast), device)
+            best[fast] = min(best[fast], dt)
+            outs[fast] = ex
+    same = same_bits(outs[False].o, outs[True].o) and same_bits(outs[False].final_state, outs[True].final_state)
+    rows = [("what", "measured", "target")]
+    rows.append((f"v3 bf16, {HEADS} heads x {tokens} tokens, recording runtime (the path before)",
+                 f"{ht / best[False]:,.0f} head-tokens/s ({best[False]:.2f} s, best of {repeats})", ""))
+    rows.append((f"v3 bf16, {HEADS} heads x {tokens} tokens, fast path",
+                 f"{ht / best[True]:,.0f} head-tokens/s ({best[True]:.2f} s, best of {repeats})",
+                 ">= 2x the README's 164 K"))
+    rows.append(("speed-up, same run", f"{best[False] / best[True]:.2f}x; outputs and state the same bits: "
+                 f"{'yes' if same else 'NO'}", ""))
+    return rows
+
+
+def _fla():
+    try:
+        from fla.ops.kda import chunk_kda
+        return chunk_kda
+    except ImportError as err:
+        return str(err)
+
+
+def cuda_case(device: torch.device, tokens: int, slow: bool) -> list[tuple[str, str, str]]:
+    x = layer(tokens, device)
+    ht = HEADS * tokens
+    rows = [("what", "measured", "target")]
+    fla = _fla()
+    o_fla = None
+    if callable(fla):
+        run_fla = lambda: fla(q=x[0], k=x[1], v=x[2], g=x[3], beta=x[4], output_final_state=True)
+        run_fla()                                                # Triton's compile and autotune
+        (o_fla, _), dt = timed(run_fla, device)
+        rows.append((f"FLA Triton chunk_kda, {HEADS} x {tokens}, bf16", f"{dt * 1e3:,.1f} ms "
+                     f"({ht / dt / 1e6:,.1f} M head-tokens/s)", ""))
+    else:
+        rows.append(("FLA Triton chunk_kda", f"not importable: {fla}", ""))
+    execute(*(t[:, :256] for t in x), version="v3")              # CUDA context, cuBLAS handles
+    for version in ("v3", "v4"):
+        modes = [("CUDA graph", dict(graphs=True)), ("eager fast path", dict(graphs=False))]
+        if slow:
+            modes.append(("recording runtime (before)", dict(fast=False)))
+        for label, kw in modes:
+            torch.cuda.reset_peak_memory_stats(device)
+            ex, dt = timed(lambda: execute(*x, version=version, out_dtype=torch.bfloat16, **kw), device)
+            peak = torch.cuda.max_memory_allocated(device) / 2 ** 30
+            agree = ""
+            if o_fla is not None:
+                agree = f"; vs FLA rel RMS {compare(o_fla.float(), ex.o.float()).rel_rms_err:.2e}"
+            rows.append((f"{version} {label}, {HEADS} x {tokens} ({ex.replay})",
+                         f"{dt:,.2f} s ({ht / dt / 1e6:,.2f} M head-tokens/s), peak {peak:.1f} GiB{agree}",
+                         "<= 2 s" if kw.get("graphs") else ""))
+            del ex
+    return rows
+
+
+def render(rows, header: str) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"
+    out = [header, "", line(rows[0]), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    return "\n".join(out + [line(r) for r in rows[1:]]) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--tokens", type=int, help="per head (default: 8192 on the CPU, 131072 elsewhere)")
+    p.add_argument("--repeats", type=int, default=2, help="CPU: runs of each path, alternating")
+    p.add_argument("--threads", type=int, help="torch intra-op threads (CPU)")
+    p.add_argument("--no-slow", action="store_true", help="CUDA: skip the recording runtime")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "devices.md")
+    a = p.parse_args()
+    try:
+        device = resolve_device(a.device)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    if device.type == "cpu":
+        tokens = a.tokens or 8192
+        rows = cpu_case(tokens, a.repeats)
+        where = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads"
+    else:
+        tokens = a.tokens or 131072
+        rows = cuda_case(device, tokens, not a.no_slow)
+        where = torch.cuda.get_device_name(device)
+    cmd = "python benchmarks/devices.py " + " ".join(sys.argv[1:])
+    text = render(rows, f"`{cmd.strip()}` on {where}, torch {torch.__version__}")
+    print(text)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

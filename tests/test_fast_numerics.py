@@ -1,0 +1,108 @@
+"""The fast numerics path (npusim/replay.py) against the recording runtime, chunk by chunk: the same bits
+for every design and precision policy, and the same inf/NaN report."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kda.api import execute
+from kda.inputs import make_inputs
+from npusim import Precision
+
+
+def _inputs(tokens=200, heads=3, batch=2, gates="slow", seed=3, d=32):
+    return make_inputs(batch, tokens, heads, d, d, gates, seed, initial_state=True)
+
+
+def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit for bit, NaN included (torch.equal says NaN != NaN)."""
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.view(torch.int32), b.view(torch.int32))
+
+
+def _both(x, **kw):
+    slow = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, fast=False, **kw)
+    fast = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, fast=True, **kw)
+    return slow, fast
+
+
+@pytest.mark.parametrize("version", ["v3", "v4"])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
+def test_fast_path_gives_the_same_bits(version, dtype):
+    # 200 tokens: 4 chunks, the last one padded; blocks of 3 chunks cross a block boundary
+    x = _inputs()
+    slow, fast = _both(x, version=version, transfer_dtype=dtype, block=3)
+    assert slow.replay == "recording runtime" and fast.replay == "eager"
+    assert same(slow.o, fast.o) and same(slow.final_state, fast.final_state)
+    assert slow.nonfinite == fast.nonfinite
+    # v3's K_div overflows fp16 with these slow gates (README, the stability grid); nothing else does
+    assert (fast.nonfinite is not None) == (version == "v3" and dtype == "fp16")
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_fast_path_gives_the_same_bits_v1_v2(version):
+    x = _inputs(tokens=128, heads=2, batch=1)
+    slow, fast = _both(x, version=version, transfer_dtype="bf16")
+    assert same(slow.o, fast.o) and same(slow.final_state, fast.final_state)
+
+
+def test_fast_path_with_a_policy_and_narrow_accumulation():
+    x = _inputs(tokens=128)
+    p = Precision("bf16", {"M": "fp16", "K_div": "fp32"}, state="fp32", accumulate="bf16")
+    slow, fast = _both(x, version="v3", precision=p)
+    assert same(slow.o, fast.o) and same(slow.final_state, fast.final_state)
+
+
+def test_bf16_inputs_are_not_rounded_twice():
+    # q, k, v already bf16 with bf16 transfers: the fast path skips the identity rounding, same bits
+    x = _inputs(tokens=130)
+    q, k, v = (t.to(torch.bfloat16) for t in (x.q, x.k, x.v))
+    slow = execute(q, k, v, x.g, x.beta, fast=False)
+    fast = execute(q, k, v, x.g, x.beta, fast=True)
+    assert slow.o.dtype == torch.float32 and same(slow.o, fast.o)
+
+
+def _late_overflow(tokens=5 * 64, heads=2):
+    """Gates that are mild (-0.01 per token) for chunks 0-1 and strong (-0.5 per token) from chunk 2 on:
+    v3's K_div = K exp(-gc) stays below e^0.64 in chunks 0-1 and reaches e^32 in chunk 2, past fp16's
+    largest value 65504 ~ e^11.1, so in fp16 it first turns to inf when sync ① rounds it, in chunk 2.
+    Only head 1 gets the strong gates: the first sequence with inf is sequence 1."""
+    gen = torch.Generator().manual_seed(5)
+    q = F.normalize(torch.randn(1, tokens, heads, 32, generator=gen), dim=-1)
+    k = F.normalize(torch.randn(1, tokens, heads, 32, generator=gen), dim=-1)
+    v = torch.randn(1, tokens, heads, 32, generator=gen)
+    beta = torch.sigmoid(torch.randn(1, tokens, heads, generator=gen))
+    g = torch.full((1, tokens, heads, 32), -0.01)
+    g[:, 128:, 1] = -0.5
+    return q, k, v, g, beta
+
+
+@pytest.mark.parametrize("check_every", [1, 4])
+def test_the_watch_names_where_inf_first_appears(check_every):
+    q, k, v, g, beta = _late_overflow()
+    assert 0.5 * 64 > math.log(65504)                  # the premise: e^32 is no fp16 number
+    slow = execute(q, k, v, g, beta, transfer_dtype="fp16", fast=False)
+    fast = execute(q, k, v, g, beta, transfer_dtype="fp16", fast=True, check_every=check_every)
+    nf = fast.nonfinite
+    assert (nf.chunk, nf.where, nf.tensor, nf.sequence) == (2, "sync ① (fp16)", "K_div", 1)
+    assert slow.nonfinite == nf
+    assert same(slow.o, fast.o)
+
+
+def test_the_watch_finds_an_overflow_inside_a_phase():
+    # FLA's -5*sigmoid gates: exp(-gc) overflows fp32 in Phase A of the first chunk (Gamma_inv)
+    x = make_inputs(1, 128, 2, 32, 32, "kimi", 0)
+    slow, fast = _both(x, version="v3", transfer_dtype="fp32")
+    assert fast.nonfinite == slow.nonfinite
+    assert fast.nonfinite.where == "Phase A" and fast.nonfinite.chunk == 0
+
+
+def test_the_api_follows_the_fast_path():
+    # chunk_kda takes the fast path: the same bits as the recording runtime
+    import kda
+    x = _inputs(tokens=96)
+    o, S = kda.chunk_kda(x.q, x.k, x.v, x.g, x.beta, initial_state=x.initial_state, output_final_state=True)
+    slow = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, fast=False)
+    assert same(o, slow.o) and same(S, slow.final_state)
