@@ -48,8 +48,7 @@ def workspace_kib(r) -> dict:
 def _overflow_text(o: dict | None) -> str | None:
     if not o:
         return None
-    where = ", ".join(str(x) for x in (o.get("where"), o.get("phase")) if x)
-    return f"overflow: inf/NaN first in {o.get('tensor')} ({where}, chunk {o.get('chunk')})"
+    return f"overflow: inf/NaN first in {o.get('tensor')} ({o.get('where') or o.get('phase')}, chunk {o.get('chunk')})"
 
 
 def flatten(data: dict, prefix: str = "") -> dict:

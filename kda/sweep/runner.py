@@ -70,8 +70,13 @@ def _row(spec: Spec, point, result: dict) -> dict:
     return row
 
 
+# the report's own copy of the settings and shapes: kept whatever the spec's metrics say
+SETTINGS = {"chunks", "tokens", "batch", "heads", "chunk_size", "d_k", "d_v", "dtype", "gates", "seed", "profile",
+            "numerics"}
+
+
 def _kept(name: str, metrics: tuple[str, ...]) -> bool:
-    return not metrics or any(name == m or name.startswith(m + ".") for m in metrics)
+    return not metrics or name in SETTINGS or any(name == m or name.startswith(m + ".") for m in metrics)
 
 
 def _unmatched(metrics, rows) -> list[str]:

@@ -183,7 +183,7 @@ def _name(key: str, origin: str, what: str) -> str:
         return key
     name = key.replace("_", "-")
     if name in NOT_AXES:
-        raise SpecError(f"{origin}: {name!r} cannot be a {what}: it is {NOT_AXES[name]}")
+        raise SpecError(f"{origin}: {name!r} cannot be swept or fixed: it is {NOT_AXES[name]}")
     if name not in _options():
         known = sorted(k for k in _options() if k not in NOT_AXES)
         raise SpecError(f"{origin}: unknown {what} {key!r}: kda.run's options are {', '.join(known)}, "
