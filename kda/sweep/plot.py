@@ -163,16 +163,16 @@ def plot_table(path: str | Path, outdir: str | Path | None = None, heatmaps: lis
     for name, fig in figures:
         (outdir / name).write_bytes(png_bytes(fig, 100))
         written.append(outdir / name)
-    best = best_per_shape(df, metric).to_markdown(index=False) if _has_tabulate() else \
-        best_per_shape(df, metric).to_string(index=False)
+    best = markdown_table(best_per_shape(df, metric))
     (outdir / "best.md").write_text(best + "\n", encoding="utf-8")
     written.append(outdir / "best.md")
     return written, best
 
 
-def _has_tabulate() -> bool:
-    try:
-        import tabulate  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def markdown_table(df) -> str:
+    """A DataFrame as a markdown table (numbers to 4 significant digits)."""
+    def cell(x):
+        return f"{x:.4g}" if isinstance(x, float) else str(x)
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+    lines += ["| " + " | ".join(cell(x) for x in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)
