@@ -1,0 +1,106 @@
+"""python -m kda.sweep SPEC.toml [-o results.parquet] [--workers N | --scheduler tcp://HOST:PORT]
+python -m kda.sweep plot results.parquet [-o DIR] [--heatmap X,Y] [--metric COLUMN]
+
+Runs every point of a sweep spec (kda/sweep/spec.py) and writes one row per point: its settings, status,
+error and metrics. Bad input gets one line on stderr and exit status 2; a failing point is a row.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise SystemExit(_fail(f"{self.prog}: {message}"))
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def run_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m kda.sweep", description="Run every point of a sweep spec (TOML).")
+    p.add_argument("spec", type=Path, help="the spec file: [axes], [fixed], metrics, numerics")
+    p.add_argument("-o", "--output", type=Path, help="the table (.parquet, or .csv); default SPEC.parquet "
+                   "(.csv without pyarrow)")
+    p.add_argument("--workers", type=int, help="worker processes of the local Dask cluster (default: one per "
+                   "core); 0 runs in this process")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="an existing Dask cluster's scheduler")
+    p.add_argument("--cache", type=Path, help="the cache of finished points (default OUTPUT.cache.jsonl)")
+    p.add_argument("--no-cache", action="store_true", help="run every point, read and write no cache")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no summary line")
+    return p
+
+
+def plot_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m kda.sweep plot", description="Pareto front, heat maps and the best point "
+                "per shape of a sweep's table.")
+    p.add_argument("table", type=Path, help="a sweep's .parquet or .csv")
+    p.add_argument("-o", "--outdir", type=Path, help="where the figures go (default TABLE_plots/)")
+    p.add_argument("--heatmap", action="append", default=[], metavar="X,Y",
+                   help="a heat map of two axis columns (repeatable; default: the first two axes that vary)")
+    p.add_argument("--metric", help="the metric of the heat maps and of the best point (default: the layer "
+                   "latency)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["plot"]:
+        return plot_main(argv[1:])
+    args = run_parser().parse_args(argv)
+    from .runner import SchedulerError, run_sweep
+    from .spec import SpecError, load_spec
+    from .table import have_parquet, write_table
+    if args.workers is not None and args.workers < 0:
+        return _fail(f"--workers must be >= 0, got {args.workers}")
+    if args.scheduler is not None and args.workers is not None:
+        return _fail("--scheduler runs on that cluster's workers: it does not go with --workers")
+    output = args.output or args.spec.with_suffix(".parquet" if have_parquet() else ".csv")
+    if output.suffix not in (".parquet", ".csv"):
+        return _fail(f"--output {output}: the table must end in .parquet or .csv")
+    if not output.parent.is_dir():
+        return _fail(f"--output {output}: no directory {output.parent}")
+    try:
+        spec = load_spec(args.spec)
+    except SpecError as err:
+        return _fail(str(err))
+    cache = None if args.no_cache else (args.cache or output.with_name(output.stem + ".cache.jsonl"))
+    start = time.perf_counter()
+    try:
+        out = run_sweep(spec, workers=args.workers, scheduler=args.scheduler, cache=cache,
+                        progress=not args.quiet)
+    except SchedulerError as err:
+        return _fail(str(err))
+    except KeyboardInterrupt:
+        print(f"interrupted: the finished points are in {cache}; run again to go on", file=sys.stderr)
+        return 130
+    written = write_table(out.rows, output)
+    for m in out.unmatched_metrics:
+        print(f"warning: metric {m!r} matched no column", file=sys.stderr)
+    if not args.quiet:
+        where = f"{out.workers} Dask workers" if out.workers else "in-process"
+        print(f"{len(out.rows)} points ({out.ran} run {where}, {out.cached} from the cache), "
+              f"{out.failed} failed, {time.perf_counter() - start:.1f} s -> {written}", file=sys.stderr)
+    return 0
+
+
+def plot_main(argv: list[str]) -> int:
+    args = plot_parser().parse_args(argv)
+    from .plot import PlotError, plot_table
+    try:
+        written, best = plot_table(args.table, args.outdir, [h.split(",") for h in args.heatmap], args.metric)
+    except PlotError as err:
+        return _fail(str(err))
+    print(best)
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""Results cached by a hash of each point's settings, the project's version and sources, and the profile
+file's contents: an interrupted or extended sweep runs only the points it has not finished.
+
+The cache is one JSON line per finished point, appended as each arrives (a line cut short by an interrupt
+is skipped on reading)."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+from importlib import metadata, resources
+from pathlib import Path
+
+import kda
+import npusim
+
+
+@functools.lru_cache(maxsize=1)
+def project_version() -> str:
+    """The package version and a digest of every source file of kda and npusim: a changed model is a
+    different project, whatever its version number says."""
+    try:
+        version = metadata.version("kda-npusim")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    h = hashlib.sha256()
+    for pkg in (kda, npusim):
+        root = Path(pkg.__file__).parent
+        for f in sorted(root.rglob("*.py")):
+            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    return f"{version}+{h.hexdigest()[:16]}"
+
+
+@functools.lru_cache(maxsize=64)
+def profile_digest(name_or_path: str) -> str:
+    """sha256 of the profile file, and of every file it inherits from."""
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        data = path.read_bytes() if path.is_file() else b""
+    else:
+        res = resources.files("npusim") / "profiles" / f"{name_or_path}.toml"
+        data = res.read_bytes() if res.is_file() else b""
+    h = hashlib.sha256(data)
+    try:
+        import tomllib
+        parent = tomllib.loads(data.decode("utf-8")).get("inherits")
+    except (ValueError, UnicodeDecodeError):
+        parent = None
+    if isinstance(parent, str) and parent != name_or_path:
+        h.update(profile_digest(parent).encode())
+    return h.hexdigest()
+
+
+def point_key(version: str, settings) -> str:
+    payload = {"version": version, "settings": dataclasses.asdict(settings), "project": project_version(),
+               "profile": profile_digest(settings.profile)}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class Cache:
+    """Rows by point key, in a JSON-lines file; `None` path: no cache."""
+
+    def __init__(self, path: str | Path | None):
+        self.path = Path(path) if path is not None else None
+        self.rows: dict[str, dict] = {}
+        if self.path is not None and self.path.is_file():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    entry = json.loads(line)
+                    self.rows[entry["key"]] = entry["row"]
+                except (ValueError, KeyError, TypeError):
+                    continue            # a line cut short by an interrupt
+        self._file = None
+
+    def get(self, key: str) -> dict | None:
+        return self.rows.get(key)
+
+    def add(self, key: str, row: dict) -> None:
+        self.rows[key] = row
+        if self.path is None:
+            return
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("a", encoding="utf-8")
+        self._file.write(json.dumps({"key": key, "row": row}) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

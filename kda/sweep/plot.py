@@ -1,0 +1,178 @@
+"""What people look at in a sweep's table: the Pareto front of latency, accuracy (rel RMS) and workspace
+KiB coloured by design; heat maps of any two axes; the best point per shape."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+SHAPE = ("batch", "heads", "tokens", "seqlens", "d_k", "d_v")
+WORKSPACE = "workspace_kib.needed"
+
+
+class PlotError(ValueError):
+    """A table or a column that cannot be plotted: one line."""
+
+
+def settings_columns(df) -> list[str]:
+    """The sweep writes point, the settings, then status: the settings are the columns between."""
+    cols = list(df.columns)
+    if "point" not in cols or "status" not in cols:
+        raise PlotError("not a sweep table: it has no 'point' and 'status' columns")
+    return cols[cols.index("point") + 1:cols.index("status")]
+
+
+def axes(df) -> list[str]:
+    """The settings that vary over the table."""
+    return [c for c in settings_columns(df) if df[c].astype(str).nunique() > 1]
+
+
+def latency_column(df) -> str:
+    for c in ("design.latency_us", "latency_us.pipelined", "chip.layer_latency_us"):
+        if c in df.columns and df[c].notna().any():
+            return c
+    raise PlotError("the table has no latency column (design.latency_us or latency_us.pipelined): "
+                    "were they left out of the spec's metrics, or did every point fail?")
+
+
+def with_objectives(df):
+    """The ok rows, with `latency_us`, `rel_rms` (max of output and state error; NaN without numerics)
+    and `workspace_kib` columns."""
+    ok = df[df["status"] == "ok"].copy()
+    ok["latency_us"] = ok[latency_column(df)].astype(float)
+    errs = [c for c in ("errors.o", "errors.final_state") if c in ok.columns]
+    ok["rel_rms"] = ok[errs].astype(float).max(axis=1) if errs else math.nan
+    ok["workspace_kib"] = ok[WORKSPACE].astype(float) if WORKSPACE in ok.columns else math.nan
+    return ok
+
+
+def pareto_mask(values) -> list[bool]:
+    """Rows of `values` (lists of numbers, all minimised) that no other row dominates; NaN objectives are
+    left out of the comparison (every row lacks them alike)."""
+    rows = [tuple(v) for v in values]
+    keep = [i for i in range(len(rows[0])) if not any(math.isnan(r[i]) for r in rows)] if rows else []
+    pts = [tuple(r[i] for i in keep) for r in rows]
+    return [not any(all(o <= p for o, p in zip(q, pt)) and q != pt for q in pts) for pt in pts]
+
+
+def figure_pareto(df):
+    import matplotlib.pyplot as plt
+    ok = with_objectives(df)
+    if ok.empty:
+        raise PlotError("no point of the table succeeded: nothing to plot")
+    objs = ["latency_us", "rel_rms", "workspace_kib"]
+    front = pareto_mask(ok[objs].to_numpy(float).tolist())
+    ok["front"] = front
+    pairs = [(a, b) for a, b in (("latency_us", "rel_rms"), ("latency_us", "workspace_kib"),
+                                 ("rel_rms", "workspace_kib")) if ok[a].notna().all() and ok[b].notna().all()]
+    pairs = pairs or [("latency_us", "workspace_kib")]
+    fig, axs = plt.subplots(1, len(pairs), figsize=(5.2 * len(pairs), 4.0), squeeze=False)
+    versions = sorted(ok["version"].astype(str).unique())
+    colours = {v: plt.get_cmap("tab10")(i % 10) for i, v in enumerate(versions)}
+    labels = {"latency_us": "latency (µs)", "rel_rms": "rel RMS error (max of output, state)",
+              "workspace_kib": "workspace per core (KiB)"}
+    for ax, (x, y) in zip(axs[0], pairs):
+        for v in versions:
+            sub = ok[ok["version"].astype(str) == v]
+            ax.scatter(sub[x], sub[y], s=14, color=colours[v], alpha=0.35, lw=0)
+            top = sub[sub["front"]]
+            ax.scatter(top[x], top[y], s=40, color=colours[v], edgecolor="black", lw=0.8, label=v)
+        ax.set_xlabel(labels[x]); ax.set_ylabel(labels[y]); ax.grid(color="#e5e5e5")
+        if x == "rel_rms" or y == "rel_rms":
+            (ax.set_xscale if x == "rel_rms" else ax.set_yscale)("log")
+    axs[0][0].legend(fontsize=8, title="design (outlined: Pareto front)", title_fontsize=8)
+    fig.suptitle(f"{int(ok['front'].sum())} of {len(ok)} points on the Pareto front of "
+                 + ", ".join(labels[o].split(" (")[0] for o in objs if ok[o].notna().all()), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def heatmap_table(df, x: str, y: str, metric: str | None = None):
+    """metric by (y, x): the smallest over the other axes, where others vary."""
+    for c in (x, y):
+        if c not in df.columns:
+            raise PlotError(f"--heatmap: no column {c!r}; the axes are {', '.join(axes(df)) or 'none'}")
+    ok = with_objectives(df)
+    metric = metric or "latency_us"
+    if metric not in ok.columns:
+        raise PlotError(f"--metric: no column {metric!r}")
+    return ok.pivot_table(index=y, columns=x, values=metric, aggfunc="min")
+
+
+def figure_heatmap(df, x: str, y: str, metric: str | None = None):
+    import matplotlib.pyplot as plt
+    table = heatmap_table(df, x, y, metric)
+    others = [a for a in axes(df) if a not in (x, y)]
+    fig, ax = plt.subplots(figsize=(1.0 + 0.8 * max(len(table.columns), 4), 1.2 + 0.45 * max(len(table), 3)))
+    im = ax.imshow(table.to_numpy(float), origin="lower", aspect="auto", cmap="viridis_r")
+    ax.set_xticks(range(len(table.columns)), [f"{c:g}" if isinstance(c, float) else str(c) for c in table.columns],
+                  fontsize=8)
+    ax.set_yticks(range(len(table.index)), [f"{c:g}" if isinstance(c, float) else str(c) for c in table.index],
+                  fontsize=8)
+    ax.set_xlabel(x); ax.set_ylabel(y)
+    values = table.to_numpy(float)
+    for i in range(values.shape[0]):
+        for j in range(values.shape[1]):
+            if not math.isnan(values[i, j]):
+                ax.text(j, i, f"{values[i, j]:.4g}", ha="center", va="center", fontsize=7, color="white")
+    fig.colorbar(im, ax=ax, label=metric or "latency (µs)")
+    ax.set_title(f"{metric or 'latency (µs)'}" + (f", best over {', '.join(others)}" if others else ""),
+                 loc="left", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def best_per_shape(df, metric: str | None = None):
+    """Per shape (batch, heads, tokens, d_k, d_v), the ok point with the smallest metric (default the
+    latency) among those that pass parity where numerics ran."""
+    ok = with_objectives(df)
+    metric = metric or "latency_us"
+    if metric not in ok.columns:
+        raise PlotError(f"--metric: no column {metric!r}")
+    if "parity.pass" in ok.columns:
+        ok = ok[ok["parity.pass"].isna() | (ok["parity.pass"] == True)]  # noqa: E712 - a column of bools
+    ok = ok[ok[metric].notna()]
+    if ok.empty:
+        raise PlotError("no point succeeded (and passed parity): no best point")
+    shape = [c for c in SHAPE if c in ok.columns]
+    best = ok.loc[ok.groupby(shape, dropna=False)[metric].idxmin()] if shape else ok.nsmallest(1, metric)
+    keep = list(dict.fromkeys(shape + ["point", "version"] + axes(df) + [metric, "rel_rms", "workspace_kib"]))
+    return best[[c for c in keep if c in best.columns]].reset_index(drop=True)
+
+
+def plot_table(path: str | Path, outdir: str | Path | None = None, heatmaps: list | None = None,
+               metric: str | None = None) -> tuple[list[Path], str]:
+    """Writes pareto.png, one heatmap_X_Y.png per pair and best.md; returns the paths and the best table
+    as markdown."""
+    from .table import read_table
+    path = Path(path)
+    try:
+        df = read_table(path)
+    except (FileNotFoundError, OSError, ValueError) as err:
+        raise PlotError(f"{path}: {err}") from None
+    outdir = Path(outdir) if outdir is not None else path.with_name(path.stem + "_plots")
+    outdir.mkdir(parents=True, exist_ok=True)
+    from ..plots import png_bytes
+    written = []
+    pairs = [tuple(h) for h in heatmaps or []]
+    if any(len(p) != 2 for p in pairs):
+        raise PlotError("--heatmap takes two columns, X,Y")
+    if not pairs and len(axes(df)) >= 2:
+        pairs = [tuple(axes(df)[:2])]
+    figures = [("pareto.png", figure_pareto(df))]
+    figures += [(f"heatmap_{x}_{y}.png".replace("/", "_"), figure_heatmap(df, x, y, metric)) for x, y in pairs]
+    for name, fig in figures:
+        (outdir / name).write_bytes(png_bytes(fig, 100))
+        written.append(outdir / name)
+    best = markdown_table(best_per_shape(df, metric))
+    (outdir / "best.md").write_text(best + "\n", encoding="utf-8")
+    written.append(outdir / "best.md")
+    return written, best
+
+
+def markdown_table(df) -> str:
+    """A DataFrame as a markdown table (numbers to 4 significant digits)."""
+    def cell(x):
+        return f"{x:.4g}" if isinstance(x, float) else str(x)
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+    lines += ["| " + " | ".join(cell(x) for x in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)

@@ -1,0 +1,71 @@
+"""One point of a sweep: `kda.evaluate.evaluate(version, settings)`, flattened into one row. Runs on a Dask
+worker or in-process; a point that fails is a row with its error, never an exception."""
+from __future__ import annotations
+
+import json
+import math
+
+from npusim import NpuSimError
+from npusim.workspace import analyse as workspace_use
+
+from ..api import KdaInputError
+from ..evaluate import Settings, evaluate
+
+OK, FAILED = "ok", "failed"
+
+
+def run_point(version: str, settings: Settings, threads: int | None = None) -> tuple[dict, bool]:
+    """(row, cacheable): the row holds `status`, `error` and every metric of the --json report, flattened
+    to dotted columns. Errors of the input (a bad combination, a workspace that does not fit, an overflow)
+    are results and cacheable; anything else (a crash) is reported but run again next time."""
+    if threads:
+        import torch
+        torch.set_num_threads(threads)
+    try:
+        r = evaluate(version, settings)
+        data = r.to_json()
+    except (KdaInputError, NpuSimError, ValueError) as err:
+        return {"status": FAILED, "error": str(err)}, True
+    except Exception as err:  # noqa: BLE001 - a sweep outlives any one point
+        return {"status": FAILED, "error": f"{type(err).__name__}: {err}"}, False
+    if "design" not in data and getattr(r, "design_report", None) is not None:
+        data["design"] = r.design_report.to_dict()
+    data["workspace_kib"] = workspace_kib(r)
+    error = r.workspace_error or _overflow_text(data.get("overflow"))
+    return {"status": FAILED if error else OK, "error": error, **flatten(data)}, True
+
+
+def workspace_kib(r) -> dict:
+    """What the design's GM workspace must hold per AI core: its resident region, one ping/pong slot at its
+    peak, and resident + slots x slot (the largest over the passes, which run one after another)."""
+    slots = r.profile.workspace.slots
+    uses = [workspace_use(g) for g in r.execution.pass_graphs]
+    need = [(u.resident_bytes, u.slot_peak) for u in uses]
+    return {"resident": max(a for a, _ in need) / 1024, "slot": max(b for _, b in need) / 1024,
+            "needed": max(a + slots * b for a, b in need) / 1024}
+
+
+def _overflow_text(o: dict | None) -> str | None:
+    if not o:
+        return None
+    return f"overflow: inf/NaN first in {o.get('tensor')} ({o.get('where') or o.get('phase')}, chunk {o.get('chunk')})"
+
+
+def flatten(data: dict, prefix: str = "") -> dict:
+    """Nested dicts become dotted columns; lists become JSON text (one cell); non-finite floats stay floats."""
+    out = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, name + ".") if value else {name: None})
+        elif isinstance(value, (list, tuple)):
+            out[name] = json.dumps(value, default=_json_default)
+        else:
+            out[name] = value
+    return out
+
+
+def _json_default(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return str(x)

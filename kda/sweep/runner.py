@@ -1,0 +1,165 @@
+"""Run a sweep's points: from the cache where finished, else in-process (`workers=0`), on a Dask
+`LocalCluster` (one worker process per core by default) or on an existing cluster (`scheduler=` address).
+Rows come back in point order, whatever order the workers finish in."""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+
+from .cache import Cache, point_key
+from .point import FAILED, run_point
+from .spec import Spec
+
+
+class SchedulerError(RuntimeError):
+    """No cluster to run on: one line naming the address and why."""
+
+
+@dataclass
+class Outcome:
+    rows: list[dict]                       # one per point, in point order
+    ran: int = 0                           # points computed in this call
+    cached: int = 0                        # points taken from the cache
+    failed: int = 0                        # rows whose status is "failed"
+    workers: int = 0                       # 0: in-process
+    unmatched_metrics: list[str] = field(default_factory=list)
+
+
+def run_sweep(spec: Spec, *, workers: int | None = 0, scheduler: str | None = None,
+              cache: str | os.PathLike | None = None, progress: bool = False) -> Outcome:
+    """Every point of `spec`: one row each with its axis values, its fixed settings, `status`, `error` and
+    the metrics. `workers=None` starts one worker per core; `scheduler` uses an existing cluster."""
+    store = Cache(cache)
+    points = spec.points()
+    keys = [point_key(p.version, p.settings) for p in points]
+    found = {i: store.get(k) for i, k in enumerate(keys) if store.get(k) is not None}
+    todo = [p for p in points if p.index not in found]
+    results = dict(found)
+    bar = _Bar(len(points), sum(r.get("status") == FAILED for r in found.values()), len(found), progress)
+    n_workers = 0
+    try:
+        with bar:
+            if scheduler is None and workers == 0:
+                source = _in_process(todo)
+            else:
+                source, n_workers = _on_dask(todo, workers, scheduler)
+            for index, row, cacheable in source:
+                results[index] = row
+                if cacheable:
+                    store.add(keys[index], row)
+                bar.tick(row.get("status") == FAILED)
+    finally:
+        store.close()
+    rows = [_row(spec, p, results[p.index]) for p in points]
+    return Outcome(rows, len(todo), len(found), sum(r["status"] == FAILED for r in rows), n_workers,
+                   _unmatched(spec.metrics, rows))
+
+
+def _row(spec: Spec, point, result: dict) -> dict:
+    """point, the settings (fixed, then axes), status, error, then the metrics the spec keeps."""
+    columns = spec.columns
+    settings = {columns[n]: v for n, v in spec.fixed.items()} | point.values
+    if "version" not in settings:
+        settings["version"] = point.version
+    row = {"point": point.index, **settings, "status": result.get("status", FAILED), "error": result.get("error")}
+    for name, value in result.items():
+        if name not in row and _kept(name, spec.metrics):
+            row[name] = value
+    return row
+
+
+# the report's own copy of the settings and shapes: kept whatever the spec's metrics say
+SETTINGS = {"chunks", "tokens", "batch", "heads", "chunk_size", "d_k", "d_v", "dtype", "gates", "seed", "profile",
+            "numerics"}
+
+
+def _kept(name: str, metrics: tuple[str, ...]) -> bool:
+    return not metrics or name in SETTINGS or any(name == m or name.startswith(m + ".") for m in metrics)
+
+
+def _unmatched(metrics, rows) -> list[str]:
+    names = {n for r in rows for n in r}
+    return [m for m in metrics if not any(n == m or n.startswith(m + ".") for n in names)]
+
+
+def _in_process(todo):
+    """One point after another in this process, with one torch thread as each Dask worker has: the
+    points' matmuls are small, and threads only contend (4x slower recording on a busy 2-core machine)."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for p in todo:
+            yield (p.index, *run_point(p.version, p.settings))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _on_dask(todo, workers: int | None, scheduler: str | None):
+    """(generator of (index, row, cacheable), worker count) on a LocalCluster or the given scheduler."""
+    try:
+        from dask.distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise SchedulerError("dask.distributed is not installed: pip install 'dask[distributed]', "
+                             "or run in-process with --workers 0") from None
+    if scheduler is not None:
+        try:
+            client = Client(scheduler, timeout="10s")
+        except (OSError, TimeoutError, ValueError) as err:
+            raise SchedulerError(f"--scheduler {scheduler}: cannot connect ({err})") from None
+        cluster = None
+    else:
+        n = workers if workers else (os.cpu_count() or 1)
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                               silence_logs=logging.ERROR)
+        client = Client(cluster)
+    n_workers = len(client.scheduler_info().get("workers", {}))
+
+    def results():
+        try:
+            futures = {client.submit(run_point, p.version, p.settings, 1, pure=False): p.index for p in todo}
+            for future in as_completed(futures):
+                if future.status == "finished":
+                    yield (futures[future], *future.result())
+                else:       # the worker died or the task was lost: a row, not the end of the sweep
+                    err = future.exception()
+                    yield futures[future], {"status": FAILED, "error": f"{type(err).__name__}: {err}"}, False
+                future.release()
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    return results(), n_workers
+
+
+class _Bar:
+    """Points done, failed and left, on stderr (a rich bar on a terminal, nothing otherwise)."""
+
+    def __init__(self, total: int, failed: int, done: int, enabled: bool):
+        self.total, self.failed, self.done = total, failed, done
+        self.enabled = enabled and sys.stderr.isatty()
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+            self.bar = Progress(TextColumn("sweep"), BarColumn(), TextColumn("{task.description}"),
+                                TimeElapsedColumn(), transient=True)
+            self.bar.__enter__()
+            self.task = self.bar.add_task(self._text(), total=self.total, completed=self.done)
+        return self
+
+    def _text(self) -> str:
+        return f"done {self.done - self.failed}  failed {self.failed}  left {self.total - self.done}"
+
+    def tick(self, failed: bool) -> None:
+        self.done += 1
+        self.failed += failed
+        if self.enabled:
+            self.bar.update(self.task, advance=1, description=self._text())
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            self.bar.__exit__(*exc)
+        return False

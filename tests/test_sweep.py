@@ -1,0 +1,145 @@
+"""python -m kda.sweep: the grid, Dask against in-process, the cache, error rows, bad specs, the plots."""
+import json
+import math
+
+import pytest
+
+from kda.sweep import parse_spec, run_sweep
+from kda.sweep import runner as sweep_runner
+from kda.sweep.__main__ import main
+from kda.sweep.plot import best_per_shape, pareto_mask
+
+pytest.importorskip("pandas")
+
+# timing only, the document's profile, 4 chunks of 64: each point takes milliseconds
+SMALL = {"numerics": False, "metrics": ["latency_us", "design.latency_us", "syncs_per_chunk", "workspace_kib"],
+         "axes": {"version": ["v2", "v3"], "sync.latency_us": [0.5, 1.0]},
+         "fixed": {"profile": "seed-doc", "chunks": 4}}
+
+
+def _same(a, b):
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+
+
+def _rows_equal(x, y):
+    assert [list(r) for r in x] == [list(r) for r in y]
+    for r, s in zip(x, y):
+        assert all(_same(r[k], s[k]) for k in r), (r, s)
+
+
+def test_grid_order_and_the_override_reaches_the_profile():
+    rows = run_sweep(parse_spec(SMALL)).rows
+    assert [(r["point"], r["version"], r["sync.latency_us"]) for r in rows] == [
+        (0, "v2", 0.5), (1, "v2", 1.0), (2, "v3", 0.5), (3, "v3", 1.0)]     # the first axis varies slowest
+    assert all(r["status"] == "ok" and r["error"] is None for r in rows)
+    # serial: every hand-off pays its fixed cost once per chunk; the state rides on an existing sync.
+    # +0.5 us per sync x 4 chunks x (10 syncs for v2, 6 for v3)
+    assert [r["syncs_per_chunk"] for r in rows] == [10, 10, 6, 6]
+    assert rows[1]["latency_us.serial"] - rows[0]["latency_us.serial"] == pytest.approx(4 * 10 * 0.5)
+    assert rows[3]["latency_us.serial"] - rows[2]["latency_us.serial"] == pytest.approx(4 * 6 * 0.5)
+    assert "overlap.cube_vec_concurrent_us" not in rows[0]          # not among the spec's metrics
+    assert rows[0]["chunks"] == 4 and rows[0]["heads"] == 1          # the report's settings are always kept
+
+
+def test_local_cluster_with_two_workers_gives_the_in_process_rows():
+    spec = parse_spec(SMALL)
+    local = run_sweep(spec, workers=0)
+    dask = run_sweep(spec, workers=2)
+    assert dask.workers == 2 and dask.ran == 4
+    _rows_equal(local.rows, dask.rows)
+
+
+def test_the_cache_skips_finished_points(tmp_path, monkeypatch):
+    calls = []
+    real = sweep_runner.run_point
+    monkeypatch.setattr(sweep_runner, "run_point", lambda v, s, *a: calls.append((v, s)) or real(v, s, *a))
+    cache = tmp_path / "c.jsonl"
+    first = run_sweep(parse_spec(SMALL), cache=cache)
+    assert (first.ran, first.cached, len(calls)) == (4, 0, 4)
+    again = run_sweep(parse_spec(SMALL), cache=cache)
+    assert (again.ran, again.cached, len(calls)) == (0, 4, 4)
+    _rows_equal(first.rows, again.rows)
+    extended = {**SMALL, "axes": {**SMALL["axes"], "sync.latency_us": [0.5, 1.0, 2.0]}}
+    more = run_sweep(parse_spec(extended), cache=cache)
+    assert (more.ran, more.cached) == (2, 4)                      # only v2 and v3 at 2.0 us
+    assert [c[1].overrides for c in calls[4:]] == [{"sync.latency_us": 2.0}] * 2
+    with cache.open("a") as f:
+        f.write('{"key": "cut short by an interr')                # an interrupted write is skipped
+    assert run_sweep(parse_spec(extended), cache=cache).ran == 0
+
+
+def test_a_failing_point_is_a_row_with_its_error():
+    spec = parse_spec({"numerics": False, "axes": {"version": ["v3", "fla"], "chunk-size": [64, 256]},
+                       "fixed": {"profile": "seed-doc", "chunks": 2, "resident": "Q_scaled,K_decay"}})
+    rows = run_sweep(spec).rows
+    by = {(r["version"], r["chunk_size"]): r for r in rows}
+    assert by[("v3", 64)]["status"] == "ok"
+    # C = 256: Q_scaled and K_decay are 256 x 128 bf16 = 64 KiB each, the state 32 KiB: 160 KiB > 64 KiB
+    assert by[("v3", 256)]["status"] == "failed"
+    assert "resident region needs 160 KiB" in by[("v3", 256)]["error"]
+    for C in (64, 256):                                          # fla has no per-chunk plan to replace
+        assert by[("fla", C)]["status"] == "failed" and "--resident" in by[("fla", C)]["error"]
+    assert [r["point"] for r in rows] == [0, 1, 2, 3]
+
+
+def test_an_overflow_is_a_failed_row_with_its_numbers():
+    spec = parse_spec({"axes": {"dtype": ["bf16", "fp16"]}, "fixed": {"version": "v3", "chunks": 2}})
+    ok, bad = run_sweep(spec).rows
+    assert ok["status"] == "ok" and ok["parity.pass"] is True
+    assert bad["status"] == "failed" and bad["error"].startswith("overflow: inf/NaN first in K_div")
+    assert bad["latency_us.pipelined"] > 0                       # the timing of a failed point is kept
+
+
+@pytest.mark.parametrize("body, message", [
+    ('[axes]\nwarp-size = [1, 2]\n', "unknown axis 'warp-size'"),
+    ('[axes]\nchunk-size = []\n', "axis 'chunk-size' has no values"),
+    ('[axes]\ndtype = ["bf16", "fp8"]\n', "axis 'dtype' value 'fp8'"),
+    ('[axes]\nversion = ["v3", "v9"]\n', "unknown version 'v9'"),
+    ('[axes]\nchunks = [4, 0]\n', "--chunks must be >= 1"),
+    ('[axes]\n"sync.latency_ms" = [1.0]\n', "latency_ms"),
+    ('[axes]\njson = [true]\n', "'json' cannot be swept"),
+    ('[axes]\nchunks = 4\n', "must be a list"),
+    ('numerics = "no"\n', "numerics must be true or false"),
+    ('[axes\n', "not a readable TOML file"),
+])
+def test_a_bad_spec_gets_one_line_and_exit_2(tmp_path, capsys, body, message):
+    spec = tmp_path / "bad.toml"
+    spec.write_text(body)
+    assert main([str(spec), "--workers", "0", "-o", str(tmp_path / "out.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err, err
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_cli_writes_the_table_and_plot_finds_the_best_point(tmp_path, capsys):
+    spec = tmp_path / "s.toml"
+    spec.write_text('numerics = false\n[axes]\nversion = ["v2", "v3"]\n"sync.latency_us" = [0.5, 1.0]\n'
+                    '[fixed]\nprofile = "seed-doc"\nchunks = 4\n')
+    out = tmp_path / "r.parquet"
+    assert main([str(spec), "--workers", "0", "-o", str(out)]) == 0
+    assert (tmp_path / "r.cache.jsonl").is_file()
+    from kda.sweep import read_table
+    df = read_table(out)
+    assert list(df["point"]) == [0, 1, 2, 3] and set(df["status"]) == {"ok"}
+    assert main(["plot", str(out), "-o", str(tmp_path / "p")]) == 0
+    assert {p.name for p in (tmp_path / "p").iterdir()} == {"pareto.png", "heatmap_version_sync.latency_us.png",
+                                                            "best.md"}
+    best = best_per_shape(df)
+    assert len(best) == 1                                        # one shape
+    fastest = df.loc[df["design.latency_us"].idxmin()]
+    assert (best["version"][0], best["sync.latency_us"][0]) == (fastest["version"], fastest["sync.latency_us"])
+    assert (fastest["version"], fastest["sync.latency_us"]) == ("v3", 0.5)   # fewer syncs, cheaper syncs
+    assert "v3" in capsys.readouterr().out
+
+
+def test_pareto_mask_keeps_what_nothing_dominates():
+    nan = float("nan")
+    pts = [[1, 5, nan], [2, 2, nan], [3, 1, nan], [3, 3, nan], [1, 5, nan]]
+    assert pareto_mask(pts) == [True, True, True, False, True]   # (3, 3) is beaten by (2, 2); ties both stay
+
+
+def test_version_all_expands_to_every_design():
+    from kda.programs import DESIGNS
+    spec = parse_spec({"numerics": False, "axes": {"version": ["all"]}, "fixed": {"chunks": 1}})
+    assert [p.version for p in spec.points()] == list(DESIGNS)
+    assert json.dumps(spec.axes)                                  # the spec stays plain data
