@@ -135,15 +135,18 @@ def _precision(q, transfer_dtype, precision, compute_dtype, program) -> Precisio
     return Precision(transfer=transfer, compute=compute_dtype, state=program_default_state(program, transfer))
 
 
-def record_graph(program, *, chunk_size: int, d_k: int, d_v: int, precision: Precision) -> PhaseGraph:
+def record_graph(program, *, chunk_size: int, d_k: int, d_v: int, precision: Precision,
+                 gate_width: int | None = None) -> PhaseGraph:
     """The phase graph of one chunk, recorded on random inputs: it depends on the shapes and the
-    precision policy only, so a timing-only replay needs no real data (`--no-numerics`)."""
+    precision policy only, so a timing-only replay needs no real data (`--no-numerics`).
+    `gate_width=1` records GDN: one decay per head, broadcast over the key channels by the same program
+    (its gate ops then touch C values instead of C x d_k)."""
     gen = torch.Generator().manual_seed(0)
     cd = precision.compute
     rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=cd, device="cpu")
     C = chunk_size
     inputs = {"Q": F.normalize(rnd(1, C, d_k), dim=-1), "K": F.normalize(rnd(1, C, d_k), dim=-1),
-              "V": rnd(1, C, d_v), "g": F.logsigmoid(rnd(1, C, d_k)), "beta": torch.sigmoid(rnd(1, C)),
+              "V": rnd(1, C, d_v), "g": F.logsigmoid(rnd(1, C, gate_width or d_k)), "beta": torch.sigmoid(rnd(1, C)),
               "scale": d_k ** -0.5}
     ex = Executor(program, precision, input_types={"g": "fp32", "beta": "fp32"})
     return ex.record(inputs, torch.zeros(1, d_k, d_v, dtype=cd, device="cpu"), shapes={"chunk_size": C, "d_k": d_k, "d_v": d_v})

@@ -339,6 +339,13 @@ def _cu(settings: Settings):
     return cu
 
 
+def retime(result: VersionResult, profile: Profile) -> VersionResult:
+    """A copy of `result` with its timing replayed on `profile` from the same recorded graph (no numerics):
+    what uncertainty studies and calibration run per sample."""
+    return _time(replace(result, profile=profile, report=None, pipelined=None, serial=None, workspace_error=None,
+                         design_run=None, design_serial=None, design_report=None))
+
+
 def _time(result: VersionResult) -> VersionResult:
     """The timing replay, pipelined and serial, and the reports (kda/timing.py)."""
     time_result(result)

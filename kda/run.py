@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "inputs of the right shapes and replay it for every chunk and head (no parity)")
     p.add_argument("--device", default="cpu", help="torch device of the numerics: cpu, cuda or npu "
                    "(npu needs the optional torch_npu: pip install -e \".[npu]\")")
+    p.add_argument("--uncertainty", type=int, metavar="N", help="also replay timing under N profiles sampled "
+                   "(Latin hypercube, --seed) from the ranges of the profile's assumed fields: every latency as a "
+                   "median and 90 %% interval, the assumptions ranked, and with --version all the share each design wins")
     p.add_argument("--json", action="store_true", help="print one JSON object (a list with --version all)")
     p.add_argument("--strict", action="store_true", help="exit 1 if any version fails parity or overflows")
     p.add_argument("--precision", metavar="NAME=TYPE,...", help="precision policy: a transfer type per sync "
@@ -149,6 +152,8 @@ def _settings(args) -> Settings:
     seqlens = parse_seqlens(args.seqlens) if args.seqlens is not None else None
     if seqlens and (args.batch != 1 or args.tokens is not None):
         raise KdaInputError("--seqlens gives every sequence's length: it replaces --batch and --tokens")
+    if args.uncertainty is not None and args.uncertainty < 2:
+        raise KdaInputError(f"--uncertainty needs at least 2 samples, got {args.uncertainty}")
     if args.cores is not None and args.cores < 1:
         raise KdaInputError(f"--cores must be >= 1, got {args.cores}")
     if args.no_numerics and args.inputs is not None:
@@ -258,13 +263,19 @@ def main(argv: list[str] | None = None) -> int:
             _write_outputs(args, results)
         except (ValueError, OSError) as err:
             errors.append(str(err))
+        spread = _uncertainty(args, settings, results, errors)
         if args.json:
             payload = [r.to_json() for r in results]
+            for item in payload if spread is not None else ():
+                item["uncertainty"] = spread.to_dict()
             print(json.dumps(payload if len(versions) > 1 else payload[0], indent=2, ensure_ascii=False,
                              default=_json_default))
         else:
             from .render import print_results
             print_results(results)
+            if spread is not None:
+                from .uncertainty import lines
+                print("\n".join(lines(spread)))
     if errors:                  # after what was computed, so that nothing is lost
         for e in errors:
             _fail(e)
@@ -272,6 +283,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.strict and any(not r.passed or r.execution.nonfinite for r in results):
         return 1
     return 0
+
+
+def _uncertainty(args, settings: Settings, results, errors: list[str]):
+    """--uncertainty N over the versions that have timing (kda/uncertainty.py); None when not asked."""
+    timed = [r for r in results if r.design_report is not None]
+    if args.uncertainty is None or not timed:
+        return None
+    from .uncertainty import propagate
+    total = args.uncertainty * len(timed)
+    with _progress(enabled=not args.json, total=total, label="samples") as tick:
+        try:
+            return propagate(timed, args.uncertainty, seed=args.seed, fixed=settings.overrides, progress=tick)
+        except (NpuSimError, ValueError) as err:
+            errors.append(f"--uncertainty: {err}")
+            return None
 
 
 def _check_policy_names(settings: Settings, results) -> None:
@@ -321,8 +347,9 @@ def _json_default(x):
 class _progress:
     """A progress bar on stderr for long runs; silent when stderr is not a terminal."""
 
-    def __init__(self, enabled: bool, total: int):
+    def __init__(self, enabled: bool, total: int, label: str = "chunks"):
         self.enabled = enabled and sys.stderr.isatty() and total >= 64
+        self.label = label
         self.total = total
         self.done = 0
 
@@ -332,7 +359,7 @@ class _progress:
         from rich.progress import Progress
         self.bar = Progress(transient=True)
         self.bar.__enter__()
-        self.task = self.bar.add_task("chunks", total=self.total)
+        self.task = self.bar.add_task(self.label, total=self.total)
         return self.tick
 
     def tick(self, done: int, total: int) -> None:

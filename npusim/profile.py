@@ -4,6 +4,11 @@ A profile file has one table per part of the machine. Every field is either a pl
 `{ value = ..., source = "..." }`; a source that starts with "ASSUMED" marks a number no public document
 gives (reports list those, and studies should sweep them). A file may start from a shipped profile with
 `inherits = "ascend-910b2"` and override single fields.
+
+An assumed field may carry its uncertainty: `range = [lo, hi]` (0 < lo <= value <= hi) with
+`range_reason = "..."` saying why those bounds. Uncertainty studies (npusim/uncertainty.py) sample them and
+calibration (npusim/calibrate.py) fits within them. A file that overrides a field's value drops the
+inherited source and range, unless it gives new ones.
 """
 from __future__ import annotations
 
@@ -74,6 +79,8 @@ class Profile:
     memory: Memory
     workspace: Workspace
     sources: dict[str, str] = field(default_factory=dict, compare=False)
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict, compare=False)
+    range_reasons: dict[str, str] = field(default_factory=dict, compare=False)
 
     # Derived rates, in units per microsecond.
     def cube_macs_per_us(self, operand_bytes: int) -> float:
@@ -99,16 +106,26 @@ class Profile:
         """Fields whose source says ASSUMED: no public figure backs them."""
         return {k: v for k, v in self.sources.items() if v.upper().startswith("ASSUMED")}
 
+    def value(self, key: str) -> float:
+        """The value of field 'section.name'."""
+        section, _, name = key.partition(".")
+        part = getattr(self, section, None) if section in _SECTIONS else None
+        if part is None or not hasattr(part, name):
+            raise ProfileError(f"profile {self.name}: no field {key}")
+        return getattr(part, name)
+
     def replace(self, **changes: float) -> "Profile":
         """A copy with fields changed, named as 'section.field' with dots replaced by '__'
-        (e.g. `replace(sync__latency_us=2.0)`), for sweeps."""
+        (e.g. `replace(sync__latency_us=2.0)`), for sweeps. Sources and ranges are kept; a changed value
+        is not checked against its range (a sweep may go beyond it)."""
         raw = self.as_dict()
         for key, value in changes.items():
             section, _, name = key.partition("__")
             if section not in raw or not isinstance(raw[section], dict) or name not in raw[section]:
                 raise ProfileError(f"profile {self.name}: no field {section}.{name}")
             raw[section][name] = value
-        return _build(raw, f"{self.name} (modified)", self.sources)
+        return _build(raw, f"{self.name} (modified)", self.sources, self.ranges, self.range_reasons,
+                      check_ranges=False)
 
     def as_dict(self) -> dict:
         out: dict = {"name": self.name, "description": self.description}
@@ -154,28 +171,35 @@ def _read(name_or_path: str | Path) -> tuple[dict, str]:
 def _resolve(raw: dict, origin: str, seen: set[str]) -> Profile:
     parent = raw.pop("inherits", None)
     sources: dict[str, str] = {}
+    ranges: dict[str, tuple[float, float]] = {}
+    reasons: dict[str, str] = {}
     if parent is not None:
         if parent in seen:
             raise ProfileError(f"profile {origin}: inherits from itself through {parent!r}")
         base_raw, base_origin = _read(parent)
         base = _resolve(base_raw, base_origin, seen | {parent})
         merged = base.as_dict()
-        sources = dict(base.sources)
+        sources, ranges, reasons = dict(base.sources), dict(base.ranges), dict(base.range_reasons)
         for key, value in raw.items():
             if isinstance(value, dict) and key in _SECTIONS:
                 if not isinstance(merged.get(key), dict):
                     merged[key] = {}
                 merged[key] = {**merged[key], **value}
                 for name in value:
-                    sources.pop(f"{key}.{name}", None)
+                    for inherited in (sources, ranges, reasons):
+                        inherited.pop(f"{key}.{name}", None)
             else:
                 merged[key] = value
         raw = merged
-    return _build(raw, origin, sources)
+    return _build(raw, origin, sources, ranges, reasons)
 
 
-def _build(raw: dict, origin: str, inherited_sources: dict[str, str]) -> Profile:
+def _build(raw: dict, origin: str, inherited_sources: dict[str, str],
+           inherited_ranges: dict[str, tuple[float, float]] | None = None,
+           inherited_reasons: dict[str, str] | None = None, check_ranges: bool = True) -> Profile:
     sources = dict(inherited_sources)
+    ranges = dict(inherited_ranges or {})
+    reasons = dict(inherited_reasons or {})
     unknown = set(raw) - set(_SECTIONS) - {"name", "description"}
     if unknown:
         raise ProfileError(f"profile {origin}: unknown table or field {sorted(unknown)[0]!r}")
@@ -200,13 +224,47 @@ def _build(raw: dict, origin: str, inherited_sources: dict[str, str]) -> Profile
             if isinstance(value, dict):
                 if "value" not in value:
                     raise ProfileError(f"profile {origin}: field {section}.{name} is a table without 'value'")
+                extra_keys = set(value) - {"value", "source", "range", "range_reason"}
+                if extra_keys:
+                    raise ProfileError(f"profile {origin}: field {section}.{name} has an unknown key "
+                                       f"{sorted(extra_keys)[0]!r} (known: value, source, range, range_reason)")
                 if "source" in value:
                     sources[f"{section}.{name}"] = str(value["source"])
+                if "range" in value:
+                    ranges[f"{section}.{name}"] = _check_range(value["range"], f"{section}.{name}", origin)
+                    if not str(value.get("range_reason", "")).strip():
+                        raise ProfileError(f"profile {origin}: field {section}.{name} has a range but no "
+                                           f"range_reason saying why")
+                    reasons[f"{section}.{name}"] = str(value["range_reason"])
+                elif "range_reason" in value:
+                    raise ProfileError(f"profile {origin}: field {section}.{name} has a range_reason but no range")
                 value = value["value"]
             values[name] = _check_number(value, f.type, f"{section}.{name}", origin)
+            key = f"{section}.{name}"
+            if check_ranges and key in ranges and not ranges[key][0] <= values[name] <= ranges[key][1]:
+                lo, hi = ranges[key]
+                raise ProfileError(f"profile {origin}: field {key} = {values[name]:g} lies outside its range "
+                                   f"[{lo:g}, {hi:g}]")
         parts[section] = cls(**values)
     name = raw.get("name", Path(origin).stem)
-    return Profile(name=str(name), description=str(raw.get("description", "")), sources=sources, **parts)
+    return Profile(name=str(name), description=str(raw.get("description", "")), sources=sources,
+                   ranges=ranges, range_reasons=reasons, **parts)
+
+
+def _check_range(value, where: str, origin: str) -> tuple[float, float]:
+    """`range = [lo, hi]`: two finite numbers, 0 < lo <= hi (uncertainty samples them on a log scale)."""
+    ok = isinstance(value, list) and len(value) == 2 and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) for x in value)
+    if not ok:
+        raise ProfileError(f"profile {origin}: field {where}: range must be [lo, hi], two numbers, got {value!r}")
+    lo, hi = float(value[0]), float(value[1])
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ProfileError(f"profile {origin}: field {where}: range bounds must be finite numbers, got {value!r}")
+    if lo <= 0:
+        raise ProfileError(f"profile {origin}: field {where}: range lower bound must be > 0, got {lo:g}")
+    if lo > hi:
+        raise ProfileError(f"profile {origin}: field {where}: range [{lo:g}, {hi:g}] has lo > hi")
+    return lo, hi
 
 
 def _check_number(value, type_name: str, where: str, origin: str):
