@@ -3,9 +3,9 @@ report with the chip's HBM floor. evaluate.py calls it after the numerics (or on
 random inputs, for a timing-only run)."""
 from __future__ import annotations
 
-from npusim import WorkspaceError, build_report, build_template, simulate
+from npusim import WorkspaceError, build_report, simulate
 from npusim.design_report import build_design_report
-from npusim.multipass import DesignRun, PassRun, simulate_design
+from npusim.multipass import DesignRun, PassRun, simulate_design, templates
 from npusim.precision import itemsize
 
 
@@ -32,7 +32,7 @@ def time_result(result) -> None:
     counts = chunk_counts(s)
     floor = floor_bytes(s, ex.precision.transfer)
     try:
-        tpls = [build_template(g, profile, s.state_handoff) for g in ex.pass_graphs]
+        tpls = templates(design, ex.pass_graphs, profile, s.state_handoff)
     except WorkspaceError as err:
         result.workspace_error = str(err)
         return

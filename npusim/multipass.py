@@ -74,8 +74,11 @@ class DesignRun:
 
 
 def templates(design: Design, graphs: list[PhaseGraph], profile: Profile, state_handoff: str) -> list[Template]:
-    """One timed template per pass; raises WorkspaceError naming the pass's program if it does not fit."""
-    return [build_template(g, profile, state_handoff) for g in graphs]
+    """One timed template per pass; raises WorkspaceError naming the pass's program if it does not fit.
+    A pass's program may declare how its state travels (`@phase_program(..., state_handoff="own")`);
+    otherwise `state_handoff` applies."""
+    return [build_template(g, profile, p.program.notes.get("state_handoff", state_handoff))
+            for g, p in zip(graphs, design.passes)]
 
 
 def simulate_design(design: Design, tpls: list[Template], profile: Profile, chunk_counts: list[int], *,
