@@ -320,21 +320,36 @@ def _check_outputs(args) -> str | None:
 
 
 def _write_outputs(args, results) -> None:
-    """--trace and --plot: the pipelined runs (serial ones with --serial) of the versions that have timing."""
+    """--trace and --plot: the pipelined runs (serial ones with --serial) of the versions that have timing.
+    With a multi-pass design among them: every pass on the design's time axis, and occupancy heat maps."""
     if args.trace is None and args.plot is None:
         return
-    timed = [r for r in results if (r.serial if args.serial else r.pipelined) is not None]
+    multi = any(r.design is not None and not r.design.single for r in results)
+    if multi:
+        timed = [r for r in results if (r.design_serial if args.serial else r.design_run) is not None]
+    else:
+        timed = [r for r in results if (r.serial if args.serial else r.pipelined) is not None]
     if not timed:
         raise ValueError("--trace/--plot: no version has timing (" +
                          "; ".join(f"{r.version}: {r.workspace_error}" for r in results) + ")")
     if args.trace is not None:
-        from npusim import chrome_trace
-        runs = [r.serial if args.serial else r.pipelined for r in timed]
-        chrome_trace.write(args.trace, runs, labels=[r.version for r in timed], heads=timed[0].settings.heads)
+        labels, heads = [r.version for r in timed], timed[0].settings.heads
+        if multi:
+            from npusim import design_trace
+            design_trace.write(args.trace, [r.design_serial if args.serial else r.design_run for r in timed],
+                               labels=labels, heads=heads)
+        else:
+            from npusim import chrome_trace
+            runs = [r.serial if args.serial else r.pipelined for r in timed]
+            chrome_trace.write(args.trace, runs, labels=labels, heads=heads)
         print(f"wrote {args.trace} (Chrome trace: open in https://ui.perfetto.dev)", file=sys.stderr)
     if args.plot is not None:
-        from .plots import save_plot
-        save_plot(args.plot, timed, serial=args.serial)
+        if multi:
+            from .plot_occupancy import save_design_plot
+            save_design_plot(args.plot, timed)
+        else:
+            from .plots import save_plot
+            save_plot(args.plot, timed, serial=args.serial)
         print(f"wrote {args.plot}", file=sys.stderr)
 
 

@@ -52,5 +52,5 @@ def time_result(result) -> None:
         result.design_run = simulate_design(design, tpls, profile, counts, interleave=s.interleave,
                                             trace=s.keep_trace)
         result.design_serial = simulate_design(design, tpls, profile, counts, serial=True, interleave=s.interleave,
-                                               trace=False)
+                                               trace=s.keep_trace)
     result.design_report = build_design_report(result.design_run, result.design_serial, floor)
