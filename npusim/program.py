@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
-from torch.overrides import TorchFunctionMode
 
+from .accumulation import NarrowAccumulation  # noqa: F401  (npusim.program.NarrowAccumulation, as before)
 from .dataflow import Checker
 from .errors import DataflowError
 from .graph import CUBE, VEC, PhaseGraph, sync_label
-from .ops import MATMUL, OpRecorder, classify
-from .precision import DTYPES, Precision
+from .ops import OpRecorder
+from .precision import Precision
 
 _no_torch_function = torch._C.DisableTorchFunction
 OFF, LIGHT, FULL = "off", "light", "full"      # how closely a run watches for inf/NaN
@@ -194,31 +194,6 @@ def _tensors(frame_locals: dict):
 
 def _tensor_ids(frame_locals: dict) -> dict[str, int]:
     return {name: id(t) for name, t in _tensors(frame_locals)}
-
-
-class NarrowAccumulation(TorchFunctionMode):
-    """Cube matmuls that accumulate in a narrow type (the policy's `accumulate`): the contraction runs in
-    steps of K_STEP (the Cube's 16-deep fractal) and the running sum is rounded to the type after each."""
-    K_STEP = 16
-
-    def __init__(self, type_name: str):
-        super().__init__()
-        self.target = DTYPES[type_name]
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        kind, name = classify(func)
-        if kind != MATMUL or name == "linear" or kwargs or len(args) != 2:
-            return func(*args, **kwargs)
-        a, b = (args[1], args[0]) if name == "__rmatmul__" else args
-        if a.dim() < 2 or b.dim() < 2:
-            return func(*args, **kwargs)
-        acc = None
-        for k in range(0, a.shape[-1], self.K_STEP):
-            part = a[..., k:k + self.K_STEP] @ b[..., k:k + self.K_STEP, :]
-            acc = part if acc is None else acc + part
-            acc = acc.to(self.target).to(part.dtype)
-        return acc if acc is not None else func(*args, **kwargs)
 
 
 class Executor:

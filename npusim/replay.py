@@ -23,6 +23,7 @@ from typing import Callable
 import torch
 from torch.overrides import TorchFunctionMode
 
+from .accumulation import NarrowAccumulation
 from .errors import DataflowError
 from .precision import DTYPES, itemsize
 
@@ -182,7 +183,6 @@ class Replay:
 def _narrow(precision):
     if not precision.narrow_accumulation:
         return nullcontext()
-    from .program import NarrowAccumulation
     return NarrowAccumulation(precision.accumulate)
 
 

@@ -171,8 +171,10 @@ def test_cli_writes_a_trace_per_version(tmp_path, capsys):
     trace = json.loads(path.read_text(encoding="utf-8"))
     assert chrome_trace.check(trace) == []
     versions = [m["version"] for m in trace["metadata"]["runs"]]
-    from kda.programs import PROGRAMS
-    assert versions == list(PROGRAMS)
+    from kda.programs import DESIGNS, PROGRAMS
+    assert versions[:len(PROGRAMS)] == list(PROGRAMS)           # then each pass of the multi-pass designs
+    assert versions[len(PROGRAMS):] == [p.program.name for d in DESIGNS.values() if not d.single for p in d.passes]
+    assert [d["design"] for d in trace["metadata"]["designs"]] == list(DESIGNS)
     assert main([*small, "--serial", "--trace", str(path)]) == 0
     assert json.loads(path.read_text(encoding="utf-8"))["metadata"]["mode"] == "serial"
     capsys.readouterr()
