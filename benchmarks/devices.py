@@ -86,6 +86,21 @@ def cpu_case(tokens: int, repeats: int) -> list[tuple[str, str, str]]:
     return rows
 
 
+def cpu_profile(tokens: int) -> list[tuple[str, str, str]]:
+    """Where the fast path's time goes on the CPU: torch's profiler, self time per op kind."""
+    from torch.profiler import profile
+    x = layer(tokens, torch.device("cpu"))
+    execute(*x, version="v3")
+    with profile() as prof:
+        execute(*x, version="v3")
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    top = sorted(events, key=lambda e: -e.self_cpu_time_total)[:8]
+    rows = [("op (fast path, v3 bf16, profiler self time)", "share", "calls")]
+    rows += [(e.key, f"{e.self_cpu_time_total / total:.0%}", str(e.count)) for e in top]
+    return rows
+
+
 def _fla():
     try:
         from fla.ops.kda import chunk_kda
@@ -141,6 +156,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=2, help="CPU: runs of each path, alternating")
     p.add_argument("--threads", type=int, help="torch intra-op threads (CPU)")
     p.add_argument("--no-slow", action="store_true", help="CUDA: skip the recording runtime")
+    p.add_argument("--profile", action="store_true", help="CPU: where the fast path's time goes, per op")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "devices.md")
     a = p.parse_args()
     try:
@@ -152,7 +168,7 @@ def main() -> None:
         torch.set_num_threads(a.threads)
     if device.type == "cpu":
         tokens = a.tokens or 8192
-        rows = cpu_case(tokens, a.repeats)
+        rows = cpu_profile(tokens) if a.profile else cpu_case(tokens, a.repeats)
         where = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads"
     else:
         tokens = a.tokens or 131072
