@@ -236,7 +236,7 @@ class CudaGraphStep:
         self.replay = replay
         self.inputs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
         self.state = None if state is None else state.clone()
-        cache: dict = {}
+        cache = self.indices = {}      # index tensors the graph reads: they must live as long as it does
         side = torch.cuda.Stream(device)
         side.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(side), _DeviceIndices(device, cache):
