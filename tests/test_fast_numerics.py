@@ -106,3 +106,38 @@ def test_the_api_follows_the_fast_path():
     o, S = kda.chunk_kda(x.q, x.k, x.v, x.g, x.beta, initial_state=x.initial_state, output_final_state=True)
     slow = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, fast=False)
     assert same(o, slow.o) and same(S, slow.final_state)
+
+
+def test_list_indices_become_device_tensors_without_changing_a_bit():
+    # what CUDA graph capture runs under: v4's list indices (x[..., [0, 1, 2], :]) made once as index
+    # tensors on the device (here the CPU) and reused; the results stay the same bits
+    from npusim.replay import Replay, _DeviceIndices
+    x = _inputs(tokens=64)
+    ex = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, version="v4", fast=False, transfer_dtype="bf16")
+    from npusim import Executor
+    from kda.api import _chunk_of
+    from kda.programs import get_program
+    runner = Executor(get_program("v4"), ex.precision, input_types={"g": "fp32", "beta": "fp32"})
+    B, T, H, K = x.q.shape
+    cut = lambda t: _chunk_of(t, 0, 64, 64, torch.float32)
+    rnd = lambda t: ex.precision.round(cut(t), "bf16")
+    inputs = {"Q": rnd(x.q), "K": rnd(x.k), "V": rnd(x.v), "g": cut(x.g), "beta": cut(x.beta), "scale": K ** -0.5}
+    S0 = ex.precision.round(x.initial_state.reshape(B * H, K, -1), ex.precision.state_type)
+    runner.record({k: (v[:1] if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}, S0[:1].clone())
+    replay = Replay(runner)
+    plain = replay.eager_step(dict(inputs), S0, True)
+    cache = {}
+    with _DeviceIndices(torch.device("cpu"), cache):
+        indexed = replay.eager_step(dict(inputs), S0, True)
+    # v4 with 4 sub-chunks of 16: 6 off-diagonal pairs, their rows/columns, 136 entries j <= i per block
+    assert {len(k) for k in cache} >= {6, 136}
+    assert same(plain[0]["O"], indexed[0]["O"]) and same(plain[1], indexed[1])
+    assert same(plain[0]["O"], ex.o.reshape(B, 64, H, -1).transpose(1, 2).reshape(B * H, 64, -1))
+
+
+def test_a_graph_that_cannot_be_captured_says_why_and_runs_eagerly():
+    x = _inputs(tokens=64)
+    ex = execute(x.q, x.k, x.v, x.g, x.beta, graphs=True)
+    want = execute(x.q, x.k, x.v, x.g, x.beta, fast=False)
+    assert ex.replay.startswith("eager; CUDA graph capture failed (RuntimeError: ")
+    assert same(ex.o, want.o)
