@@ -15,6 +15,7 @@ FLA's Triton chunk_kda on the same inputs where fla-core is installed, and the r
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
 import time
@@ -169,7 +170,8 @@ def main() -> None:
     if device.type == "cpu":
         tokens = a.tokens or 8192
         rows = cpu_profile(tokens) if a.profile else cpu_case(tokens, a.repeats)
-        where = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads"
+        where = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} "
+                 f"torch threads, load average {os.getloadavg()[0]:.1f} at the start")
     else:
         tokens = a.tokens or 131072
         rows = cuda_case(device, tokens, not a.no_slow)
