@@ -27,8 +27,6 @@ from .accumulation import NarrowAccumulation
 from .errors import DataflowError
 from .precision import DTYPES, itemsize
 
-_no_torch_function = torch._C.DisableTorchFunction
-
 
 class _NoPhase:
     def __enter__(self):
@@ -145,7 +143,8 @@ class Replay:
                 self._graph = CudaGraphStep(self, inputs, state)
                 self.mode = "cuda-graph"
             except Exception as err:            # capture is an optimisation: say why, run eagerly
-                self.fallback = f"CUDA graph capture failed ({type(err).__name__}: {str(err).splitlines()[0]})"
+                first_line = (str(err).strip().splitlines() or [""])[0]
+                self.fallback = f"CUDA graph capture failed ({type(err).__name__}: {first_line})"
                 self._graph = None
         if self._graph is not None:
             return self._graph.replay(inputs, state, watching)
@@ -156,7 +155,7 @@ class Replay:
             emit: Callable[[int, dict], None]):
         """Compute chunks 0..chunks-1 from `state`; returns the final state."""
         ex = self.ex
-        start, saved, flags = 0, _snapshot(state), []
+        start, saved, flags = 0, state, []
         for t in range(chunks):
             watching = ex.first_nonfinite is None
             outputs, state, flag = self.step(inputs_of(t), state, watching)
@@ -168,7 +167,10 @@ class Replay:
                 bad = _first_true(flags)
                 if bad is not None:
                     self._name(inputs_of, saved, start, start + bad)
-                start, saved, flags = t + 1, _snapshot(state), []
+                # eagerly each chunk makes a new state; a graph keeps it in one buffer, which the next
+                # chunk overwrites: then the state at the window's start is copied
+                copy = self._graph is not None and state is not None
+                start, saved, flags = t + 1, (state.clone() if copy else state), []
         return state
 
     def _name(self, inputs_of, state, start: int, bad: int) -> None:
@@ -184,10 +186,6 @@ def _narrow(precision):
     if not precision.narrow_accumulation:
         return nullcontext()
     return NarrowAccumulation(precision.accumulate)
-
-
-def _snapshot(state):
-    return None if state is None else state.clone()
 
 
 def _first_true(flags: list) -> int | None:
