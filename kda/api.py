@@ -231,7 +231,8 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
         if not design.single:
             return _execute_design(design, q, k, v, g, beta, scale, initial_state, chunk_size=chunk_size,
                                    transfer_dtype=transfer_dtype, precision=precision,
-                                   compute_dtype=compute_dtype, out_dtype=out_dtype, progress=progress)
+                                   compute_dtype=compute_dtype, out_dtype=out_dtype, progress=progress,
+                                   fast=fast, cuda_graphs=graphs)
         program = design.passes[0].program
     precision = _precision(q, transfer_dtype, precision, compute_dtype, program)
     cd = precision.compute
@@ -323,7 +324,7 @@ def _chunked(x: torch.Tensor, C: int, dtype: torch.dtype, round_to=None) -> torc
 
 
 def _execute_design(design, q, k, v, g, beta, scale, initial_state, *, chunk_size, transfer_dtype, precision,
-                    compute_dtype, out_dtype, progress) -> Execution:
+                    compute_dtype, out_dtype, progress, fast: bool = True, cuda_graphs: bool | None = None) -> Execution:
     """A design of several passes (kda/multipass.py): every tensor between passes is kept for the whole batch."""
     B, T, H, K, V = q.shape[0], q.shape[1], q.shape[2], q.shape[3], v.shape[-1]
     state_program = (design.state_pass or design.passes[0]).program
@@ -338,12 +339,14 @@ def _execute_design(design, q, k, v, g, beta, scale, initial_state, *, chunk_siz
     graphs, executors = record_passes(design, pool, S, precision, {"g": "fp32", "beta": "fp32"},
                                       {"chunk_size": C, "d_k": K, "d_v": V})
     with torch.no_grad():
-        pool, S, nonfinite = run_passes(design, executors, pool, S, precision, progress)
+        pool, S, nonfinite = run_passes(design, executors, pool, S, precision, progress, fast, cuda_graphs)
     NT = pool["Q"].shape[1]
     o = pool["O"].reshape(B, H, NT * C, V)[:, :, :T].transpose(1, 2).to(out_dtype or cd)
     main = next((g_ for g_, p in zip(graphs, design.passes) if p.program.state is not None), graphs[-1])
-    return Execution(o, S.reshape(B, H, K, V), main, nonfinite, precision, NT, C,
-                     (q, k, v, g, beta, initial_state), graphs=tuple(graphs), design=design)
+    result = Execution(o, S.reshape(B, H, K, V), main, nonfinite, precision, NT, C,
+                       (q, k, v, g, beta, initial_state), graphs=tuple(graphs), design=design)
+    result.replay = next((ex.replay_mode for ex in executors if ex.replay_mode), None)
+    return result
 
 
 def seqlens_of(cu_seqlens, total: int) -> list[int]:

@@ -51,15 +51,17 @@ def record_passes(design: Design, pool: dict, state: torch.Tensor | None, precis
 
 
 def run_passes(design: Design, executors: list[Executor], pool: dict, state: torch.Tensor | None,
-               precision: Precision, progress=None) -> tuple[dict, torch.Tensor | None, Nonfinite | None]:
-    """Run every pass over the pool; returns (pool with every pass's outputs, final state, first inf/NaN)."""
+               precision: Precision, progress=None, fast: bool = True,
+               graphs: bool | None = None) -> tuple[dict, torch.Tensor | None, Nonfinite | None]:
+    """Run every pass over the pool; returns (pool with every pass's outputs, final state, first inf/NaN).
+    `fast` and `graphs`: how the sequential passes replay their chunks (see _run_sequential)."""
     N, NT = pool["Q"].shape[:2]
     first: Nonfinite | None = None
     for p, ex in zip(design.passes, executors):
         if p.layout == CHUNKS:
             outputs = _run_items(p, ex, pool, N, NT)
         else:
-            outputs, state = _run_sequential(p, ex, pool, state, NT, progress)
+            outputs, state = _run_sequential(p, ex, pool, state, NT, progress, fast, graphs)
         for name, t in outputs.items():
             pool[name] = precision.round(t, precision.of(name))
         if first is None and ex.first_nonfinite is not None:
@@ -99,14 +101,26 @@ def _run_items(p: Pass, ex: Executor, pool: dict, N: int, NT: int) -> dict:
     return {name: torch.cat(ts).unflatten(0, (N, NT)) for name, ts in parts.items()}
 
 
-def _run_sequential(p: Pass, ex: Executor, pool: dict, state, NT: int, progress) -> tuple[dict, torch.Tensor]:
+def _run_sequential(p: Pass, ex: Executor, pool: dict, state, NT: int, progress, fast: bool = True,
+                    graphs: bool | None = None) -> tuple[dict, torch.Tensor]:
+    """A SEQUENTIAL pass: chunk after chunk through Executor.run (the fast replay unless `fast` is False; a
+    CUDA graph on CUDA unless `graphs` says otherwise); each chunk's outputs go straight into [N, NT, ...]."""
     args = _args(p, pool)
-    parts: dict[str, list] = {}
-    for t in range(NT):
-        step = {a: (v[:, t] if isinstance(v, torch.Tensor) else v) for a, v in args.items()}
-        outputs, state = ex.step(step, state, t)
+    out: dict[str, torch.Tensor] = {}
+
+    def inputs_of(t: int) -> dict:
+        return {a: (v[:, t] if isinstance(v, torch.Tensor) else v) for a, v in args.items()}
+
+    def emit(t: int, outputs: dict) -> None:
         for name, x in outputs.items():
-            parts.setdefault(name, []).append(x)
+            if name not in out:
+                out[name] = x.new_empty(x.shape[0], NT, *x.shape[1:])
+            out[name][:, t] = x                   # a copy: a graph's outputs are reused by the next chunk
         if progress is not None:
             progress(t + 1, NT)
-    return {name: torch.stack(xs, 1) for name, xs in parts.items()}, state
+
+    device = pool["Q"].device
+    graphs = (fast and device.type == "cuda") if graphs is None else graphs
+    state = ex.run(inputs_of, state, NT, emit, fast=fast, graphs=graphs,
+                   check_every=1 if device.type == "cpu" else 64)
+    return out, state

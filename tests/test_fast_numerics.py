@@ -141,3 +141,14 @@ def test_a_graph_that_cannot_be_captured_says_why_and_runs_eagerly():
     want = execute(x.q, x.k, x.v, x.g, x.beta, fast=False)
     assert ex.replay.startswith("eager; CUDA graph capture failed (RuntimeError: ")
     assert same(ex.o, want.o)
+
+
+@pytest.mark.parametrize("version", ["fla", "v5"])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_multi_pass_designs_replay_their_state_pass_fast(version, dtype):
+    # the sequential (state) pass of a design of several passes runs through the fast replay: same bits
+    x = _inputs(tokens=200)
+    slow, fast = _both(x, version=version, transfer_dtype=dtype)
+    assert fast.replay == "eager" and slow.replay == "recording runtime"
+    assert same(slow.o, fast.o) and same(slow.final_state, fast.final_state)
+    assert slow.nonfinite == fast.nonfinite is None
