@@ -8,9 +8,10 @@ path before issue 16) on the same inputs, alternating, in one run; the outputs a
 bits. `--threads N` sets torch's intra-op threads (default: torch's).
 
 CUDA: the whole Kimi Linear KDA layer, 32 heads x 131072 tokens of 128, bf16 inputs and transfers, for v3
-and v4: wall time of `kda.execute` (input checks, chunk cutting, CUDA graph capture included), with the
-step captured as a CUDA graph and eagerly, and the recording runtime for reference (`--no-slow` skips it);
-FLA's Triton chunk_kda on the same inputs where fla-core is installed, and the rel RMS between them.
+and v4 (and the multi-pass designs fla and v5): wall time of `kda.execute` (input checks, chunk cutting, CUDA
+graph capture included), with the step captured as a CUDA graph and eagerly, and for v3 and v4 the recording
+runtime for reference (`--no-slow` skips it); whether eager and the runtime give the graph's bits; FLA's
+Triton chunk_kda on the same inputs where fla-core is installed, and the rel RMS between them.
 """
 from __future__ import annotations
 
@@ -125,10 +126,11 @@ def cuda_case(device: torch.device, tokens: int, slow: bool) -> list[tuple[str, 
     else:
         rows.append(("FLA Triton chunk_kda", f"not importable: {fla}", ""))
     execute(*(t[:, :256] for t in x), version="v3")              # CUDA context, cuBLAS handles
-    for version in ("v3", "v4"):
+    for version in ("v3", "v4", "fla", "v5"):
         modes = [("CUDA graph", dict(graphs=True)), ("eager fast path", dict(graphs=False))]
-        if slow:
+        if slow and version in ("v3", "v4"):
             modes.append(("recording runtime (before)", dict(fast=False)))
+        first = None
         for label, kw in modes:
             torch.cuda.reset_peak_memory_stats(device)
             ex, dt = timed(lambda: execute(*x, version=version, out_dtype=torch.bfloat16, **kw), device)
@@ -136,10 +138,15 @@ def cuda_case(device: torch.device, tokens: int, slow: bool) -> list[tuple[str, 
             agree = ""
             if o_fla is not None:
                 agree = f"; vs FLA rel RMS {compare(o_fla.float(), ex.o.float()).rel_rms_err:.2e}"
+            if first is None:
+                first = ex
+            else:                                   # the graph's bits against eager's, the runtime's
+                agree += f"; same bits as the graph: {'yes' if same_bits(first.o, ex.o) else 'no'}"
             rows.append((f"{version} {label}, {HEADS} x {tokens} ({ex.replay})",
                          f"{dt:,.2f} s ({ht / dt / 1e6:,.2f} M head-tokens/s), peak {peak:.1f} GiB{agree}",
-                         "<= 2 s" if kw.get("graphs") else ""))
+                         "<= 2 s" if kw.get("graphs") and version in ("v3", "v4") else ""))
             del ex
+        del first
     return rows
 
 

@@ -101,7 +101,7 @@ def cuda(test):
 
 
 @cuda
-@pytest.mark.parametrize("version", ["v3", "v4"])
+@pytest.mark.parametrize("version", ["v3", "v4", "fla", "v5"])
 def test_cuda_numerics_follow_the_inputs_and_match_the_cpu(version):
     x = _inputs(tokens=300)
     cpu = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, version=version, transfer_dtype="fp32")
