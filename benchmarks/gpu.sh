@@ -35,7 +35,7 @@ for name in ("simpy", "numpy", "pytest", "fla", "einops", "triton"):
     print(f"  {name}: {'ok' if importlib.util.find_spec(name) else 'MISSING'}")
 PY
 
-"$PY" -m pytest tests/test_gpu_oracle.py tests/test_devices.py -m cuda -o addopts="" -q -rs 2>&1 | tee "$OUT_DIR/gpu_tests.txt"
+"$PY" -m pytest tests/test_gpu_oracle.py tests/test_devices.py -m cuda -o addopts="" -q -rs --durations=12 2>&1 | tee "$OUT_DIR/gpu_tests.txt"
 status=${PIPESTATUS[0]}
 
 "$PY" benchmarks/devices.py --device cuda --out "$OUT_DIR/devices.md"
