@@ -231,7 +231,6 @@ class CudaGraphStep:
         device = tensors[0].device
         if device.type != "cuda":
             raise RuntimeError(f"inputs are on {device}, not CUDA")
-        self.replay = replay
         self.inputs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
         self.state = None if state is None else state.clone()
         cache = self.indices = {}      # index tensors the graph reads: they must live as long as it does
