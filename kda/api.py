@@ -110,9 +110,10 @@ def _blocks(x: torch.Tensor, elements: int = 1 << 24):
 
 def _chunk_of(x: torch.Tensor, lo: int, hi: int, C: int, dtype: torch.dtype, round_to=None) -> torch.Tensor:
     """Tokens lo:hi of x [B, T, H, ...] as [B*H, C, ...] in `dtype`, zero-padded to C tokens at the end of
-    the sequence (zero k, beta and g: no update and no decay, so the padding changes nothing)."""
+    the sequence (zero k, beta and g: no update and no decay, so the padding changes nothing). Contiguous, as
+    `_cut_block`'s chunks are: on CUDA, cuBLAS picks its kernel by the layout, and with it the rounding."""
     part = x[:, lo:hi].transpose(1, 2)
-    part = part.reshape(-1, hi - lo, *x.shape[3:]).to(dtype)
+    part = part.reshape(-1, hi - lo, *x.shape[3:]).to(dtype, memory_format=torch.contiguous_format)
     if round_to is not None:
         part = round_to(part)
     if hi - lo < C:

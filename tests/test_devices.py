@@ -106,13 +106,18 @@ def test_cuda_numerics_follow_the_inputs_and_match_the_cpu(version):
     x = _inputs(tokens=300)
     cpu = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, version=version, transfer_dtype="fp32")
     dev = [t.cuda() for t in (x.q, x.k, x.v, x.g, x.beta, x.initial_state)]
-    for graphs in (False, True):
-        gpu = execute(*dev[:5], None, dev[5], version=version, transfer_dtype="fp32", graphs=graphs)
+    runs = {}
+    for mode, kw in (("runtime", dict(fast=False)), ("eager", dict(graphs=False)), ("graph", dict(graphs=True))):
+        gpu = runs[mode] = execute(*dev[:5], None, dev[5], version=version, transfer_dtype="fp32", **kw)
         assert gpu.o.device.type == "cuda" and gpu.final_state.device.type == "cuda"
-        if graphs:
-            assert gpu.replay == "cuda-graph", gpu.replay
+        assert gpu.replay == {"runtime": "recording runtime", "eager": "eager", "graph": "cuda-graph"}[mode]
         torch.testing.assert_close(gpu.o.cpu(), cpu.o, rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(gpu.final_state.cpu(), cpu.final_state, rtol=1e-4, atol=1e-5)
+    # on the GPU too, the three ways of running the chunks compute the same bits (the same kernels on the
+    # same layouts: the chunks are contiguous on every path)
+    for mode in ("eager", "graph"):
+        assert torch.equal(runs[mode].o, runs["runtime"].o), mode
+        assert torch.equal(runs[mode].final_state, runs["runtime"].final_state), mode
 
 
 @cuda
