@@ -165,7 +165,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, help="torch intra-op threads (CPU)")
     p.add_argument("--no-slow", action="store_true", help="CUDA: skip the recording runtime")
     p.add_argument("--profile", action="store_true", help="CPU: where the fast path's time goes, per op")
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "devices.md")
+    p.add_argument("--out", type=Path, help="default: benchmarks/results/devices_<device type>.md")
     a = p.parse_args()
     try:
         device = resolve_device(a.device)
@@ -186,8 +186,9 @@ def main() -> None:
     cmd = "python benchmarks/devices.py " + " ".join(sys.argv[1:])
     text = render(rows, f"`{cmd.strip()}` on {where}, torch {torch.__version__}")
     print(text)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(text)
+    out = a.out or ROOT / "benchmarks" / "results" / f"devices_{device.type}.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
 
 
 if __name__ == "__main__":
