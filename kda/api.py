@@ -113,7 +113,7 @@ def _chunk_of(x: torch.Tensor, lo: int, hi: int, C: int, dtype: torch.dtype, rou
     the sequence (zero k, beta and g: no update and no decay, so the padding changes nothing). Contiguous, as
     `_cut_block`'s chunks are: on CUDA, cuBLAS picks its kernel by the layout, and with it the rounding."""
     part = x[:, lo:hi].transpose(1, 2)
-    part = part.reshape(-1, hi - lo, *x.shape[3:]).to(dtype, memory_format=torch.contiguous_format)
+    part = part.reshape(-1, hi - lo, *x.shape[3:]).to(dtype).contiguous()
     if round_to is not None:
         part = round_to(part)
     if hi - lo < C:

@@ -152,3 +152,19 @@ def test_multi_pass_designs_replay_their_state_pass_fast(version, dtype):
     assert fast.replay == "eager" and slow.replay == "recording runtime"
     assert same(slow.o, fast.o) and same(slow.final_state, fast.final_state)
     assert slow.nonfinite == fast.nonfinite is None
+
+
+def test_both_paths_cut_the_same_chunks_in_the_same_layout():
+    # the reference path cuts a chunk at a time, the fast path 16 at once: the same values, and the same
+    # contiguous layout (on CUDA, cuBLAS picks its kernel, and with it the rounding, by the layout)
+    from kda.api import _chunk_of, _cut_block
+    x = _inputs(tokens=150, batch=1)          # 3 chunks of 64, the last 22 tokens zero-padded; with one
+    #                                           sequence, a chunk of [1, T, H, d] is a view (not a copy) of it
+    for t in (x.q, x.g, x.beta):
+        block = _cut_block(t, 0, 3, 64, 150, torch.float32)
+        for c in range(3):
+            one = _chunk_of(t, c * 64, min(150, (c + 1) * 64), 64, torch.float32)
+            assert one.is_contiguous() and block[c].is_contiguous()
+            assert one.stride() == block[c].stride() and same(one, block[c])
+    tail = _chunk_of(x.q, 128, 150, 64, torch.float32)
+    assert tail.shape == (3, 64, 32) and not tail[:, 22:].any() and tail[:, :22].abs().min() > 0
