@@ -73,6 +73,8 @@ def _check(q, k, v, g, beta, initial_state, chunk_size) -> tuple[int, int, int, 
     B, T, H, K = q.shape
     V = v.shape[-1] if v.dim() == 4 else -1
     expect = {"k": (k, [B, T, H, K]), "v": (v, [B, T, H, V]), "g": (g, [B, T, H, K]), "beta": (beta, [B, T, H])}
+    if g.dim() == 4 and list(g.shape) == [B, T, H, 1]:
+        expect["g"] = (g, [B, T, H, 1])          # GDN: one decay per head, broadcast over the key channels
     for name, (x, shape) in expect.items():
         if list(x.shape) != shape:
             raise KdaInputError(f"{name} must have shape {shape} to match q {list(q.shape)}, got {list(x.shape)}")
@@ -191,17 +193,19 @@ def design_precision(design, precision: Precision) -> Precision:
                      compute=precision.compute, accumulate=precision.accumulate)
 
 
-def record_graphs(design, *, chunk_size: int, d_k: int, d_v: int, precision: Precision) -> tuple[list, Precision]:
+def record_graphs(design, *, chunk_size: int, d_k: int, d_v: int, precision: Precision,
+                  gate_width: int | None = None) -> tuple[list, Precision]:
     """Every pass's graph, recorded on random inputs of one chunk (see record_graph); and the policy used."""
     if design.single:
         return [record_graph(design.passes[0].program, chunk_size=chunk_size, d_k=d_k, d_v=d_v,
-                             precision=precision)], precision
+                             precision=precision, gate_width=gate_width)], precision
     precision = design_precision(design, precision)
     gen = torch.Generator().manual_seed(0)
     cd, C = precision.compute, chunk_size
     rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=cd, device="cpu")
     pool = {"Q": F.normalize(rnd(1, 1, C, d_k), dim=-1), "K": F.normalize(rnd(1, 1, C, d_k), dim=-1),
-            "V": rnd(1, 1, C, d_v), "g": F.logsigmoid(rnd(1, 1, C, d_k)), "beta": torch.sigmoid(rnd(1, 1, C)),
+            "V": rnd(1, 1, C, d_v), "g": F.logsigmoid(rnd(1, 1, C, gate_width or d_k)),
+            "beta": torch.sigmoid(rnd(1, 1, C)),
             "scale": d_k ** -0.5}
     graphs, _ = record_passes(design, pool, torch.zeros(1, d_k, d_v, dtype=cd, device="cpu"), precision,
                               {"g": "fp32", "beta": "fp32"}, {"chunk_size": C, "d_k": d_k, "d_v": d_v})

@@ -1,9 +1,12 @@
 """Measured kernels as the simulator models them: a kernel name and a shape -> predicted latency on a profile.
 
 Kernel names are `<gate>_<design>`: gate `kda` (one decay per key channel) or `gdn` (Gated DeltaNet, one
-decay per head: the same phase programs with g broadcast over the channels, so the gate's Vector work
-shrinks from C x d_k to C values per chunk); design one of kda/programs. A shape is written
-`BxTxHxKxV` (simple CSV) or as msprof's Input Shapes `q;k;v;g;beta` (q [B, T, Hg, K], v [B, T, H, V]).
+decay per head: the fused designs v1-v4 with g broadcast over the channels, so the gate's Vector work
+shrinks from C x d_k to C values per chunk, and `gdn_fla`, FLA's GDN decomposition, kda/programs/gdn.py);
+design one of kda/programs. A shape is written `BxTxHxKxV` (simple CSV; T may list a variable-length
+batch, `1x65+129x32x128x128`, as FLA's cu_seqlens) or as msprof's Input Shapes `q;k;v;g;beta`
+(q [B, T, Hg, K], v [B, T, H, V]). Hg (grouped q/k heads) is not modelled apart: every value head
+reads its own q and k.
 The latency is the kernel's pipelined makespan plus the profile's launch overhead, what msprof's Task
 Duration measures for one kernel.
 
@@ -17,29 +20,49 @@ from functools import lru_cache
 
 from npusim import build_template, simulate
 from npusim.measurements import Measurement, MeasurementError
+from npusim.multipass import simulate_design
 from npusim.precision import Precision
 from npusim.profile import Profile
 
-from .api import program_default_state, record_graph
-from .programs import PROGRAMS
+from .api import program_default_state, record_graphs
+from .programs import DESIGNS, PROGRAMS
+from .programs.gdn import GDN_FLA
 
-GATES = ("kda", "gdn")
+
+def _designs() -> dict:
+    """Kernel name -> (design, gate width: None per channel, 1 per head)."""
+    out = {f"kda_{name}": (d, None) for name, d in DESIGNS.items()}
+    out.update({f"gdn_{name}": (DESIGNS[name], 1) for name in PROGRAMS})
+    out["gdn_fla"] = (GDN_FLA, 1)
+    return out
+
+
+KERNELS = _designs()
 
 
 def kernel_names() -> list[str]:
-    return [f"{gate}_{design}" for gate in GATES for design in PROGRAMS]
+    return list(KERNELS)
 
 
 @dataclass(frozen=True)
 class KernelShape:
     batch: int
-    tokens: int
+    seqlens: tuple[int, ...]  # tokens of each sequence: (T,) for a fixed length, several for FLA's varlen
     heads: int               # value heads: one state per (sequence, head)
     d_k: int
     d_v: int
 
+    @property
+    def tokens(self) -> int:
+        return sum(self.seqlens)
+
+    def chunk_counts(self, chunk_size: int) -> list[int]:
+        """Chunks of every (sequence, head), sequence-major as the drivers flatten them."""
+        lengths = self.seqlens * self.batch
+        return [math.ceil(n / chunk_size) for n in lengths for _ in range(self.heads)]
+
     def text(self) -> str:
-        return f"{self.batch}x{self.tokens}x{self.heads}x{self.d_k}x{self.d_v}"
+        return f"{self.batch}x{'+'.join(map(str, self.seqlens))}x{self.heads}x{self.d_k}x{self.d_v}"
 
 
 def parse_shape(text: str, form: str = "simple") -> KernelShape:
@@ -50,25 +73,32 @@ def parse_shape(text: str, form: str = "simple") -> KernelShape:
             if len(parts) < 3 or len(parts[0]) != 4 or len(parts[2]) != 4:
                 raise ValueError
             (B, T, _, K), (_, _, H, V) = parts[0], parts[2]
+            seqlens = (T,)
         else:
-            dims = [int(x) for x in text.lower().split("x")]
-            if len(dims) != 5:
+            fields = text.lower().split("x")
+            if len(fields) != 5:
                 raise ValueError
-            B, T, H, K, V = dims
+            seqlens = tuple(int(x) for x in fields[1].split("+"))
+            B, H, K, V = (int(fields[i]) for i in (0, 2, 3, 4))
+            T = min(seqlens)
     except ValueError:
         want = "q;k;v;... with q [B,T,Hg,K] and v [B,T,H,V]" if form == "msprof" else "BxTxHxKxV, e.g. 1x4096x32x128x128"
         raise ValueError(f"shape {text!r} is not {want}") from None
     if min(B, T, H, K, V) < 1:
         raise ValueError(f"shape {text!r}: every dimension must be >= 1")
-    return KernelShape(B, T, H, K, V)
+    if len(seqlens) > 1 and B != 1:
+        raise ValueError(f"shape {text!r}: a variable-length batch (T = a+b+...) needs B = 1, as FLA's cu_seqlens")
+    return KernelShape(B, seqlens, H, K, V)
 
 
 @lru_cache(maxsize=64)
-def _graph(design: str, gate: str, chunk_size: int, d_k: int, d_v: int, dtype: str):
-    program = PROGRAMS[design]
-    precision = Precision(dtype, {}, state=program_default_state(program, dtype))
-    return record_graph(program, chunk_size=chunk_size, d_k=d_k, d_v=d_v, precision=precision,
-                        gate_width=1 if gate == "gdn" else None)
+def _graphs(kernel: str, chunk_size: int, d_k: int, d_v: int, dtype: str):
+    design, width = KERNELS[kernel]
+    state_program = (design.state_pass or design.passes[0]).program
+    precision = Precision(dtype, {}, state=program_default_state(state_program, dtype))
+    graphs, _ = record_graphs(design, chunk_size=chunk_size, d_k=d_k, d_v=d_v, precision=precision,
+                              gate_width=width)
+    return tuple(graphs)
 
 
 @dataclass(frozen=True)
@@ -79,20 +109,21 @@ class KernelModel:
     chunk_size: int = 64
 
     @property
-    def gate(self) -> str:
-        return self.name.split("_", 1)[0]
-
-    @property
-    def design(self) -> str:
-        return self.name.split("_", 1)[1]
+    def design(self):
+        return KERNELS[self.name][0]
 
     def predict(self, profile: Profile) -> float:
-        """Latency in us of the kernel on `profile` (timing only, the graph recorded once)."""
-        graph = _graph(self.design, self.gate, self.chunk_size, self.shape.d_k, self.shape.d_v, self.dtype)
-        tpl = build_template(graph, profile)
-        run = simulate(tpl, profile, chunks=math.ceil(self.shape.tokens / self.chunk_size),
-                       sequences=self.shape.batch * self.shape.heads, trace=False)
-        return run.latency_us
+        """Latency in us of the kernel on `profile` (timing only, the graphs recorded once): the makespan
+        of every pass plus a launch (or barrier) before each."""
+        graphs = _graphs(self.name, self.chunk_size, self.shape.d_k, self.shape.d_v, self.dtype)
+        tpls = [build_template(g, profile) for g in graphs]
+        counts = self.shape.chunk_counts(self.chunk_size)
+        if self.design.single:
+            uniform = len(set(counts)) == 1
+            run = simulate(tpls[0], profile, chunks=counts[0] if uniform else counts, sequences=len(counts),
+                           trace=False)
+            return run.latency_us
+        return simulate_design(self.design, tpls, profile, counts, trace=False).latency_us
 
 
 def model(kernel: str, shape: str, dtype: str, form: str = "simple") -> KernelModel:
