@@ -38,6 +38,10 @@ def _designs() -> dict:
 
 
 KERNELS = _designs()
+# Other names for the same kernels: a bare design (`v3`, as ascendc_stubs/scripts/op_summary_to_csv.py writes
+# it) and the AscendC skeletons' operator types (the OP Type msprof records).
+ALIASES = {**{name: f"kda_{name}" for name in DESIGNS},
+           **{f"KdaChunk{name.upper()}": f"kda_{name}" for name in ("v3", "v4", "v5")}}
 
 
 def kernel_names() -> list[str]:
@@ -65,10 +69,20 @@ class KernelShape:
         return f"{self.batch}x{'+'.join(map(str, self.seqlens))}x{self.heads}x{self.d_k}x{self.d_v}"
 
 
-def parse_shape(text: str, form: str = "simple") -> KernelShape:
-    """'1x4096x32x128x128' or msprof's '1,4096,16,128;1,4096,16,128;1,4096,32,128;...'; ValueError says why."""
+def parse_shape(text: str, form: str = "simple") -> tuple[KernelShape, int]:
+    """(shape, chunk size) from '1x4096x32x128x128', 'B=1;T=4096;H=32;K=128;V=128;C=64' or msprof's
+    '1,4096,16,128;1,4096,16,128;1,4096,32,128;...'; ValueError says why. The chunk size is 64 unless given."""
+    C = 64
     try:
-        if form == "msprof":
+        if form == "simple" and "=" in text:
+            kv = dict(item.split("=", 1) for item in text.replace(" ", "").split(";") if item)
+            if not {"B", "T", "H", "K", "V"} <= set(kv):
+                raise ValueError
+            seqlens = tuple(int(x) for x in kv["T"].split("+"))
+            B, H, K, V = (int(kv[k]) for k in "BHKV")
+            C = int(kv.get("C", 64))
+            T = min(seqlens + (C,))
+        elif form == "msprof":
             parts = [[int(x) for x in p.split(",") if x.strip()] for p in text.split(";")]
             if len(parts) < 3 or len(parts[0]) != 4 or len(parts[2]) != 4:
                 raise ValueError
@@ -82,13 +96,14 @@ def parse_shape(text: str, form: str = "simple") -> KernelShape:
             B, H, K, V = (int(fields[i]) for i in (0, 2, 3, 4))
             T = min(seqlens)
     except ValueError:
-        want = "q;k;v;... with q [B,T,Hg,K] and v [B,T,H,V]" if form == "msprof" else "BxTxHxKxV, e.g. 1x4096x32x128x128"
+        want = ("q;k;v;... with q [B,T,Hg,K] and v [B,T,H,V]" if form == "msprof" else
+                "BxTxHxKxV (e.g. 1x4096x32x128x128) or B=..;T=..;H=..;K=..;V=..[;C=..]")
         raise ValueError(f"shape {text!r} is not {want}") from None
     if min(B, T, H, K, V) < 1:
         raise ValueError(f"shape {text!r}: every dimension must be >= 1")
     if len(seqlens) > 1 and B != 1:
         raise ValueError(f"shape {text!r}: a variable-length batch (T = a+b+...) needs B = 1, as FLA's cu_seqlens")
-    return KernelShape(B, seqlens, H, K, V)
+    return KernelShape(B, seqlens, H, K, V), C
 
 
 @lru_cache(maxsize=64)
@@ -128,9 +143,11 @@ class KernelModel:
 
 def model(kernel: str, shape: str, dtype: str, form: str = "simple") -> KernelModel:
     """ValueError naming the kernel or shape when it cannot be modelled."""
-    if kernel not in kernel_names():
+    kernel = ALIASES.get(kernel, kernel)
+    if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r} (known: {', '.join(kernel_names())})")
-    return KernelModel(kernel, parse_shape(shape, form), dtype)
+    parsed, chunk_size = parse_shape(shape, form)
+    return KernelModel(kernel, parsed, dtype, chunk_size)
 
 
 def resolve(m: Measurement) -> KernelModel:
