@@ -18,9 +18,10 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from npusim import build_template, simulate
+from npusim import simulate
 from npusim.measurements import Measurement, MeasurementError
-from npusim.multipass import simulate_design
+from npusim.multipass import simulate_design, templates
+from npusim.template import RIDE
 from npusim.precision import Precision
 from npusim.profile import Profile
 
@@ -131,7 +132,7 @@ class KernelModel:
         """Latency in us of the kernel on `profile` (timing only, the graphs recorded once): the makespan
         of every pass plus a launch (or barrier) before each."""
         graphs = _graphs(self.name, self.chunk_size, self.shape.d_k, self.shape.d_v, self.dtype)
-        tpls = [build_template(g, profile) for g in graphs]
+        tpls = templates(self.design, list(graphs), profile, RIDE)   # a pass may declare its own state hand-off
         counts = self.shape.chunk_counts(self.chunk_size)
         if self.design.single:
             uniform = len(set(counts)) == 1

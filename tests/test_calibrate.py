@@ -146,3 +146,13 @@ def test_written_profile_marks_fitted_fields_and_loads_back(tmp_path, capsys):
         p.sources["cube.fp32_macs_per_cycle"]
     assert p.ranges == BASE.ranges and p.chip == BASE.chip
     assert "sync.latency_us: 0.5 -> 1.5" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("design", ["v3", "v4", "fla", "v5"])
+def test_a_kernel_model_times_as_kda_run_does(design):
+    """kda.kernels (calibration, validation) and kda.run's timing-only path give one latency for one shape,
+    passes that declare their own state hand-off (v5's state pass) included."""
+    from kda.evaluate import Settings, evaluate
+    r = evaluate(design, Settings(heads=2, tokens=256, d_k=64, d_v=64, numerics=False, keep_trace=False))
+    assert model(f"kda_{design}", "1x256x2x64x64", "bf16").predict(BASE) == pytest.approx(r.design_report.latency_us,
+                                                                                           rel=1e-12)
