@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from npusim import NpuSimError, load_profile
-from npusim.fit import Fit, fit
+from npusim.fit import fit
 from npusim.measurements import MeasurementError, read_measurements
 from npusim.precision import itemsize
 from npusim.profile import Profile
