@@ -10,8 +10,8 @@ Then two fits, both on the rows not marked held out, both reported on the held-o
   Python function times around the kernels); a scale other than 1 is per-token work the model misses or
   invents. Neither is a profile field: they say where the model is off, not what the chip is.
 - `--fit`: the profile's assumed fields fitted within their ranges (npusim/fit.py), with one host floor per
-  implementation solved in closed form at every step (variable projection: the floor is the weighted mean
-  of measured - predicted, never below 0), so the fields only have to explain how time grows with the shape.
+  implementation solved in closed form at every step (npusim/floor.py), so the fields only have to explain
+  how time grows with the shape.
 """
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ import numpy as np
 
 from npusim import NpuSimError, load_profile
 from npusim.fit import fit
+from npusim.floor import FloorPredictors, floors
 from npusim.measurements import MeasurementError, read_measurements
 from npusim.precision import itemsize
-from npusim.profile import Profile
 from npusim.uncertainty import Influence, assumptions, rank_influences, sample_profiles, sample_values
 
 from .kernels import resolve
@@ -132,37 +132,9 @@ def affine(rows: list[Row]) -> dict[str, Affine]:
 
 
 def host_floors(rows: list[Row], device: dict) -> dict[str, float]:
-    """Per implementation, the floor f >= 0 minimising sum ((f + predicted - measured) / measured)^2 over the
-    rows not held out; `device` maps a row's key to its predicted us."""
-    out = {}
-    for impl in dict.fromkeys(r.implementation for r in rows):
-        train = [r for r in rows if r.implementation == impl and not r.held_out]
-        w = np.array([1 / r.measured_us ** 2 for r in train])
-        gap = np.array([r.measured_us - device[r.key] for r in train])
-        out[impl] = max(float(w @ gap / w.sum()), 0.0) if train else 0.0
-    return out
-
-
-class _FloorPredictors:
-    """Predictors for npusim.fit: host floor of the row's implementation + the kernel model's latency. The
-    floors depend on every row's prediction under the same profile, so one profile's predictions are
-    computed once (fit.py evaluates all predictors on one profile object before the next)."""
-
-    def __init__(self, rows: list[Row], models: dict):
-        self.rows, self.models = rows, models
-        self._last: tuple | None = None
-
-    def evaluate(self, profile: Profile) -> tuple[dict, dict]:
-        if self._last is None or self._last[0] is not profile:
-            device = {k: self.models[k].predict(profile) for k in dict.fromkeys(r.key for r in self.rows)}
-            self._last = (profile, device, host_floors(self.rows, device))
-        return self._last[1], self._last[2]
-
-    def predictor(self, row: Row):
-        def predict(profile: Profile) -> float:
-            device, floors = self.evaluate(profile)
-            return floors[row.implementation] + device[row.key]
-        return predict
+    """Per implementation, the host floor (npusim/floor.py) of `rows` given each row's predicted us
+    (`device`: a row's key -> us)."""
+    return floors([r.implementation for r in rows], [r.measured_us for r in rows], [device[r.key] for r in rows])
 
 
 def validate(path: Path = DATA, profile_name: str = "ascend-910b2", samples: int = 50, seed: int = 0,
@@ -207,8 +179,9 @@ def validate(path: Path = DATA, profile_name: str = "ascend-910b2", samples: int
         train = [r for r in rows if not r.held_out]
         if len(rows) - len(train) < 2:
             raise MeasurementError(f"{path}: --fit needs at least 2 rows marked held_out = yes, to test the fit on")
-        fp = _FloorPredictors(train, {k: models[k] for k in keys})
-        result = fit(profile, chosen, [fp.predictor(r) for r in train], [r.measured_us for r in train])
+        fp = FloorPredictors([models[r.key] for r in train], [r.implementation for r in train],
+                             [r.measured_us for r in train])
+        result = fit(profile, chosen, fp.predictors(), [r.measured_us for r in train])
         device = {k: models[k].predict(result.profile) for k in keys}
         floors = host_floors(train, device)
         for r in rows:

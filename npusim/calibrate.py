@@ -4,6 +4,8 @@ Fits the profile's ranged (ASSUMED) fields to measured kernel timings (a simple 
 summary, see measurements.py) by bounded least squares (fit.py), and writes a profile whose fitted fields
 carry `source = "FIT: <data file>, <date>"`. Fields the data cannot determine keep their value and their
 ASSUMED source; the report says which and why. Bad input gets one line on stderr and exit status 2.
+`--host-floor`: the timings are wall clock around a whole call (host dispatch included), so one constant
+host time is fitted beside the fields (floor.py) and reported, not written into the profile.
 
 Kernels are modelled by a plug-in module (default `kda.kernels`) with `resolve(measurement)` returning an
 object with `predict(profile) -> us`: the runtime does not know the programs, the plug-in does.
@@ -21,14 +23,17 @@ from pathlib import Path
 
 from .errors import NpuSimError
 from .fit import Fit, fit
+from .floor import FloorPredictors
 from .measurements import read_measurements
 from .profile import _SECTIONS, Profile, load_profile
 from .uncertainty import assumptions
 
 
 def calibrate(path: str | Path, profile: Profile, kernels: str = "kda.kernels", fields=None,
-              ignore_unknown: bool = False) -> tuple[Fit, list, list[str]]:
-    """Read, model and fit. Returns the fit, the measurements used, and notes (rows skipped)."""
+              ignore_unknown: bool = False, host_floor: bool = False) -> tuple[Fit, list, list[str]]:
+    """Read, model and fit. Returns the fit, the measurements used, and notes (rows skipped). With
+    `host_floor`, the timings are taken to include one constant host time (floor.py), solved at every step
+    and kept in `Fit.host_floor_us`; without, they are kernel device times (msprof's Task Duration)."""
     resolve = importlib.import_module(kernels).resolve
     rows, models, notes = [], [], []
     for m in read_measurements(path):
@@ -52,7 +57,13 @@ def calibrate(path: str | Path, profile: Profile, kernels: str = "kda.kernels", 
         chosen = [f for f in chosen if f.field in fields]
     if not chosen:
         raise NpuSimError(f"profile {profile.name}: no field has a range to fit")
-    return fit(profile, chosen, [k.predict for k in models], [m.measured_us for m in rows]), rows, notes
+    measured = [m.measured_us for m in rows]
+    if not host_floor:
+        return fit(profile, chosen, [k.predict for k in models], measured), rows, notes
+    fp = FloorPredictors(models, ["all"] * len(rows), measured)
+    result = fit(profile, chosen, fp.predictors(), measured)
+    result.host_floor_us = fp.evaluate(result.profile)[1]["all"]
+    return result, rows, notes
 
 
 def profile_toml(fitted: Profile, result: Fit, data: str, date: str) -> str:
@@ -103,6 +114,9 @@ def report_lines(result: Fit, rows) -> list[str]:
             out.append(f"  {f.field}: {f.prior:g} -> {f.value:.4g} (+-{f.rel_se:.1%}){bound}")
         else:
             out.append(f"  {f.field}: not determined, stays {f.prior:g}: {f.why}")
+    if result.host_floor_us is not None:
+        out.append(f"  host floor: {result.host_floor_us:.1f} us in every measurement (fitted with the fields; "
+                   f"not a profile field, not written)")
     for m, b, a in zip(rows, result.before, result.after):
         out.append(f"  {m.where()}: {m.kernel} {m.shape} {m.dtype}: measured {m.measured_us:.1f} us, "
                    f"predicted {b:.1f} -> {a:.1f} us")
@@ -124,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kernels", default="kda.kernels", help="module that models the kernels (resolve())")
     p.add_argument("--ignore-unknown", action="store_true", help="skip rows of kernels the model does not know "
                    "(other operators in an msprof summary) instead of failing")
+    p.add_argument("--host-floor", action="store_true", help="the timings include a constant host time "
+                   "(wall clock around a Python call): fit it too, apart from the profile")
     p.add_argument("--date", help="date to write in the FIT sources (default: today, UTC)")
     p.add_argument("--json", action="store_true", help="print the fit as JSON")
     args = p.parse_args(argv)
@@ -132,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         profile = load_profile(args.profile)
         fields = [x.strip() for x in args.fields.split(",") if x.strip()] if args.fields else None
-        result, rows, notes = calibrate(args.data, profile, args.kernels, fields, args.ignore_unknown)
+        result, rows, notes = calibrate(args.data, profile, args.kernels, fields, args.ignore_unknown,
+                                        args.host_floor)
     except NpuSimError as err:
         return _fail(str(err))
     date = args.date or _dt.datetime.now(_dt.timezone.utc).date().isoformat()
@@ -143,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         print(n, file=sys.stderr)
     if args.json:
         print(json.dumps({"rms_before": result.rms_before, "rms_after": result.rms_after,
+                          "host_floor_us": result.host_floor_us,
                           "fields": [f.to_dict() for f in result.fields]}, indent=2))
     else:
         print("\n".join(report_lines(result, rows)))

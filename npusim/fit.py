@@ -59,6 +59,7 @@ class Fit:
     iterations: int
     evaluations: int
     profile: Profile | None = field(default=None, repr=False)   # the profile with the determined fields set
+    host_floor_us: float | None = None   # set by callers that fit a constant host time too (floor.py)
 
     @staticmethod
     def rms(pred, meas) -> float:

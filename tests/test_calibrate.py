@@ -156,3 +156,23 @@ def test_a_kernel_model_times_as_kda_run_does(design):
     r = evaluate(design, Settings(heads=2, tokens=256, d_k=64, d_v=64, numerics=False, keep_trace=False))
     assert model(f"kda_{design}", "1x256x2x64x64", "bf16").predict(BASE) == pytest.approx(r.design_report.latency_us,
                                                                                            rel=1e-12)
+
+
+def test_host_floor_fitted_beside_the_fields_from_wall_clock_timings(tmp_path, capsys):
+    """Wall-clock timings = 250 us of host time + the kernel under sync latency 1.5 us. Without --host-floor
+    the fit must push the sync latency up to stand in for the floor; with it, both come back to 1 %."""
+    truth = BASE.replace(sync__latency_us=1.5)
+    shapes = ["1x64x1x128x128", "1x512x1x128x128", "1x1024x2x128x128", "1x2048x1x128x128"]
+    rows = "\n".join(f"kda_v3,{s},bf16,{250.0 + model('kda_v3', s, 'bf16').predict(truth):.4f}" for s in shapes)
+    path = _csv(tmp_path, "kernel,shape,dtype,measured_us\n" + rows + "\n", "wall.csv")
+    from npusim.calibrate import calibrate
+    with_floor, _, _ = calibrate(path, BASE, fields=["sync.latency_us"], host_floor=True)
+    (f,) = with_floor.fields
+    assert f.determined and f.value == pytest.approx(1.5, rel=0.01)
+    assert with_floor.host_floor_us == pytest.approx(250.0, rel=0.01) and with_floor.rms_after < 0.005
+    without, _, _ = calibrate(path, BASE, fields=["sync.latency_us"])
+    assert without.host_floor_us is None and without.rms_after > 10 * with_floor.rms_after
+    assert main([str(path), "--fields", "sync.latency_us", "--host-floor", "--out", str(tmp_path / "f.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "host floor: 2" in out and "not written" in out
+    assert "floor" not in (tmp_path / "f.toml").read_text().split("[chip]")[1]   # the profile holds no floor
