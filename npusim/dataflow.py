@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from .errors import DataflowError
-from .graph import CUBE, UNIT_LABEL, VEC, Payload, Phase, PhaseGraph, StateSpec, Sync, TensorMeta, sync_label
-from .ops import CONST, HOST, LAYOUT, MATMUL, SEQUENTIAL, UNIT_OF, Op, cost_of
+from .graph import CUBE, UNIT_LABEL, VEC, Local, Payload, Phase, PhaseGraph, StateSpec, Sync, TensorMeta, sync_label
+from .ops import CONST, HOST, LAYOUT, MATMUL, REDUCE, SEQUENTIAL, UNIT_OF, Op, cost_of
 from .precision import Precision, itemsize
 
 GM, STATE = "gm", "state"
@@ -34,6 +34,18 @@ class _Info:
     synced_in: int | None = None  # number of the sync that carried it
     kept: bool = False
     readers: list[str] = field(default_factory=list)
+    buf: int = 0                  # the buffer it lives in: its own id, or the viewed tensor's buffer
+
+
+@dataclass
+class _Buf:
+    """A buffer a phase holds on its unit (graph.Local, once the names are known)."""
+    infos: list[_Info]
+    nbytes: int
+    source: str
+    first: int
+    last: int
+    whole: bool = False           # every tile needs all of it (a matmul's left operand, a solve's matrix)
 
 
 @dataclass
@@ -44,6 +56,8 @@ class _PhaseRec:
     reads: list[str] = field(default_factory=list)
     gm_read_bytes: int = 0
     gm_write_bytes: int = 0
+    step: int = 0                                        # ops seen so far
+    bufs: dict[int, _Buf] = field(default_factory=dict)  # buffer key -> what the phase holds
 
 
 @dataclass
@@ -69,6 +83,8 @@ class Checker:
         self.pending: _SyncRec | None = None
         self.kept: list[str] = []
         self.state_name: str | None = None
+        self.escaped: set[int] = set()            # buffers used after the phase that made them
+        self.stored: set[int] = set()             # buffers of the results stored to GM (not the state)
 
     # ----- registration -------------------------------------------------------------------------
     def register_input(self, name: str, tensor: torch.Tensor, storage: str, is_state: bool = False) -> None:
@@ -79,8 +95,41 @@ class Checker:
                                   tuple(tensor.shape), tensor.numel()))
 
     def _track(self, tensor: torch.Tensor, info: _Info) -> None:
+        info.buf = info.buf or id(tensor)
         self.info[id(tensor)] = info
         self._alive.append(tensor)
+
+    # ----- what a phase holds on its unit (capacity.py) ----------------------------------------
+    def _use(self, info: _Info) -> None:
+        """The current op of the current phase uses `info`: it is loaded (first use) or stays alive."""
+        phase = self.phase
+        buf = phase.bufs.get(info.buf)
+        if buf is None:
+            if info.origin == GM and info.name is None:      # an unnamed constant (a mask): not counted
+                return
+            source = ("made" if info.producer == phase.name else "gm" if info.origin == GM else
+                      "state" if info.origin == STATE else "kept" if info.origin == phase.unit and info.kept
+                      else "workspace")
+            size = 4 if source == "made" else info.storage_bytes
+            phase.bufs[info.buf] = _Buf([info], info.numel * size, source, phase.step, phase.step)
+            return
+        buf.last = phase.step
+        if info not in buf.infos:
+            buf.infos.append(info)
+
+    def _whole(self, info: _Info) -> None:
+        buf = self.phase.bufs.get(info.buf)
+        if buf is not None:
+            buf.whole = True
+
+    def _made(self, info: _Info, alias: _Info | None) -> None:
+        """The current op made `info`: a view shares `alias`'s buffer, anything else gets its own (fp32)."""
+        phase = self.phase
+        if alias is not None and alias.buf in phase.bufs:
+            info.buf = alias.buf
+            self._use(info)
+            return
+        phase.bufs[info.buf] = _Buf([info], info.numel * 4, "made", phase.step, phase.step)
 
     def _lookup(self, tensor: torch.Tensor, what: str) -> _Info:
         info = self.info.get(id(tensor))
@@ -138,8 +187,14 @@ class Checker:
             shape = " x ".join(str(list(t.shape)) for t in inputs[:2])
             raise DataflowError(f"Phase {phase.name} is a {UNIT_LABEL[phase.unit]} phase but does {what} on "
                                 f"{shape}: {'matmuls run on the Cube unit' if kind == MATMUL else 'element-wise math runs on the Vector unit'}")
+        left = inputs[1] if name == "__rmatmul__" and len(inputs) > 1 else inputs[0] if inputs else None
         for t in inputs:
             self.read(t)
+            info = self.info.get(id(t))
+            if info is not None:
+                self._use(info)
+                if kind == MATMUL and t is left:
+                    self._whole(info)
 
     def after_op(self, kind: str, name: str, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
         phase = self.phase
@@ -159,8 +214,16 @@ class Checker:
                 if info.producer != phase.name:
                     raise DataflowError(f"Phase {phase.name} writes into {self._label(info)}, made by "
                                         f"{info.producer}: write a new tensor instead")
+                self._use(info)
                 continue
-            self._track(out, _Info(None, phase.unit, phase.name, storage, tuple(out.shape), out.numel()))
+            info = _Info(None, phase.unit, phase.name, storage, tuple(out.shape), out.numel())
+            self._track(out, info)
+            alias = self.info.get(id(inputs[0])) if kind == LAYOUT and inputs else None
+            self._made(info, alias)
+        if kind == REDUCE and inputs and outputs and id(inputs[0]) in self.info and (
+                outputs[0].dim() == 0 or outputs[0].shape[-1] != inputs[0].shape[-1]):
+            self._whole(self.info[id(inputs[0])])        # reduced along its last axis: not split there
+        phase.step += 1
 
     def sequential(self, name: str, inputs: list[torch.Tensor], output: torch.Tensor, steps: int,
                    elements: int) -> None:
@@ -171,9 +234,14 @@ class Checker:
             raise DataflowError(f"{name} is a Vector op but runs {where}")
         for t in inputs:
             self.read(t)
+            self._use(self.info[id(t)])
+            self._whole(self.info[id(t)])
         phase.ops.append(Op(SEQUENTIAL, name, elements=elements, steps=steps, shape=tuple(output.shape)))
-        self._track(output, _Info(None, phase.unit, phase.name, itemsize(self.precision.transfer),
-                                  tuple(output.shape), output.numel()))
+        info = _Info(None, phase.unit, phase.name, itemsize(self.precision.transfer), tuple(output.shape),
+                     output.numel())
+        self._track(output, info)
+        self._made(info, None)
+        phase.step += 1
 
     def read(self, tensor: torch.Tensor) -> None:
         phase = self.phase
@@ -194,6 +262,8 @@ class Checker:
             raise DataflowError(
                 f"missing sync: Phase {phase.name} ({UNIT_LABEL[phase.unit]}) reads {self._label(info)}, made by "
                 f"Phase {info.producer} ({UNIT_LABEL[info.origin]}), but no sync carried it")
+        if info.origin in (VEC, CUBE):
+            self.escaped.add(info.buf)
         if phase.name not in info.readers:
             info.readers.append(phase.name)
             if info.name:
@@ -239,6 +309,7 @@ class Checker:
                 raise DataflowError(f"sync {label} goes {direction} but carries {info.name}, made on "
                                     f"{UNIT_LABEL[info.origin]} by Phase {info.producer}")
             placement = "resident" if info.name in self.resident else "slot"
+            self.escaped.add(info.buf)
             if redundant is None:
                 info.synced_in = number
                 info.storage_bytes = itemsize(dtype)
@@ -257,8 +328,18 @@ class Checker:
             if info.name is None:
                 raise DataflowError(f"npu.keep of an unnamed {list(info.shape)} tensor: bind it to a variable")
             info.kept = True
+            self.escaped.add(info.buf)
             if info.name not in self.kept:
                 self.kept.append(info.name)
+
+    def _locals(self, phase: _PhaseRec) -> tuple[Local, ...]:
+        out = []
+        for key, b in phase.bufs.items():
+            name = next((i.name for i in b.infos if i.name), None) or f"an unnamed {list(b.infos[0].shape)} tensor"
+            last = phase.step if (b.source == "made" and key in self.escaped) else b.last
+            out.append(Local(name, b.infos[0].shape, b.nbytes, b.source, b.first, last, b.whole,
+                             key in self.stored))
+        return tuple(out)
 
     # ----- the graph ----------------------------------------------------------------------------
     def finish(self, returns: dict[str, torch.Tensor], state: tuple[str, str] | None,
@@ -274,6 +355,7 @@ class Checker:
             info = self._lookup(tensor, f"the program's result {name}")
             if info.origin not in (VEC, CUBE):
                 raise DataflowError(f"the program returns {name}, which no phase computed")
+            self.escaped.add(info.buf)
             if info.name is None:
                 info.name = name
             if state is not None and name == state[1]:
@@ -283,6 +365,7 @@ class Checker:
                 state_spec = StateSpec(state[0], name, info.shape, st, info.numel * itemsize(st),
                                        info.producer, tuple(readers))
             else:
+                self.stored.add(info.buf)
                 rec = next(s for s in self.steps if isinstance(s, _PhaseRec) and s.name == info.producer)
                 rec.gm_write_bytes += info.numel * itemsize(self.precision.of(name))
 
@@ -296,7 +379,8 @@ class Checker:
         steps: list[Phase | Sync] = []
         for s in self.steps:
             if isinstance(s, _PhaseRec):
-                steps.append(Phase(s.name, s.unit, tuple(s.ops), tuple(s.reads), s.gm_read_bytes, s.gm_write_bytes))
+                steps.append(Phase(s.name, s.unit, tuple(s.ops), tuple(s.reads), s.gm_read_bytes, s.gm_write_bytes,
+                                   self._locals(s), s.step))
             else:
                 steps.append(Sync(s.number, s.producer.name, s.consumer.name,
                                   f"{s.producer.unit}->{s.consumer.unit}", tuple(p for _, p in s.payload)))

@@ -20,6 +20,21 @@ def sync_label(number: int) -> str:
 
 
 @dataclass(frozen=True)
+class Local:
+    """A buffer a phase holds on its unit (UB per Vector phase, L1 per Cube phase), for capacity.py.
+    Views share their tensor's buffer. Steps count the phase's ops from 0."""
+    name: str
+    shape: tuple[int, ...]
+    nbytes: int                   # on the unit: inputs at their stored type, results in fp32
+    source: str                   # "gm" (loaded from GM), "workspace", "state", "kept", "made"
+    first: int                    # step where it is loaded or made
+    last: int                     # step of its last use (the phase's step count if it outlives the phase)
+    whole: bool = False           # needed whole by every tile (a matmul's left operand, a solve's matrix,
+                                  # a reduction along the last axis); the rest split along their last axis
+    stored: bool = False          # a result the phase stores to GM (O), not a hand-off or the state
+
+
+@dataclass(frozen=True)
 class Phase:
     name: str
     unit: str                     # VEC or CUBE
@@ -27,6 +42,8 @@ class Phase:
     reads: tuple[str, ...]        # named tensors made elsewhere (other phases, GM inputs, the state)
     gm_read_bytes: int            # GM inputs this phase loads
     gm_write_bytes: int           # outputs this phase stores to GM
+    locals: tuple[Local, ...] = field(default=(), compare=False)   # what it holds on its unit
+    steps: int = 0                # ops recorded (compute, views and constants alike)
 
     @property
     def macs(self) -> int:

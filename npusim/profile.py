@@ -64,8 +64,27 @@ class Workspace:
     slots: int                    # number of slots: 1 = no chunk overlap, 2 = ping/pong
 
 
+@dataclass(frozen=True)
+class Core:
+    """One AI core's local memories and data-movement pipes (capacity.py, pipes.py).
+
+    The defaults keep the model as it was before these were modelled: no capacity limit, GM traffic at
+    memory.gm_bandwidth_gbps (0 below means exactly that), no padding, load + compute + store in series."""
+    ub_kib: float = math.inf          # Unified Buffer per Vector unit (AIV)
+    l1_kib: float = math.inf          # L1 of the Cube unit (AIC)
+    l0a_kib: float = math.inf         # L0A: left matmul operand
+    l0b_kib: float = math.inf         # L0B: right matmul operand
+    l0c_kib: float = math.inf         # L0C: fp32 matmul result
+    mte2_gbps: float = 0.0            # GM -> UB / L1 per core (0: memory.gm_bandwidth_gbps)
+    mte3_gbps: float = 0.0            # UB -> GM per core (0: memory.gm_bandwidth_gbps)
+    fixpipe_gbps: float = 0.0         # L0C -> GM per core (0: memory.gm_bandwidth_gbps)
+    align_bytes: float = 1.0          # DataCopy moves whole blocks of this many bytes (32 on A2)
+    buffer_num: int = 1               # 1: load, compute, store in series; 2: double buffering (BUFFER_NUM = 2)
+
+
 _SECTIONS = {"chip": Chip, "cube": Cube, "vector": Vector, "sync": Sync, "memory": Memory,
-             "workspace": Workspace}
+             "workspace": Workspace, "core": Core}
+_OPTIONAL_SECTIONS = {"core"}       # a file without the table gets the defaults (the model as before)
 
 
 @dataclass(frozen=True)
@@ -78,6 +97,7 @@ class Profile:
     sync: Sync
     memory: Memory
     workspace: Workspace
+    core: Core = Core()
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict, compare=False)
     range_reasons: dict[str, str] = field(default_factory=dict, compare=False)
@@ -100,6 +120,11 @@ class Profile:
     def gm_us(self, nbytes: float) -> float:
         return 0.0 if nbytes == 0 or math.isinf(self.memory.gm_bandwidth_gbps) else nbytes / (
             self.memory.gm_bandwidth_gbps * 1e3)
+
+    def pipe_gbps(self, pipe: str) -> float:
+        """GB/s of a data-movement pipe ("mte2", "mte3", "fixpipe"); the GM rate where the profile gives none."""
+        value = getattr(self.core, f"{pipe}_gbps")
+        return value if value > 0 else self.memory.gm_bandwidth_gbps
 
     @property
     def assumptions(self) -> dict[str, str]:
@@ -131,7 +156,9 @@ class Profile:
         out: dict = {"name": self.name, "description": self.description}
         for section in _SECTIONS:
             part = getattr(self, section)
-            out[section] = {f.name: getattr(part, f.name) for f in fields(part)}
+            # a pipe rate of 0 is the default "as memory.gm_bandwidth_gbps": left out, it loads back as such
+            out[section] = {f.name: getattr(part, f.name) for f in fields(part)
+                            if not (section == "core" and f.name.endswith("_gbps") and getattr(part, f.name) == 0)}
         return out
 
 
@@ -206,6 +233,8 @@ def _build(raw: dict, origin: str, inherited_sources: dict[str, str],
     parts = {}
     for section, cls in _SECTIONS.items():
         table = raw.get(section)
+        if table is None and section in _OPTIONAL_SECTIONS:
+            table = {}
         if not isinstance(table, dict):
             raise ProfileError(f"profile {origin}: missing table [{section}]")
         known = {f.name: f for f in fields(cls)}
@@ -215,7 +244,8 @@ def _build(raw: dict, origin: str, inherited_sources: dict[str, str],
         values = {}
         for name, f in known.items():
             if name not in table and f.default is not MISSING:     # a field added later: its default
-                sources.setdefault(f"{section}.{name}", f"ASSUMED: the default of npusim/profile.py ({f.default})")
+                sources.setdefault(f"{section}.{name}", _DEFAULT_SOURCE.get(
+                    f"{section}.{name}", f"ASSUMED: the default of npusim/profile.py ({f.default})"))
                 values[name] = f.default
                 continue
             if name not in table:
@@ -283,4 +313,15 @@ def _check_number(value, type_name: str, where: str, origin: str):
 
 # Rates that divide: zero would mean infinite time.
 _POSITIVE = {"clock_ghz", "macs_per_cycle", "fp32_macs_per_cycle", "elems_per_cycle", "bandwidth_gbps",
-             "gm_bandwidth_gbps", "chip_bandwidth_gbps", "l2_bandwidth_gbps", "slot_kib"}
+             "gm_bandwidth_gbps", "chip_bandwidth_gbps", "l2_bandwidth_gbps", "slot_kib",
+             "ub_kib", "l1_kib", "l0a_kib", "l0b_kib", "l0c_kib", "mte2_gbps", "mte3_gbps", "fixpipe_gbps",
+             "align_bytes"}
+# Defaults of the [core] table that keep the model as before it was modelled: not hardware figures.
+_DEFAULT_SOURCE = {
+    **{f"core.{n}_kib": "not in the profile: no capacity limit (the model before capacities)"
+       for n in ("ub", "l1", "l0a", "l0b", "l0c")},
+    **{f"core.{n}_gbps": "not in the profile: memory.gm_bandwidth_gbps (the model before pipes)"
+       for n in ("mte2", "mte3", "fixpipe")},
+    "core.align_bytes": "not in the profile: no padding (the model before pipes)",
+    "core.buffer_num": "not in the profile: load, compute and store in series (the model before pipes)",
+}
