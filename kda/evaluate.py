@@ -56,6 +56,7 @@ class Settings:
     interleave: int = 1              # sequences a core alternates in its sequential passes
     seqlens: tuple[int, ...] | None = None     # a variable-length batch: tokens of each sequence (batch = 1)
     device: str = "cpu"              # torch device of the numerics: cpu, cuda or npu (kda/device.py)
+    capacity: str = "tile"           # a phase over its unit's UB / L1: "tile" it, or "refuse" (npusim/capacity.py)
 
     @property
     def T(self) -> int:
@@ -78,6 +79,7 @@ class VersionResult:
     pipelined: Run | None = None
     serial: Run | None = None
     workspace_error: str | None = None
+    capacity_error: str | None = None     # a phase that does not fit its unit's memory: no timing
     note: str | None = None          # e.g. v1's known defect, when parity fails
     attribution: "Attribution | None" = None    # kda/attribution.py, when settings.attribution
     design_run: object = None        # npusim.multipass.DesignRun: every design, one pass or several
@@ -105,6 +107,7 @@ class VersionResult:
                 "first_failing_chunk": self.first_failing_chunk, "note": self.note},
             "overflow": _overflow(ex),
             "workspace_error": self.workspace_error,
+            "capacity_error": self.capacity_error,
             "errors": None if self.parity_o is None else {
                 "o": _json_err(self.parity_o.rel_rms_err), "final_state": _json_err(self.parity_state.rel_rms_err),
                 "o_per_chunk": [_json_err(e) for e in self.chunk_errors]},
@@ -112,7 +115,9 @@ class VersionResult:
             "attribution": self.attribution.to_dict() if self.attribution is not None else None,
         }
         if self.design_report is not None:
+            from .render_memory import plans_json
             out["design"] = self.design_report.to_dict()
+            out["memory"] = plans_json(self)
             out["interleave"] = s.interleave
             out["seqlens"] = list(s.seqlens) if s.seqlens else None
         g = ex.graph
@@ -300,7 +305,7 @@ def _cu(settings: Settings):
 def retime(result: VersionResult, profile: Profile) -> VersionResult:
     """A copy of `result` with its timing replayed on `profile` from the same recorded graph (no numerics):
     what uncertainty studies and calibration run per sample."""
-    return _time(replace(result, profile=profile, report=None, pipelined=None, serial=None, workspace_error=None,
+    return _time(replace(result, profile=profile, report=None, pipelined=None, serial=None, workspace_error=None, capacity_error=None,
                          design_run=None, design_serial=None, design_report=None))
 
 

@@ -57,6 +57,8 @@ def notes(r: VersionResult) -> list[Text]:
     if r.workspace_error:
         out.append(Text(f"workspace: {r.workspace_error} (no timing; try --slot-kib / --resident-kib)",
                         style="bold red"))
+    if r.capacity_error:
+        out.append(Text(f"capacity: {r.capacity_error} (no timing)", style="bold red"))
     return out
 
 
@@ -218,16 +220,17 @@ def chip_table(r: VersionResult) -> Table:
 
 def summary(r: VersionResult) -> Group:
     from .render_design import layer_table, passes_table
+    from .render_memory import memory_table
     parts = [header(r), parity_table(r), precision_line(r), *notes(r), *attribution_parts(r)]
     if r.execution.design is not None and not r.execution.design.single:
         if r.workspace_error:
             parts.append(Text(f"workspace: {r.workspace_error}", style="red"))
         if r.design_report is not None:
-            parts += [passes_table(r), layer_table(r)]
-        return Group(*parts)
+            parts += [passes_table(r), memory_table(r), layer_table(r)]
+        return Group(*[p for p in parts if p is not None])
     parts += [sync_table(r), *redundancy_lines(r)]
     if r.report is not None:
-        parts += [work_table(r), latency_table(r)]
+        parts += [work_table(r), memory_table(r), latency_table(r)]
         if r.report.cores > 1 or r.report.sequences > 1:
             parts.append(chip_table(r))
         if r.pipelined is not None and r.pipelined.trace is not None:
@@ -237,7 +240,7 @@ def summary(r: VersionResult) -> Group:
         if r.profile.assumptions:
             parts.append(Text("Assumed figures in this profile (no public source): " +
                               ", ".join(f"{k}={_value(r.profile, k)}" for k in r.profile.assumptions), style="dim"))
-    return Group(*parts)
+    return Group(*[p for p in parts if p is not None])
 
 
 def _value(profile, key: str):

@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resident-kib", type=float, help="resident region in KiB (override the profile)")
     p.add_argument("--resident", help="comma-separated tensors for the workspace's resident region, replacing "
                    "the program's plan ('none' for none)")
+    p.add_argument("--capacity", choices=("tile", "refuse"), default="tile",
+                   help="a phase that does not fit its unit's UB / L1 is tiled (more GM traffic), or the run "
+                   "is refused with one line naming the phase, its tensors and bytes")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", dest="overrides",
                    help="override a profile field, e.g. --set sync.latency_us=0.3 (repeatable)")
     p.add_argument("--serial", action="store_true", help="show the serial (no overlap) timeline as the main one")
@@ -175,7 +178,7 @@ def _settings(args) -> Settings:
                     initial_state=args.initial_state == "randn", tokens=args.tokens, workspace=workspace,
                     cores=args.cores, numerics=not args.no_numerics, overrides=parse_overrides(args.overrides),
                     interleave=args.interleave, seqlens=seqlens,
-                    device=args.device,
+                    device=args.device, capacity=args.capacity,
                     keep_trace=bool(args.trace or args.plot) or _events(args) <= MAX_KEPT_EVENTS)
 
 
@@ -253,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
             if settings.numerics:
                 ref = ref or reference(r.execution)
             results.append(r)
+            if r.capacity_error:          # what was computed is shown; the run still fails
+                errors.append(f"{v}: {r.capacity_error}" if len(versions) > 1 else r.capacity_error)
     try:
         if results:
             _check_policy_names(settings, results)

@@ -4,6 +4,7 @@ random inputs, for a timing-only run)."""
 from __future__ import annotations
 
 from npusim import WorkspaceError, build_report, simulate
+from npusim.capacity import CapacityError
 from npusim.design_report import build_design_report
 from npusim.multipass import DesignRun, PassRun, simulate_design, templates
 from npusim.precision import itemsize
@@ -32,9 +33,12 @@ def time_result(result) -> None:
     counts = chunk_counts(s)
     floor = floor_bytes(s, ex.precision.transfer)
     try:
-        tpls = templates(design, ex.pass_graphs, profile, s.state_handoff)
+        tpls = templates(design, ex.pass_graphs, profile, s.state_handoff, s.capacity)
     except WorkspaceError as err:
         result.workspace_error = str(err)
+        return
+    except CapacityError as err:         # the run's numerics stay; the CLI reports it and exits 2
+        result.capacity_error = str(err)
         return
     if design.single:
         tpl = tpls[0]

@@ -138,7 +138,7 @@ def fitting_tiles(phase: Phase, profile: Profile, buffers: int, program: str = "
                             f"(--capacity tile would tile it)")
     top = max_tiles(phase)
     if not fits(top):
-        raise CapacityError(f"{where} fits no tiling: even {top} tiles hold "
+        raise CapacityError(f"{where} fits no tiling: even {top} tiles (one column of each split tensor) hold "
                             f"{_describe(footprint(phase, top, buffers, align, units), cap, phase)}")
     lo, hi = 1, 2                      # fits(lo) is False; find the first n that fits, by doubling then halving
     while hi < top and not fits(hi):

@@ -129,6 +129,7 @@ class _Core:
         self.servers = {r: _Server() for r in model.resources}
         self.server_of = [self.servers[r] for r in model.resource_of]
         self.slot_of = [-1] * n_inst
+        self.stretch: dict[tuple[int, int], float] = {}   # (instance, node) -> HBM stretch of its pipes (trace)
         self.slot_bytes = [0] * max(model.slots, 1)
         if model.serial:
             model.env.process(model.run_serial(self))
@@ -196,7 +197,12 @@ class _Model:
                           if math.isfinite(shared_rate(profile, r))}
         self.share_of = [self.shares.get(node.shared) for node in tpl.nodes]
         nodes = tpl.nodes     # flat per-node columns for the hot path: (first chunk, later chunks)
-        self.busy_of = ([x.busy_first_us for x in nodes], [x.busy_us for x in nodes])
+        # a phase's pipes (pipes.py): serial mode runs its segments in series; the overlapped ones are
+        # re-timed when HBM contention stretches their transfers
+        pipes = [x.pipe if x.pipe is not None and x.pipe.overlaps and not serial else None for x in nodes]
+        busy = [x.pipe.busy_us(serial=True) if x.pipe is not None and serial else x.busy_us for x in nodes]
+        self.busy_of = ([x.busy_first_us if x.pipe is None else b for x, b in zip(nodes, busy)], busy)
+        self.pipe_of = pipes
         self.delay_of = ([x.delay_first_us for x in nodes], [x.delay_us for x in nodes])
         self.bytes_of = ([x.nbytes_first for x in nodes], [x.nbytes for x in nodes])
         self.work_of = [x.work_us for x in nodes]
@@ -215,7 +221,7 @@ class _Model:
             j += 1
         waiting.clear()
 
-    def busy_time(self, core: _Core, k: int, first: bool) -> float:
+    def busy_time(self, core: _Core, i: int, k: int, first: bool) -> float:
         """Time node k holds its unit or link from now, with chip-wide contention."""
         col = 0 if first else 1
         busy = self.busy_of[col][k]
@@ -223,8 +229,18 @@ class _Model:
         if share is not None:
             nbytes = self.bytes_of[col][k]
             if nbytes:
-                work = self.work_of[k]
-                busy = work + share.transfer_us(self.env.now, nbytes, busy - work, core.copies)
+                work, pipe = self.work_of[k], self.pipe_of[k]
+                if pipe is None:
+                    busy = work + share.transfer_us(self.env.now, nbytes, busy - work, core.copies)
+                else:                    # the transfers stretch by the share; the pipes overlap them again
+                    io = pipe.io_us
+                    t = share.transfer_us(self.env.now, nbytes, io, core.copies)
+                    if io > 0:
+                        busy = pipe.busy_us(t / io)
+                        if self.trace is not None and t > io:
+                            core.stretch[(i, k)] = t / io
+                    else:
+                        busy += t
         return busy
 
     def dispatch(self, core: _Core, server: _Server) -> None:
@@ -238,7 +254,7 @@ class _Model:
         start = self.env.now
         if self.trace is not None and self.nodes[k].slot_add:
             self._occupancy(core, i, self.nodes[k].slot_add)
-        busy = self.busy_time(core, k, first)
+        busy = self.busy_time(core, i, k, first)
         server.running = True
         self.env.timeout(busy).callbacks.append(
             lambda _ev: self._released(core, server, nid, first, start, busy))
@@ -268,7 +284,7 @@ class _Model:
                 start = env.now
                 if node.slot_add and self.trace is not None:
                     self._occupancy(core, i, node.slot_add)
-                busy = self.busy_time(core, k, first)
+                busy = self.busy_time(core, i, k, first)
                 yield env.timeout(busy)
                 core.server_of[k].busy += busy
                 delay = node.delay_first_us if first else node.delay_us
@@ -285,7 +301,8 @@ class _Model:
         if self.trace is not None:
             first = core.inst_chunk[i] == 0
             self.trace.add(node.index, core.index, core.inst_seq[i], core.inst_chunk[i], start, busy_end,
-                           self.env.now, node.nbytes_first if first else node.nbytes, core.slot_of[i])
+                           self.env.now, node.nbytes_first if first else node.nbytes, core.slot_of[i],
+                           core.stretch.pop((i, node.index), 1.0) if core.stretch else 1.0)
             if node.slot_free:
                 self._occupancy(core, i, -node.slot_free)
 
@@ -376,11 +393,11 @@ def _copy_trace(trace: Trace, members: dict[int, list[int]]) -> Trace:
     """The representative cores' trace, repeated for every core of their class (sequences renumbered)."""
     out = Trace(trace.template)
     cols = (trace.node, trace.core, trace.seq, trace.chunk, trace.start, trace.busy_end, trace.end,
-            trace.nbytes, trace.slot)
+            trace.nbytes, trace.slot, trace.stretch)
     for c in sorted(c for ms in members.values() for c in ms):
         r = next(r for r, ms in members.items() if c in ms)
-        for n, c0, s, t, st, be, e, nb, sl in zip(*cols):
+        for n, c0, s, t, st, be, e, nb, sl, x in zip(*cols):
             if c0 == r:
-                out.add(n, c, s - r + c, t, st, be, e, nb, sl)
+                out.add(n, c, s - r + c, t, st, be, e, nb, sl, x)
         out.occupancy.extend((t, c, slot, b) for t, c0, slot, b in trace.occupancy if c0 == r)
     return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from .capacity import TILE
 from .engine import Run, Template, build_template, simulate
 from .graph import PhaseGraph
 from .profile import Profile
@@ -73,11 +74,13 @@ class DesignRun:
         return [_shifted(p.run, p.start_us) for p in self.passes]
 
 
-def templates(design: Design, graphs: list[PhaseGraph], profile: Profile, state_handoff: str) -> list[Template]:
-    """One timed template per pass; raises WorkspaceError naming the pass's program if it does not fit.
-    A pass's program may declare how its state travels (`@phase_program(..., state_handoff="own")`);
+def templates(design: Design, graphs: list[PhaseGraph], profile: Profile, state_handoff: str,
+              capacity: str = TILE) -> list[Template]:
+    """One timed template per pass; raises WorkspaceError naming the pass's program if it does not fit, and
+    CapacityError if a phase does not fit its unit's memory and is refused (`capacity` "refuse") or no
+    tiling fits. A pass's program may declare how its state travels (`@phase_program(..., state_handoff="own")`);
     otherwise `state_handoff` applies."""
-    return [build_template(g, profile, p.program.notes.get("state_handoff", state_handoff))
+    return [build_template(g, profile, p.program.notes.get("state_handoff", state_handoff), capacity=capacity)
             for g, p in zip(graphs, design.passes)]
 
 
@@ -107,5 +110,6 @@ def _shifted(run: Run, offset: float) -> Run:
     tr = run.trace
     moved = Trace(tr.template, list(tr.node), list(tr.core), list(tr.seq), list(tr.chunk),
                   [x + offset for x in tr.start], [x + offset for x in tr.busy_end], [x + offset for x in tr.end],
-                  list(tr.nbytes), list(tr.slot), [(x + offset, c, s, b) for x, c, s, b in tr.occupancy])
+                  list(tr.nbytes), list(tr.slot), [(x + offset, c, s, b) for x, c, s, b in tr.occupancy],
+                  list(tr.stretch))
     return replace(run, trace=moved)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .capacity import (TILE, Footprint, capacity_bytes, fitting_tiles, footprint, l0_tiles, l0_use, max_tiles,
+from .capacity import (TILE, capacity_bytes, fitting_tiles, footprint, l0_tiles, l0_use, max_tiles,
                        memory_name, reload_bytes, share, tile_bytes)
 from .cost import op_us
 from .graph import CUBE, Phase
@@ -38,6 +38,11 @@ class PipeTiming:
     compute_us: float          # per tile
     store_us: float            # per tile, own rate
     store_pipe: str            # MTE3 (Vector) or FIXPIPE (Cube)
+
+    @property
+    def overlaps(self) -> bool:
+        """Whether the pipes overlap at all: double buffering and more than one tile."""
+        return self.buffers >= 2 and self.tiles > 1
 
     @property
     def io_us(self) -> float:
@@ -182,7 +187,3 @@ def plan_phase(phase: Phase, profile: Profile, mode: str = TILE, program: str = 
         shape = tuple(big.shape[:-1]) + (-(-big.shape[-1] // timing.tiles),) if big.shape else None
     return PhasePlan(phase.name, phase.unit, memory_name(phase.unit), peak.nbytes, peak.live, cap, timing.tiles, need,
                      tiled.nbytes, shape, extra, load, store, l0_use(phase), l0_tiles(phase, profile), timing)
-
-
-def _unused(fp: Footprint) -> None:      # keeps the import of Footprint for type readers
-    return None

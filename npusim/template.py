@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .cost import compute_us
+from .capacity import TILE
 from .graph import CUBE, VEC, Phase, PhaseGraph, Sync
+from .pipes import PhasePlan, PipeTiming, plan_phase
 from .profile import Profile
 from .workspace import WorkspaceUse, analyse, check_fits
 
@@ -42,6 +43,7 @@ class Node:
     slot_free: int = 0        # transient bytes that die when it ends
     work_us: float = 0.0      # compute part of busy_us (phases); the rest moves nbytes at the core's rate
     shared: str | None = None # HBM or L2: the chip-wide bandwidth its bytes share with other cores
+    pipe: PipeTiming | None = None  # a phase's load / compute / store segments (pipes.py)
 
 
 @dataclass(frozen=True)
@@ -55,16 +57,21 @@ class Template:
     slot_release: int | None                    # node after which the slot is free (None: no slot used)
     resident_bytes: int
     workspace: WorkspaceUse
+    plans: tuple[PhasePlan, ...] = ()           # per phase: capacity, tiles, pipes (pipes.py)
 
     @property
     def n(self) -> int:
         return len(self.nodes)
 
 
-def build_template(graph: PhaseGraph, profile: Profile, state_handoff: str = RIDE, check: bool = True) -> Template:
-    """Turn a recorded graph into timed nodes and dependency edges for `profile`."""
+def build_template(graph: PhaseGraph, profile: Profile, state_handoff: str = RIDE, check: bool = True,
+                   capacity: str = TILE) -> Template:
+    """Turn a recorded graph into timed nodes and dependency edges for `profile`. A phase that does not fit
+    its unit's memory is tiled (`capacity` "tile") or refused ("refuse": CapacityError)."""
     if state_handoff not in (RIDE, OWN):
         raise ValueError(f"state_handoff must be {RIDE!r} or {OWN!r}, got {state_handoff!r}")
+    # a phase that no tiling fits says so before the workspace plan does (capacity.py)
+    plan_of = {p.name: plan_phase(p, profile, capacity, graph.program) for p in graph.phases}
     use = analyse(graph)
     if check:
         check_fits(graph, use, profile.workspace)
@@ -111,6 +118,7 @@ def build_template(graph: PhaseGraph, profile: Profile, state_handoff: str = RID
             syncs_into.setdefault(s.consumer, []).append(k)
     latency = profile.sync.latency_us
     nodes: list[Node] = []
+    plans: list[PhasePlan] = []
     last_on_unit: dict[str, int] = {}
     state_node = None
     for k, s in enumerate(order):
@@ -121,11 +129,14 @@ def build_template(graph: PhaseGraph, profile: Profile, state_handoff: str = RID
             if own_before is not None and s.name == cross_reader:
                 deps.append(state_node)
             last_on_unit[s.unit] = k
-            work = compute_us(s, profile)
-            gm = s.gm_read_bytes + s.gm_write_bytes
-            t = work + profile.gm_us(gm)
+            plan = plan_of[s.name]
+            plans.append(plan)
+            pipe = plan.timing
+            work = pipe.tiles * pipe.compute_us
+            gm = round(plan.load_bytes + plan.store_bytes)
+            t = pipe.busy_us()
             nodes.append(Node(k, PHASE, s.name, s.name, s.unit, t, t, 0.0, 0.0, gm, gm, tuple(sorted(set(deps))),
-                              slot_add[k], slot_free[k], work, HBM))
+                              slot_add[k], slot_free[k], work, HBM, pipe))
         elif isinstance(s, Sync):
             extra = state.nbytes if ride_at is not None and order[k] is steps[ride_at] else 0
             nodes.append(Node(k, SYNC, s.name, s.label, f"link:{s.direction}",
@@ -165,7 +176,7 @@ def build_template(graph: PhaseGraph, profile: Profile, state_handoff: str = RID
     release = step_node[use.slot_release_step] if use.slot_release_step is not None else None
     return Template(graph, tuple(nodes), tuple(sorted(set(state_edges))), tuple(sorted(set(war_edges))),
                     (RIDE if ride_at is not None else OWN if own_before is not None else None), state_sync,
-                    release, use.resident_bytes, use)
+                    release, use.resident_bytes, use, tuple(plans))
 
 
 def shared_rate(profile: Profile, shared: str | None) -> float:

@@ -21,6 +21,7 @@ class TraceEvent:
     end: float                # done (a sync's fixed latency passed)
     nbytes: int
     slot: int                 # ping/pong slot of the chunk (-1: none)
+    stretch: float = 1.0      # a phase's GM transfers, stretched by HBM contention (pipes.py)
 
 
 @dataclass
@@ -37,12 +38,13 @@ class Trace:
     nbytes: list[int] = field(default_factory=list)
     slot: list[int] = field(default_factory=list)
     occupancy: list[tuple[float, int, int, int]] = field(default_factory=list)   # (t, core, slot, bytes)
+    stretch: list[float] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.node)
 
     def add(self, node: int, core: int, seq: int, chunk: int, start: float, busy_end: float, end: float,
-            nbytes: int, slot: int) -> None:
+            nbytes: int, slot: int, stretch: float = 1.0) -> None:
         self.node.append(node)
         self.core.append(core)
         self.seq.append(seq)
@@ -52,13 +54,15 @@ class Trace:
         self.end.append(end)
         self.nbytes.append(nbytes)
         self.slot.append(slot)
+        self.stretch.append(stretch)
 
     def events(self) -> list[TraceEvent]:
         """Rows sorted by (start, core, sequence, chunk, node)."""
         nodes = self.template.nodes
         rows = [TraceEvent(n, nodes[n].kind, nodes[n].name, nodes[n].label, nodes[n].resource, c, s, t, b, be, e,
-                           nb, sl)
-                for n, c, s, t, b, be, e, nb, sl in zip(self.node, self.core, self.seq, self.chunk, self.start,
-                                                        self.busy_end, self.end, self.nbytes, self.slot)]
+                           nb, sl, x)
+                for n, c, s, t, b, be, e, nb, sl, x in zip(self.node, self.core, self.seq, self.chunk, self.start,
+                                                           self.busy_end, self.end, self.nbytes, self.slot,
+                                                           self.stretch)]
         rows.sort(key=lambda r: (r.start, r.core, r.seq, r.chunk, r.index))
         return rows
