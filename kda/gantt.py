@@ -1,6 +1,8 @@
 """The drawing primitives of the Gantt charts (matplotlib, Agg backend): rows per AI core (Cube, the two
 hand-off links, the Vector units), phase bars labelled with letter and chunk, hand-off bars and arrows,
-busy fractions per row. plots.py composes them into figures."""
+busy fractions per row. Where the profile gives the core's pipes (npusim/pipes.py), rows Cube MTE2 / Cube
+FixPipe and Vec MTE2 / Vec MTE3 show each tile's GM load and store beside the compute. plots.py composes them
+into figures."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from npusim import Run  # noqa: E402
 from npusim.engine import PHASE, STATE, SYNC  # noqa: E402
 from npusim.graph import CUBE, VEC  # noqa: E402
 from npusim.overlap import busy_intervals, intersect  # noqa: E402
+from npusim.pipe_trace import has_pipes, segments  # noqa: E402
 
 COLORS = {CUBE: ("#2f6db5", "#7fa8dc"), VEC: ("#e07b28", "#f3b27a")}
 TRANSFER, LATENCY = "#4d4d4d", "#c9c9c9"
@@ -40,16 +43,26 @@ class Row:
 
     @property
     def label(self) -> str:
+        if self.unit.startswith(PIPE):
+            return self.unit[len(PIPE):]
         return f"Vec{self.vec_index}" if self.unit == VEC else ROW_NAME.get(self.unit, self.unit)
 
 
-def rows_for(run: Run, cores: Sequence[int], both_busy: bool = False) -> list[Row]:
-    """Top to bottom per core: Cube, the links, Vec0, Vec1, ... (and a Cube‖Vec row if asked)."""
+PIPE = "pipe:"
+PIPE_ROWS = {CUBE: (PIPE + "Cube MTE2", PIPE + "Cube FixPipe"), VEC: (PIPE + "Vec MTE2", PIPE + "Vec MTE3")}
+
+
+def rows_for(run: Run, cores: Sequence[int], both_busy: bool = False, pipes: bool = False) -> list[Row]:
+    """Top to bottom per core: Cube, the links, Vec0, Vec1, ... (and a Cube‖Vec row if asked); with
+    `pipes`, the Cube's MTE2 and FixPipe rows after Cube and the Vector units' MTE2 and MTE3 after them."""
     rows, y = [], 0.0
     n_vec = run.profile.chip.vec_per_core
     for c in cores:
         extra = [(BOTH, 0)] if both_busy else []
-        for unit, k in [(CUBE, 0), *[(link, 0) for link in LINKS], *[(VEC, i) for i in range(n_vec)], *extra]:
+        cube_pipes = [(u, 0) for u in PIPE_ROWS[CUBE]] if pipes else []
+        vec_pipes = [(u, 0) for u in PIPE_ROWS[VEC]] if pipes else []
+        for unit, k in [(CUBE, 0), *cube_pipes, *[(link, 0) for link in LINKS], *[(VEC, i) for i in range(n_vec)],
+                        *vec_pipes, *extra]:
             if unit == BOTH:
                 y -= 0.6                           # room for the labels under the last Vec row
             rows.append(Row(c, unit, k, y))
@@ -78,7 +91,8 @@ def draw_gantt(ax, run: Run, *, cores: Sequence[int] | None = None, t_range: tup
     """Bars and arrows of `run` on `ax`. Returns {(core, unit, vec index): bars drawn} for phases and syncs
     (syncs: one bar each, its transfer; the latency after it is drawn lighter and not counted)."""
     cores = list(cores) if cores is not None else _cores(run, max_cores)
-    rows = rows_for(run, cores, both_busy)
+    pipes = has_pipes(run)
+    rows = rows_for(run, cores, both_busy, pipes)
     row_of = {(r.core, r.unit, r.vec_index): r for r in rows}
     events = [e for e in run.trace.events() if e.core in cores]
     lo, hi = t_range if t_range is not None else (0.0, run.makespan_us)
@@ -99,13 +113,17 @@ def draw_gantt(ax, run: Run, *, cores: Sequence[int] | None = None, t_range: tup
             bars.setdefault(("transfer", e.core, e.unit, 0), []).append(
                 ((e.start, max(e.busy_end - e.start, min_w)), TRANSFER))
             bars.setdefault(("latency", e.core, e.unit, 0), []).append(((e.busy_end, e.end - e.busy_end), LATENCY))
+    for g in segments(run, lo, hi) if pipes else ():      # each tile's load and store on its pipe's row
+        if g.core in cores:
+            bars.setdefault(("pipe", g.core, PIPE + g.row, 0), []).append(
+                ((g.start, max(g.end - g.start, min_w)), COLORS[g.unit][g.chunk % 2]))
     for (kind, core, unit, i), items in bars.items():
         row = row_of[(core, unit, i)]
         height = 0.72 if kind == "phase" else 0.42
         coll = ax.broken_barh([x for x, _ in items], (row.y - height / 2, height),
                               facecolors=[c for _, c in items], edgecolor="none")
         coll.set_gid(f"{kind}:{core}:{unit}:{i}")
-        if kind != "latency":
+        if kind not in ("latency", "pipe"):
             counts[(core, unit, i)] = counts.get((core, unit, i), 0) + len(items)
     if labels:
         _labels(ax, events, row_of, n_vec, lo, hi, px)

@@ -28,6 +28,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from npusim import Run  # noqa: E402
 from npusim.graph import CUBE  # noqa: E402
 from npusim.overlap import analyse  # noqa: E402
+from npusim.pipe_trace import has_pipes  # noqa: E402
 
 from .gantt import (COLORS, FORMATS, ROW_NAME, _chunk_ends, _cores, _window, draw_gantt,  # noqa: E402
                     draw_utilisation, legend_handles)
@@ -52,7 +53,7 @@ def headline(r, run: Run | None = None) -> str:
 
 
 def _rows_height(run: Run, cores: int) -> float:
-    return cores * (3 + run.profile.chip.vec_per_core) + 0.4 * (cores - 1)
+    return cores * (3 + run.profile.chip.vec_per_core + (4 if has_pipes(run) else 0)) + 0.4 * (cores - 1)
 
 
 def figure_run(run: Run, title: str = "", *, detail_chunks: int = 24, zoom_chunks: int = 3,

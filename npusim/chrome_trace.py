@@ -8,6 +8,9 @@ Layout (one process per AI core, and per run when several runs share a file):
     link for bytes / bandwidth, then its fixed latency passes while the next one may already be moving).
   - workspace threads, one per ping/pong slot, with the chunk that holds it, and a counter track of the
     workspace's occupancy in KiB (resident, ping, pong).
+  - where the profile gives the core's pipes: threads Cube MTE2, Cube FixPipe, Vec MTE2, Vec MTE3 with each
+    tile's load or store, and counter tracks of what the phases hold in UB (per AIV) and L1 against their
+    capacity (pipe_trace.py).
   - an arrow per hand-off from the producing phase to the consuming one, and one per state hand-off from
     the phase that makes the state to the next chunk's reader. A Perfetto flow binds one id per slice, and a
     phase both receives and sends, so each phase slice holds small child slices, one per arrow end (at its
@@ -28,6 +31,7 @@ from typing import Iterable, Sequence
 
 from .engine import PHASE, STATE, SYNC, Run
 from .graph import CUBE, VEC
+from .pipe_trace import chrome_events
 
 UNIT_NAME = {CUBE: "Cube", VEC: "Vec"}
 LINK_NAME = {"link:vec->cube": "link Vec→Cube", "link:cube->vec": "link Cube→Vec"}
@@ -271,6 +275,8 @@ def _run_events(run: Run, label: str | None, pid_base: int, heads: int | None, f
             out.append(_x(f"c{e.chunk}" if not many else f"s{e.seq} c{e.chunk}", "workspace", pid_of[e.core],
                           ws_tids[slot], _ns(first.start), _ns(e.end), args))
     out += _counters(run, pid_of, slot_names, next_tid)
+    pipe_events, pipe_names = chrome_events(run, pid_of, next_tid + 1, _x, _ns, _ts)    # MTE / FixPipe rows
+    out += pipe_events
 
     # names
     title = f"{g.program} · {run.profile.name} · {g.transfer_dtype} · {mode}"
@@ -291,6 +297,7 @@ def _run_events(run: Run, label: str | None, pid_base: int, heads: int | None, f
                 names[tid] = UNIT_NAME.get(rest[0], rest[0])
         for i, tid in ws_tids.items():
             names[tid] = f"workspace {slot_names[i]}" if not run.serial else "workspace (serial: one chunk)"
+        names.update(pipe_names)
         for tid, tname in sorted(names.items()):
             out.append(_meta_event("thread_name", pid, tid, name=tname))
             out.append(_meta_event("thread_sort_index", pid, tid, sort_index=tid))

@@ -166,7 +166,7 @@ def plan_phase(phase: Phase, profile: Profile, mode: str = TILE, program: str = 
     align, units = profile.core.align_bytes, share(phase, profile)
     need = fitting_tiles(phase, profile, buffers, program, mode)
     options = [need]
-    if buffers >= 2 and math.isfinite(_rate(profile, MTE2) + _rate(profile, MTE3) + _rate(profile, FIXPIPE)):
+    if buffers >= 2:                   # finer tiles overlap more, and repeat every op's overhead per tile
         top, n = max_tiles(phase), 2
         while n <= top:
             if n > need and footprint(phase, n, buffers, align, units).nbytes <= cap:

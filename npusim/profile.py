@@ -146,7 +146,7 @@ class Profile:
         raw = self.as_dict()
         for key, value in changes.items():
             section, _, name = key.partition("__")
-            if section not in raw or not isinstance(raw[section], dict) or name not in raw[section]:
+            if section not in _SECTIONS or name not in {f.name for f in fields(_SECTIONS[section])}:
                 raise ProfileError(f"profile {self.name}: no field {section}.{name}")
             raw[section][name] = value
         return _build(raw, f"{self.name} (modified)", self.sources, self.ranges, self.range_reasons,

@@ -1,0 +1,197 @@
+"""The AI core's memories and pipes (npusim/capacity.py, npusim/pipes.py) on toy programs, against timings
+worked out by hand. The toy profile (tests/conftest.py): one Vector unit at 1e5 elements/us, the Cube at
+1e6 MACs/us, no per-op overheads, GM free unless a [core] pipe rate is set below; rates in GB/s are
+1000 bytes per us each (400 GB/s = 400,000 B/us). All tensors fp32 (4 B)."""
+import json
+
+import pytest
+
+from npusim import build_template, chrome_trace, load_profile, phase_program, simulate
+from npusim.capacity import REFUSE, CapacityError
+from npusim.pipe_trace import segments
+from npusim.pipes import MTE2, MTE3
+from tests.conftest import randn, record
+
+
+def core(profile, **fields):
+    return profile.replace(**{f"core__{k}": v for k, v in fields.items()})
+
+
+def two_ops():
+    """P (Vec): t = 2x; y = t + x, with x [1, 100, 1000] = 400,000 B. Live at op 0: x, t; at op 1: x, t, y
+    (x and t are read there, y is made there and stored): the peak is 3 x 400,000 = 1,200,000 B."""
+    @phase_program("two_ops", returns=("y",))
+    def program(npu, x):
+        with npu.vec("P"):
+            t = x * 2.0
+            y = t + x
+        return y
+    return record(program, x=randn(1, 100, 1000))
+
+
+def plan(graph, profile, name="P", **kw):
+    tpl = build_template(graph, profile, **kw)
+    return next(p for p in tpl.plans if p.phase == name), tpl
+
+
+def test_a_phase_that_fits(toy_profile):
+    # UB 1200 KiB = 1,228,800 B >= 1,200,000 B: one tile. MTE2 400 GB/s: x in 1 us; two ops of 1e5
+    # elements: 2 us; MTE3 200 GB/s: y (400,000 B) out in 2 us. BUFFER_NUM = 1: 1 + 2 + 2 = 5 us.
+    p = core(toy_profile(), ub_kib=1200.0, mte2_gbps=400.0, mte3_gbps=200.0)
+    pl, tpl = plan(two_ops(), p)
+    assert pl.peak_bytes == 1_200_000 and pl.tiles == 1 and pl.reload_bytes == 0
+    assert dict(pl.peak_live) == {"x": 400_000, "t": 400_000, "y": 400_000}
+    assert pl.busy_us == pytest.approx(5.0)
+    assert simulate(tpl, p, chunks=1).makespan_us == pytest.approx(5.0)
+
+
+def test_a_phase_that_needs_two_tiles(toy_profile):
+    # UB 1000 KiB = 1,024,000 B < 1,200,000 B; halves of x, t and y hold 600,000 B: two tiles of
+    # [1, 100, 500]. Each tile: load 0.5 us, compute 1 us, store 1 us; in series (BUFFER_NUM = 1): 5 us.
+    p = core(toy_profile(), ub_kib=1000.0, mte2_gbps=400.0, mte3_gbps=200.0)
+    pl, tpl = plan(two_ops(), p)
+    assert (pl.tiles, pl.fit_tiles, pl.tile_bytes, pl.tile_shape) == (2, 2, 600_000, (1, 100, 500))
+    assert pl.load_bytes == 400_000 and pl.store_bytes == 400_000 and pl.reload_bytes == 0
+    assert pl.busy_us == pytest.approx(5.0)
+    assert simulate(tpl, p, chunks=1).makespan_us == pytest.approx(5.0)
+
+
+def test_refused_phase_names_itself_its_tensors_and_bytes(toy_profile):
+    p = core(toy_profile(), ub_kib=1000.0)
+    with pytest.raises(CapacityError) as err:
+        build_template(two_ops(), p, capacity=REFUSE)
+    msg = str(err.value)
+    # 1,200,000 B = 1171.875 KiB
+    assert "Phase P (Vec) holds 1172 KiB per AIV" in msg and "x 390.6" in msg and "t 390.6" in msg
+    assert "1000 KiB UB" in msg and "\n" not in msg
+
+
+def test_no_tiling_fits(toy_profile):
+    # one column per tile still holds 3 x 100 rows x 4 B = 1200 B > 1 KiB (1024 B)
+    with pytest.raises(CapacityError, match=r"Phase P \(Vec\) fits no tiling: even 1000 tiles"):
+        build_template(two_ops(), core(toy_profile(), ub_kib=1.0))
+
+
+def matmul():
+    """Q (Cube): z = a @ w, a [1, 100, 100] (40,000 B, the left operand: every tile needs it whole),
+    w [1, 100, 1000] (400,000 B); z [1, 100, 1000] (400,000 B) stored. 1e7 MACs = 10 us."""
+    @phase_program("mm", returns=("z",))
+    def program(npu, a, w):
+        with npu.cube("Q"):
+            z = a @ w
+        return z
+    return record(program, a=randn(1, 100, 100), w=randn(1, 100, 1000, seed=1))
+
+
+def test_tiling_loads_the_whole_operand_again(toy_profile):
+    # L1 500 KiB = 512,000 B < 840,000 B; two tiles hold 40,000 + 200,000 + 200,000 = 440,000 B. Each tile
+    # needs all of a: the second loads it again (40,000 B). MTE2 48 GB/s: 40,000 + 400,000 + 40,000 B in
+    # 10 us; FixPipe 40 GB/s: z in 10 us; compute 10 us. In series: 30 us. Untiled: 440,000 B in 9.1667 us.
+    p = core(toy_profile(), l1_kib=500.0, mte2_gbps=48.0, fixpipe_gbps=40.0)
+    pl, _ = plan(matmul(), p, "Q")
+    assert (pl.tiles, pl.reload_bytes, pl.load_bytes, pl.memory) == (2, 40_000, 480_000, "L1")
+    assert pl.busy_us == pytest.approx(30.0)
+    assert pl.to_dict()["store_pipe"] == "FixPipe"
+    untiled, _ = plan(matmul(), core(toy_profile(), mte2_gbps=48.0, fixpipe_gbps=40.0), "Q")
+    assert untiled.tiles == 1 and untiled.busy_us == pytest.approx(440_000 / 48_000 + 10 + 10)
+
+
+def scale():
+    """P (Vec): y = 2x with x [1, 50000, 2] (400,000 B): 1e5 elements = 1 us; at most two tiles (a column each)."""
+    @phase_program("scale", returns=("y",))
+    def program(npu, x):
+        with npu.vec("P"):
+            y = x * 2.0
+        return y
+    return record(program, x=randn(1, 50000, 2))
+
+
+def test_double_buffering_hides_a_load_exactly(toy_profile):
+    # MTE2 400 GB/s: 1 us of loads; MTE3 4000 GB/s: 0.1 us of stores; 1 us of compute. BUFFER_NUM = 2,
+    # two tiles: tile 1 loads (0.5 us) while tile 0 computes (0.5 us): 0.5 + 0.5 + 0.05 + 0.5 = 1.55 us.
+    # In series (serial mode) the same tiles take 2 x (0.5 + 0.5 + 0.05) = 2.1 us.
+    p = core(toy_profile(), mte2_gbps=400.0, mte3_gbps=4000.0, buffer_num=2)
+    pl, tpl = plan(scale(), p)
+    assert pl.tiles == 2 and pl.busy_us == pytest.approx(1.55)
+    sched = {(pipe, tile): (round(a, 9), round(b, 9)) for pipe, tile, a, b in pl.timing.schedule()}
+    assert sched[(MTE2, 1)] == sched[("compute", 0)] == (0.5, 1.0)
+    run = simulate(tpl, p, chunks=1)
+    assert run.makespan_us == pytest.approx(1.55)
+    assert simulate(tpl, p, chunks=1, serial=True).makespan_us == pytest.approx(2.1)
+    # one buffer: no overlap, and no reason to cut: 1 + 1 + 0.1 us
+    assert plan(scale(), core(p, buffer_num=1))[0].busy_us == pytest.approx(2.1)
+    # the trace draws each tile's load and store on the pipes' own threads, and stays well formed
+    segs = [(g.pipe, g.tile, round(g.start, 9), round(g.end, 9)) for g in segments(run)]
+    assert segs == [(MTE2, 0, 0, 0.5), (MTE2, 1, 0.5, 1.0), (MTE3, 0, 1.0, 1.05), (MTE3, 1, 1.5, 1.55)]
+    trace = chrome_trace.build(run)
+    assert chrome_trace.check(trace) == []
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
+    assert {"Vec MTE2", "Vec MTE3"} <= names
+    ub = [e["args"]["held"] for e in trace["traceEvents"] if e.get("name") == "UB KiB per AIV"]
+    assert ub == [pytest.approx(2 * 2 * 200_000 / 1024), 0.0]     # two buffers of half x and half y
+
+
+def test_a_store_that_cannot_be_hidden(toy_profile):
+    # MTE3 100 GB/s: 4 us of stores, more than loads (1 us) and compute (1 us) together. Two tiles:
+    # 0.5 + 0.5 + 2 + 2 = 5 us; the whole store shows, only the first load and compute add to it.
+    p = core(toy_profile(), mte2_gbps=400.0, mte3_gbps=100.0, buffer_num=2)
+    pl, _ = plan(scale(), p)
+    assert pl.tiles == 2 and pl.busy_us == pytest.approx(5.0)
+    assert pl.busy_us == pytest.approx(0.5 + 0.5 + pl.timing.tiles * pl.timing.store_us)
+
+
+def test_shared_hbm_stretches_the_transfers_not_the_compute(toy_profile):
+    # Two cores in lockstep, HBM 800 GB/s for the chip: each phase's 800,000 B (x in, y out) gets half,
+    # 2 us instead of its own 1.1 us: transfers stretch by 2 / 1.1, compute does not.
+    # 0.5 (tile 0's load, stretched) ... = 0.5 + (0.5 + 0.05 + 0.5) x 2 / 1.1 = 2.40909 us.
+    p = core(toy_profile(cores=2, chip_bw=800.0), mte2_gbps=400.0, mte3_gbps=4000.0, buffer_num=2)
+    run = simulate(scale(), p, chunks=1, sequences=2)
+    assert run.makespan_us == pytest.approx(0.5 + 1.05 * 2 / 1.1)
+
+
+def test_seed_doc_keeps_the_document_assumptions():
+    p = load_profile("seed-doc")
+    assert p.core.buffer_num == 1 and p.core.align_bytes == 1.0
+    assert all(v == float("inf") for v in (p.core.ub_kib, p.core.l1_kib, p.core.mte2_gbps, p.core.mte3_gbps))
+
+
+def test_ascend_910b2_memories_have_public_sources():
+    p = load_profile("ascend-910b2")
+    c = p.core
+    assert (c.ub_kib, c.l1_kib, c.l0a_kib, c.l0b_kib, c.l0c_kib) == (192, 512, 64, 64, 128)
+    assert (c.align_bytes, c.buffer_num) == (32, 2)
+    for f in ("ub_kib", "l1_kib", "l0a_kib", "l0b_kib", "l0c_kib", "mte2_gbps", "mte3_gbps", "align_bytes"):
+        assert not p.sources[f"core.{f}"].startswith("ASSUMED"), f
+    assert p.sources["core.fixpipe_gbps"].startswith("ASSUMED")
+
+
+@pytest.mark.parametrize("value, message", [
+    ("0", "core.ub_kib must be > 0"), ("-1", "core.ub_kib must be >= 0"), ("nan", "core.ub_kib must be >= 0"),
+    ('"big"', "core.ub_kib must be a number")])
+def test_bad_capacity_in_a_profile_file(tmp_path, value, message):
+    from npusim import ProfileError
+    f = tmp_path / "p.toml"
+    f.write_text(f'inherits = "ascend-910b2"\nname = "bad"\n[core]\nub_kib = {value}\n')
+    with pytest.raises(ProfileError, match=message):
+        load_profile(f)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--chunk-size", "3000"], "v3: Phase A (Vec) fits no tiling"),
+    (["--dk", "100000"], "v3: Phase B (Cube) fits no tiling"),
+    (["--version", "v4", "--capacity", "refuse"], "more than the 192 KiB UB of Vec (--capacity tile would tile it)"),
+])
+def test_cli_exits_2_with_one_line(capsys, args, message):
+    from kda.run import main
+    assert main(["--no-numerics", "--chunks", "1", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
+
+
+def test_json_reports_each_phase_against_capacity(capsys):
+    from kda.run import main
+    assert main(["--no-numerics", "--chunks", "1", "--json"]) == 0
+    mem = {m["phase"]: m for m in json.loads(capsys.readouterr().out)["memory"]}
+    assert set(mem) == set("ABCDEFG")
+    assert mem["A"]["capacity_bytes"] == 192 * 1024 and mem["B"]["capacity_bytes"] == 512 * 1024
+    assert all(m["peak_bytes"] <= m["capacity_bytes"] for m in mem.values())
