@@ -110,7 +110,7 @@ def test_timestamps_agree_with_the_report():
         e = events[(s["args"]["chunk"], s["args"]["phase"])]
         assert s["ts"] == pytest.approx(e.start, abs=1e-3) and s["dur"] == pytest.approx(e.end - e.start, abs=1e-3)
     # the workspace counter: resident region and the two slots, within the plan
-    counters = [e for e in trace["traceEvents"] if e["ph"] == "C"]
+    counters = [e for e in trace["traceEvents"] if e["ph"] == "C" and e["name"] == "workspace KiB"]
     assert set(counters[0]["args"]) == {"resident", "ping", "pong"}
     plan = r.profile.workspace
     assert all(c["args"]["ping"] <= plan.slot_kib and c["args"]["pong"] <= plan.slot_kib for c in counters)
