@@ -57,6 +57,7 @@ class Settings:
     seqlens: tuple[int, ...] | None = None     # a variable-length batch: tokens of each sequence (batch = 1)
     device: str = "cpu"              # torch device of the numerics: cpu, cuda or npu (kda/device.py)
     capacity: str = "tile"           # a phase over its unit's UB / L1: "tile" it, or "refuse" (npusim/capacity.py)
+    core_model: bool = True          # False: the profile's [core] table ignored (no capacities, no pipes)
 
     @property
     def T(self) -> int:
@@ -212,6 +213,8 @@ def profile_for(settings: Settings) -> Profile:
         profile = profile.replace(**{k.replace(".", "__", 1): v for k, v in settings.overrides.items()})
     if settings.cores is not None:
         profile = profile.replace(chip__ai_cores=settings.cores)
+    if not settings.core_model:
+        profile = profile.without_core()
     return profile
 
 

@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--capacity", choices=("tile", "refuse"), default="tile",
                    help="a phase that does not fit its unit's UB / L1 is tiled (more GM traffic), or the run "
                    "is refused with one line naming the phase, its tensors and bytes")
+    p.add_argument("--core-model", choices=("on", "off"), default="on",
+                   help="off: ignore the profile's [core] table (no UB/L1 capacity, GM traffic at the per-core "
+                   "HBM rate in series with compute): the model before issue 11")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", dest="overrides",
                    help="override a profile field, e.g. --set sync.latency_us=0.3 (repeatable)")
     p.add_argument("--serial", action="store_true", help="show the serial (no overlap) timeline as the main one")
@@ -178,7 +181,7 @@ def _settings(args) -> Settings:
                     initial_state=args.initial_state == "randn", tokens=args.tokens, workspace=workspace,
                     cores=args.cores, numerics=not args.no_numerics, overrides=parse_overrides(args.overrides),
                     interleave=args.interleave, seqlens=seqlens,
-                    device=args.device, capacity=args.capacity,
+                    device=args.device, capacity=args.capacity, core_model=args.core_model == "on",
                     keep_trace=bool(args.trace or args.plot) or _events(args) <= MAX_KEPT_EVENTS)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import tomllib
 from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import replace as _replace
 from importlib import resources
 from pathlib import Path
 
@@ -130,6 +131,13 @@ class Profile:
     def assumptions(self) -> dict[str, str]:
         """Fields whose source says ASSUMED: no public figure backs them."""
         return {k: v for k, v in self.sources.items() if v.upper().startswith("ASSUMED")}
+
+    def without_core(self) -> "Profile":
+        """The model before the core's memories and pipes (`--core-model off`): no capacity limit, GM traffic
+        at memory.gm_bandwidth_gbps, no padding, load + compute + store in series."""
+        keep = lambda d: {k: v for k, v in d.items() if not k.startswith("core.")}
+        return _replace(self, core=Core(), sources={**keep(self.sources), **_DEFAULT_SOURCE},
+                        ranges=keep(self.ranges), range_reasons=keep(self.range_reasons))
 
     def value(self, key: str) -> float:
         """The value of field 'section.name'."""

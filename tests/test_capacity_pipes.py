@@ -43,6 +43,8 @@ def test_a_phase_that_fits(toy_profile):
     assert dict(pl.peak_live) == {"x": 400_000, "t": 400_000, "y": 400_000}
     assert pl.busy_us == pytest.approx(5.0)
     assert simulate(tpl, p, chunks=1).makespan_us == pytest.approx(5.0)
+    # --core-model off: the [core] table ignored; the toy's GM is free, so only the 2 us of compute remain
+    assert plan(two_ops(), p.without_core())[0].busy_us == pytest.approx(2.0)
 
 
 def test_a_phase_that_needs_two_tiles(toy_profile):
