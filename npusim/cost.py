@@ -3,7 +3,8 @@
 Cube phase:   sum over matmuls of MACs / rate(operand type) + per-matmul overhead
 Vector phase: sum over ops of elements / (lanes x Vector units) + per-instruction overhead;
               a sequential op adds its dependent steps x step latency, which the units cannot split
-Both:         GM inputs loaded and outputs stored at the per-core GM rate
+Both:         GM inputs loaded and outputs stored at the per-core GM rate (phase_us: the model without the
+              core's pipes; template.py times phases through pipes.py, which splits them into tiles)
 Sync:         fixed latency + bytes / bandwidth
 """
 from __future__ import annotations
