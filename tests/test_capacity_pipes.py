@@ -96,6 +96,11 @@ def test_tiling_loads_the_whole_operand_again(toy_profile):
     assert pl.to_dict()["store_pipe"] == "FixPipe"
     untiled, _ = plan(matmul(), core(toy_profile(), mte2_gbps=48.0, fixpipe_gbps=40.0), "Q")
     assert untiled.tiles == 1 and untiled.busy_us == pytest.approx(440_000 / 48_000 + 10 + 10)
+    # L0: a in L0A 40,000 B, w in L0B 400,000 B, z in L0C 400,000 B (fp32). With L0B 64 KiB (65,536 B) and
+    # L0C 128 KiB: ceil(400,000 / 65,536) = 7 and ceil(400,000 / 131,072) = 4 L0 tiles: 7, reported only
+    l0, _ = plan(matmul(), core(p, l0b_kib=64.0, l0c_kib=128.0), "Q")
+    assert l0.l0 == {"l0a": 40_000, "l0b": 400_000, "l0c": 400_000} and l0.l0_tiles == 7
+    assert l0.busy_us == pytest.approx(pl.busy_us)
 
 
 def scale():
