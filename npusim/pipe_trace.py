@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from .engine import PHASE, Run
 from .graph import CUBE
-from .pipes import MTE2, PIPE_NAME
+from .pipes import PIPE_NAME
 
 KIB = 1024
 
@@ -68,10 +68,6 @@ def memory_samples(run: Run) -> list[tuple[float, int, str, float, float]]:
         out.append((be, c, track, 0.0, cap))
     out.sort(key=lambda x: (x[0], x[3]))        # a phase ending frees its memory before the next one starts
     return out
-
-
-def is_load(seg: Segment) -> bool:
-    return seg.pipe == MTE2
 
 
 def chrome_events(run: Run, pid_of: dict[int, int], first_tid: int, slice_event, ns, ts) -> tuple[list[dict], dict[int, str]]:
