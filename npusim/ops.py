@@ -57,7 +57,7 @@ _MATMUL = set("matmul mm bmm __matmul__ __rmatmul__ linear".split())
 _LAYOUT = set("""
 __getitem__ T mT H mH transpose permute view view_as reshape reshape_as unsqueeze squeeze expand expand_as
 contiguous clone narrow select flatten unflatten split chunk unbind stack cat concat movedim swapaxes t
-detach broadcast_to index_select diagonal __iter__
+detach broadcast_to index_select diagonal flip __iter__
 """.split())
 _CONST = set("eye zeros ones full arange empty zeros_like ones_like full_like empty_like tensor as_tensor "
              "new_zeros new_ones new_full new_empty new_tensor".split())
