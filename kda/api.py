@@ -216,16 +216,14 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
             transfer_dtype: str | torch.dtype | None = None, precision: Precision | None = None,
             compute_dtype: torch.dtype = torch.float32, program=None, out_dtype: torch.dtype | None = None,
             progress: Callable[[int, int], None] | None = None, cu_seqlens=None, design=None, fast: bool = True,
-            graphs: bool | None = None, block: int = 16, check_every: int | None = None,
-            on_state: Callable[[int, torch.Tensor], None] | None = None) -> Execution:
+            graphs: bool | None = None, block: int = 16, check_every: int | None = None) -> Execution:
     """Run a KDA design over a whole batch; see the module docstring. Every tensor is made on the inputs'
     device. For a one-pass design, chunks are cut from the inputs `block` at a time, so memory beyond the
     inputs and the output stays at a few chunks' worth. `fast=False` runs every chunk through the recording
     runtime (the reference path); `graphs` (default: on CUDA) captures the chunk step as a CUDA graph; the
     inf/NaN flags are read every `check_every` chunks (default: every chunk on the CPU, every 64 elsewhere,
     where each read waits for the device). `cu_seqlens` (FLA's varlen: q is [1, sum of lengths, H, K])
-    gives each sequence's start and end. `on_state(t, S)` sees the state each chunk starts from (the
-    backward pass keeps them; one-pass designs only)."""
+    gives each sequence's start and end."""
     if cu_seqlens is not None:
         return _execute_varlen(q, k, v, g, beta, scale, initial_state, cu_seqlens, version=version,
                                chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
@@ -292,7 +290,7 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
     with torch.no_grad():
         if check_every is None:
             check_every = 1 if device.type == "cpu" else 64
-        S = ex.run(chunk, S, NT, emit, fast=fast, graphs=graphs, check_every=check_every, on_state=on_state)
+        S = ex.run(chunk, S, NT, emit, fast=fast, graphs=graphs, check_every=check_every)
     result = Execution(o, S.reshape(B, H, K, V), graph, ex.first_nonfinite, precision, NT, C,
                        (q, k, v, g, beta, initial_state))
     result.replay = ex.replay_mode

@@ -1,17 +1,17 @@
-"""The backward driver: runs a backward phase program on the simulated NPU, from the last chunk to the first.
+"""The backward driver: runs a backward design (kda/programs/__init__.py BACKWARD) on the simulated NPU.
 
     bx = execute_backward(q, k, v, g, beta, None, h0, do, dht, version="v4")
     bx.grads["dq"], ..., bx.grads["dh0"]
 
-A backward chunk needs the forward state at its start. `states="recompute"` (the default, as FLA does)
-runs the forward program again at the start of the backward pass and keeps the chunk-start states in GM
-for the duration of this layer's backward; `states="store"` means the forward pass wrote them and kept
-them until the backward (the numbers are the same; the cost differs: `state_costs`). Either way the
-intra-chunk intermediates (A, M, the pseudo-values) are recomputed in the backward program from q, k, v,
-g, beta and the state.
+A backward design is a list of passes (npusim/schedule.py). Its forward passes (v4.states, or FLA's
+kernels up to fwd_h) recompute what the backward needs, each chunk's starting state H among it, and
+store it in GM; its reverse pass walks the chunks from the last to the first carrying dS, the gradient
+of the state at a chunk's end, starting from dht; its CHUNKS passes are independent per (sequence,
+chunk). `states="store"` times the design without the recomputing passes (the forward kept what they
+make); the numbers are the same, since the forward computed it the same way.
 
-The Executor records the backward program once on a probe (one sequence, one chunk) and then steps it
-over every chunk in reverse order, carrying dS (the gradient of the state at a chunk's end) as its state.
+    GM pool   Q, K, V, dO [N, NT, C, d] (N = B x H sequences, NT chunks of C tokens; the transfer type),
+              g, beta (fp32), then every pass's outputs, rounded to their stored type
 """
 from __future__ import annotations
 
@@ -21,35 +21,39 @@ import torch
 
 from npusim import Executor, Nonfinite, PhaseGraph, Precision
 from npusim.precision import itemsize
+from npusim.schedule import CHUNKS, Design
 
-from .api import Execution, KdaInputError, _blocks, _check, _chunk_of, _precision, execute
-from .programs import get_program
-from .programs.v4_bwd import kda_chunk_v4_bwd
+from .api import KdaInputError, _blocks, _check, _chunked, _precision, design_precision
+from .multipass import _run_items, _run_sequential, record_passes
+from .programs import STATES, get_backward_design
 
-BACKWARD_PROGRAMS = {"v4": kda_chunk_v4_bwd}
-STATES = ("recompute", "store")
-GRAD_NAMES = {"dQ": "dq", "dK": "dk", "dV": "dv", "dg": "dg", "dbeta": "dbeta"}
+GRADS = {"dQ": "dq", "dK": "dk", "dV": "dv", "dg": "dg", "dbeta": "dbeta"}
 
 
-def get_backward_program(version: str):
-    if version not in BACKWARD_PROGRAMS:
-        raise KdaInputError(f"design {version!r} has no backward program: backward runs for "
-                            f"{', '.join(BACKWARD_PROGRAMS)}")
-    return BACKWARD_PROGRAMS[version]
+def backward_design(version: str, states: str = "recompute") -> Design:
+    """get_backward_design with KdaInputError (one line) for a design without a backward program."""
+    try:
+        return get_backward_design(version, states)
+    except ValueError as err:
+        raise KdaInputError(str(err)) from None
 
 
 @dataclass
 class BackwardExecution:
-    grads: dict[str, torch.Tensor] | None     # dq, dk, dv, dg, dbeta, dh0 (compute type); None: no numerics
-    graph: PhaseGraph                         # the backward program's per-chunk graph
-    forward: Execution                        # the forward run the states came from
-    nonfinite: Nonfinite | None               # where inf/NaN first appeared in the backward walk
+    grads: dict[str, torch.Tensor]            # dq, dk, dv, dg, dbeta, dh0 (compute type), FLA's layout
+    graphs: tuple[PhaseGraph, ...]            # every pass's per-chunk graph
+    design: Design
+    nonfinite: Nonfinite | None               # where inf/NaN first appeared (pass, chunk, sequence)
     precision: Precision
     chunks: int
     chunk_size: int
     states: str = "recompute"
-    do: torch.Tensor | None = None            # the output gradient as GM held it
-    dht: torch.Tensor | None = None
+
+    @property
+    def graph(self) -> PhaseGraph:
+        """The reverse pass's graph (the one that carries dS)."""
+        rp = self.design.reverse_state_pass
+        return next(g for g, p in zip(self.graphs, self.design.passes) if p is rp)
 
 
 def check_grad_outputs(do, dht, B: int, T: int, H: int, K: int, V: int) -> None:
@@ -71,73 +75,92 @@ def execute_backward(q, k, v, g, beta, scale=None, initial_state=None, do=None, 
                      version: str = "v4", chunk_size: int = 64, transfer_dtype=None,
                      precision: Precision | None = None, compute_dtype: torch.dtype = torch.float32,
                      states: str = "recompute", progress=None) -> BackwardExecution:
-    """Gradients of <o, do> + <S_T, dht> computed by the backward phase program; see the module docstring."""
+    """Gradients of <o, do> + <S_T, dht> computed by the backward design; see the module docstring."""
     B, T, H, K, V = _check(q, k, v, g, beta, initial_state, chunk_size)
     check_grad_outputs(do, dht, B, T, H, K, V)
     if states not in STATES:
         raise KdaInputError(f"states must be one of {', '.join(STATES)}, got {states!r}")
-    bprog = get_backward_program(version)
-    fprog = get_program(bprog.notes.get("forward", version))
-    precision = _precision(q, transfer_dtype, precision, compute_dtype, fprog)
-    cd = precision.compute
+    backward_design(version, states)
+    design = backward_design(version, "recompute")          # numerics: everything, recomputed
+    precision = design_precision(design, _precision(q, transfer_dtype, precision, compute_dtype,
+                                                    design.reverse_state_pass.program))
+    cd, C, dev = precision.compute, chunk_size, q.device
     scale = K ** -0.5 if scale is None else scale
-    C = chunk_size
-    NT = -(-T // C)
-
-    kept: list[torch.Tensor] = []        # the chunk-start states, as the state hand-off kept them
-    fwd = execute(q, k, v, g, beta, scale, initial_state, chunk_size=C, precision=precision, program=fprog,
-                  on_state=lambda t, S: kept.append(S))
     stored = lambda x: precision.round(x, precision.transfer)
-
-    def chunk(t: int, probe: bool = False) -> dict:
-        lo, hi = t * C, min(T, (t + 1) * C)
-        src = [x[:1, :, :1] if probe else x for x in (q, k, v, g, beta, do)]
-        Q, K_, V_ = (_chunk_of(x, lo, hi, C, cd, stored) for x in src[:3])
-        S = kept[t][:1] if probe else kept[t]
-        return {"Q": Q, "K": K_, "V": V_, "g": _chunk_of(src[3], lo, hi, C, cd),
-                "beta": _chunk_of(src[4], lo, hi, C, cd), "S": S, "dO": _chunk_of(src[5], lo, hi, C, cd, stored),
-                "scale": scale}
-
-    dS = (torch.zeros(B * H, K, V, dtype=cd) if dht is None
+    pool = {"Q": _chunked(q, C, cd, stored), "K": _chunked(k, C, cd, stored), "V": _chunked(v, C, cd, stored),
+            "g": _chunked(g, C, cd), "beta": _chunked(beta, C, cd), "dO": _chunked(do, C, cd, stored),
+            "scale": scale}
+    NT = pool["Q"].shape[1]
+    S = (torch.zeros(B * H, K, V, dtype=cd, device=dev) if initial_state is None
+         else precision.round(initial_state.to(cd), precision.state_type).reshape(B * H, K, V))
+    dS = (torch.zeros(B * H, K, V, dtype=cd, device=dev) if dht is None
           else precision.round(dht.to(cd), precision.state_type).reshape(B * H, K, V))
-    ex = Executor(bprog, precision, input_types={"g": "fp32", "beta": "fp32", "S": precision.state_type})
-    graph = ex.record(chunk(NT - 1, probe=True), dS[:1].clone(), shapes={"chunk_size": C, "d_k": K, "d_v": V})
-    out = {"dq": torch.empty(B, T, H, K, dtype=cd), "dk": torch.empty(B, T, H, K, dtype=cd),
-           "dv": torch.empty(B, T, H, V, dtype=cd), "dg": torch.empty(B, T, H, K, dtype=cd),
-           "dbeta": torch.empty(B, T, H, dtype=cd)}
+    graphs, executors = record_passes(design, pool, S, precision, {"g": "fp32", "beta": "fp32"},
+                                      {"chunk_size": C, "d_k": K, "d_v": V})
     with torch.no_grad():
-        for step, t in enumerate(reversed(range(NT))):
-            result, dS = ex.step(chunk(t), dS, t)
-            lo, hi = t * C, min(T, (t + 1) * C)
-            for name, key in GRAD_NAMES.items():
-                x = result[name][:, :hi - lo]
-                out[key][:, lo:hi] = x.reshape(B, H, hi - lo, *x.shape[2:]).transpose(1, 2)
-            if progress is not None:
-                progress(step + 1, NT)
-    out["dh0"] = dS.reshape(B, H, K, V)
-    do_stored = precision.round(do.to(cd), precision.transfer)
-    dht_stored = None if dht is None else precision.round(dht.to(cd), precision.state_type)
-    return BackwardExecution(out, graph, fwd, ex.first_nonfinite, precision, NT, C, states, do_stored, dht_stored)
+        pool, dS, nonfinite = run_backward_passes(design, executors, pool, S, dS, precision, progress)
+    grads = {}
+    for name, key in GRADS.items():
+        x = pool[name]
+        grads[key] = x.reshape(B, H, NT * C, *x.shape[3:])[:, :, :T].transpose(1, 2)
+    grads["dh0"] = dS.reshape(B, H, K, V)
+    return BackwardExecution(grads, tuple(graphs), backward_design(version, states), nonfinite, precision,
+                             NT, C, states)
 
 
-def record_backward_graph(version: str, *, chunk_size: int, d_k: int, d_v: int, precision: Precision) -> PhaseGraph:
-    """The backward program's per-chunk graph recorded on random inputs (timing only)."""
+def run_backward_passes(design: Design, executors: list[Executor], pool: dict, S, dS, precision: Precision,
+                        progress=None):
+    """Every pass over the pool: forward state passes from S, the reverse pass from dS (the chunk axis
+    flipped going in and out). Returns (pool, dS at the first chunk's start, first inf/NaN)."""
+    N, NT = pool["Q"].shape[:2]
+    first: Nonfinite | None = None
+    flip = lambda d: {a: (x.flip(1) if isinstance(x, torch.Tensor) else x) for a, x in d.items()}
+    for p, ex in zip(design.passes, executors):
+        if p.layout == CHUNKS:
+            outputs = _run_items(p, ex, pool, N, NT)
+        elif p.reverse:
+            outputs, dS = _run_sequential(p, ex, flip(pool), dS, NT, progress)
+            outputs = flip(outputs)
+        else:
+            outputs, S = _run_sequential(p, ex, pool, S, NT, None)
+        for name, t in outputs.items():
+            pool[name] = precision.round(t, precision.of(name))
+        if first is None and ex.first_nonfinite is not None:
+            nf = ex.first_nonfinite
+            if p.layout == CHUNKS:            # flat items: item = sequence x NT + chunk
+                first = Nonfinite(nf.sequence % NT, f"{p.name}: {nf.where}", nf.tensor, nf.sequence // NT)
+            else:
+                first = Nonfinite(NT - 1 - nf.chunk if p.reverse else nf.chunk, f"{p.name}: {nf.where}",
+                                  nf.tensor, nf.sequence)
+    return pool, dS, first
+
+
+def record_backward_graphs(version: str, states: str, *, chunk_size: int, d_k: int, d_v: int,
+                           precision: Precision) -> tuple[list[PhaseGraph], Precision]:
+    """Every pass's graph recorded on random inputs of one chunk (timing only)."""
+    design = backward_design(version, states)
+    full = backward_design(version, "recompute")
+    precision = design_precision(full, precision)
     gen = torch.Generator().manual_seed(0)
-    cd = precision.compute
+    cd, C = precision.compute, chunk_size
     rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=cd)
-    C = chunk_size
     norm = torch.nn.functional.normalize
-    inputs = {"Q": norm(rnd(1, C, d_k), dim=-1), "K": norm(rnd(1, C, d_k), dim=-1), "V": rnd(1, C, d_v),
-              "g": torch.nn.functional.logsigmoid(rnd(1, C, d_k)), "beta": torch.sigmoid(rnd(1, C)),
-              "S": rnd(1, d_k, d_v), "dO": rnd(1, C, d_v), "scale": d_k ** -0.5}
-    ex = Executor(get_backward_program(version), precision,
-                  input_types={"g": "fp32", "beta": "fp32", "S": precision.state_type})
-    return ex.record(inputs, rnd(1, d_k, d_v), shapes={"chunk_size": C, "d_k": d_k, "d_v": d_v})
+    pool = {"Q": norm(rnd(1, 1, C, d_k), dim=-1), "K": norm(rnd(1, 1, C, d_k), dim=-1), "V": rnd(1, 1, C, d_v),
+            "g": torch.nn.functional.logsigmoid(rnd(1, 1, C, d_k)), "beta": torch.sigmoid(rnd(1, 1, C)),
+            "dO": rnd(1, 1, C, d_v), "scale": d_k ** -0.5}
+    graphs, _ = record_passes(full, pool, rnd(1, d_k, d_v), precision, {"g": "fp32", "beta": "fp32"},
+                              {"chunk_size": C, "d_k": d_k, "d_v": d_v})
+    kept = {p.name for p in design.passes}
+    return [g_ for g_, p in zip(graphs, full.passes) if p.name in kept], precision
 
 
-def state_costs(chunks: int, sequences: int, d_k: int, d_v: int, precision: Precision) -> dict:
-    """What keeping the chunk-start states costs: bytes per chunk and sequence, and GM held per layer.
-    store: the forward writes them and they live until the backward (one layer's worth per layer of the
-    model); recompute: the backward reruns the forward first and they live during this layer's backward."""
-    per_chunk = d_k * d_v * itemsize(precision.state_type)
-    return {"bytes_per_chunk": per_chunk, "gm_bytes_per_layer": per_chunk * chunks * sequences}
+def kept_bytes(version: str, states: str, chunks: int, sequences: int, d_k: int, d_v: int,
+               precision: Precision, chunk_size: int) -> int:
+    """GM the forward must keep until the backward under `store` (0 under recompute): per layer."""
+    design = backward_design(version, states)
+    names = [x for x in design.notes.get("kept", "").split(",") if x]
+    shapes = {"H": d_k * d_v, "gc": chunk_size * d_k, "A_inv": chunk_size ** 2, "A_qk": chunk_size ** 2,
+              "W": chunk_size * d_k, "V_new": chunk_size * d_v}
+    types = {"H": precision.state_type}
+    per_chunk = sum(shapes[n] * itemsize(types.get(n, precision.of(n))) for n in names)
+    return per_chunk * chunks * sequences

@@ -241,23 +241,19 @@ class Executor:
         return outputs, new_state
 
     def run(self, inputs_of: Callable[[int], dict], state, chunks: int, emit: Callable[[int, dict], None], *,
-            fast: bool = True, graphs: bool = False, check_every: int = 1,
-            on_state: Callable[[int, torch.Tensor], None] | None = None):
+            fast: bool = True, graphs: bool = False, check_every: int = 1):
         """Compute chunks 0..chunks-1 from `state`: `inputs_of(t)` gives chunk t's inputs, `emit(t, outputs)`
         takes its outputs. `fast` replays the program without the runtime's bookkeeping (npusim/replay.py,
-        the same numbers bit for bit); `graphs` captures the step as a CUDA graph; `on_state(t, S)` sees
-        (a copy of) the state chunk t starts from. Returns the final state."""
+        the same numbers bit for bit); `graphs` captures the step as a CUDA graph. Returns the final state."""
         if not fast:
             for t in range(chunks):
-                if on_state is not None:
-                    on_state(t, state.clone())
                 outputs, state = self.step(inputs_of(t), state, t)
                 emit(t, outputs)
             self.replay_mode = "recording runtime"
             return state
         from .replay import Replay
         replay = Replay(self, check_every=check_every, graphs=graphs)
-        state = replay.run(inputs_of, state, chunks, emit, on_state)
+        state = replay.run(inputs_of, state, chunks, emit)
         self.replay_mode = replay.mode + (f"; {replay.fallback}" if replay.fallback else "")
         return state
 

@@ -152,14 +152,11 @@ class Replay:
 
     # -- the loop ----------------------------------------------------------------------------------------
     def run(self, inputs_of: Callable[[int], dict], state, chunks: int,
-            emit: Callable[[int, dict], None], on_state: Callable | None = None):
-        """Compute chunks 0..chunks-1 from `state`; returns the final state. `on_state(t, S)` sees a copy of
-        the state chunk t starts from."""
+            emit: Callable[[int, dict], None]):
+        """Compute chunks 0..chunks-1 from `state`; returns the final state."""
         ex = self.ex
         start, saved, flags = 0, state, []
         for t in range(chunks):
-            if on_state is not None:
-                on_state(t, state.clone())
             watching = ex.first_nonfinite is None
             outputs, state, flag = self.step(inputs_of(t), state, watching)
             emit(t, outputs)

@@ -8,6 +8,10 @@ declares how its work is laid out:
     SEQUENTIAL  the chunks of each sequence in order, carrying the state (FLA's fwd_h);
     FUSED       the same on the engine, for a design that is one such loop (v1-v4).
 
+A SEQUENTIAL or FUSED pass may walk the chunks from the last to the first (`reverse=True`: a backward
+pass carrying the state's gradient); the timing is the same either way. A design has at most one state
+pass in each direction.
+
 and how it starts after the pass before it:
 
     LAUNCH      a kernel launch of its own (the profile's chip.launch_overhead_us);
@@ -42,6 +46,7 @@ class Pass:
     program: PhaseProgram
     layout: str = FUSED
     boundary: str = LAUNCH            # how the pass starts after the previous one (the first always launches)
+    reverse: bool = False             # walk the chunks from the last to the first (backward passes)
 
     def __post_init__(self):
         if self.layout not in LAYOUTS:
@@ -52,6 +57,8 @@ class Pass:
         if self.layout == CHUNKS and self.program.state is not None:
             raise ValueError(f"pass {self.name}: a {CHUNKS} pass has independent items, but program "
                              f"{self.program.name} carries a state")
+        if self.reverse and self.layout == CHUNKS:
+            raise ValueError(f"pass {self.name}: a {CHUNKS} pass has no order to reverse")
 
     @property
     def carries_state(self) -> bool:
@@ -71,8 +78,10 @@ class Design:
         names = [p.name for p in self.passes]
         if len(set(names)) != len(names):
             raise ValueError(f"design {self.name}: pass names repeat ({', '.join(names)})")
-        if sum(p.program.state is not None for p in self.passes) > 1:
-            raise ValueError(f"design {self.name}: more than one pass carries the state")
+        for reverse in (False, True):
+            if sum(p.program.state is not None and p.reverse == reverse for p in self.passes) > 1:
+                raise ValueError(f"design {self.name}: more than one pass carries the state"
+                                 + (" backwards" if reverse else ""))
 
     @property
     def single(self) -> bool:
@@ -81,7 +90,12 @@ class Design:
 
     @property
     def state_pass(self) -> Pass | None:
-        return next((p for p in self.passes if p.program.state is not None), None)
+        return next((p for p in self.passes if p.program.state is not None and not p.reverse), None)
+
+    @property
+    def reverse_state_pass(self) -> Pass | None:
+        """The pass that carries a state from the last chunk to the first (a backward design's gradient)."""
+        return next((p for p in self.passes if p.program.state is not None and p.reverse), None)
 
     @property
     def output_pass(self) -> Pass:

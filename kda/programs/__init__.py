@@ -29,3 +29,22 @@ def get_design(version: str) -> Design:
     if version not in DESIGNS:
         raise ValueError(f"unknown version {version!r}: choose from {', '.join(DESIGNS)}")
     return DESIGNS[version]
+
+
+# Backward designs (training): a design name -> {"recompute": Design, "store": Design}. Each is a
+# design of passes; a reverse pass walks the chunks from the last to the first (kda/backward.py).
+from .fla_bwd import FLA_BACKWARD  # noqa: E402
+from .v4_bwd import V4_BACKWARD  # noqa: E402
+
+BACKWARD: dict[str, dict[str, Design]] = {"v4": V4_BACKWARD, "fla": FLA_BACKWARD}
+STATES = ("recompute", "store")
+
+
+def get_backward_design(version: str, states: str = "recompute") -> Design:
+    """The backward design of a forward design; ValueError (one line) for a design without one."""
+    if version not in BACKWARD:
+        known = f"unknown design {version!r}" if version not in DESIGNS else f"design {version!r} has no backward program"
+        raise ValueError(f"{known}: backward runs for {', '.join(BACKWARD)}")
+    if states not in STATES:
+        raise ValueError(f"states must be one of {', '.join(STATES)}, got {states!r}")
+    return BACKWARD[version][states]

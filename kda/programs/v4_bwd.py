@@ -24,14 +24,20 @@ The Cube cannot negate or add: sums of products accumulate as one matmul over co
 Hand-offs: ① operands (A -> B), ② A_kk's off-diagonal blocks (B -> C), ③ R, M and A_qk's diagonal blocks
 (C -> D), ④ every Cube gradient product (D -> E). The state gradient dS_prev is made in E and read by the
 next (earlier) chunk's D and E, as v4's state.
+
+The designs (kda/backward.py runs them): `recompute` first runs v4's forward again as `v4.states`, which
+stores each chunk's starting state H in GM (as FLA's fwd_h does), then walks back; `store` reads the H
+the forward pass kept (its cost: d_k x d_v fp32 per chunk written by the forward and held until the
+backward).
 """
 from __future__ import annotations
 
 import torch
 
 from npusim import phase_program
+from npusim.schedule import FUSED, Design, Pass
 
-from .v4 import assemble, block_pairs, lower_pairs, sub_chunks
+from .v4 import assemble, block_pairs, kda_chunk_v4, lower_pairs, sub_chunks
 
 
 def blocks(X: torch.Tensor, n: int, S: int) -> torch.Tensor:
@@ -42,8 +48,9 @@ def blocks(X: torch.Tensor, n: int, S: int) -> torch.Tensor:
 @phase_program("v4", returns=("dQ", "dK", "dV", "dg", "dbeta", "dS_prev"), state=("dS", "dS_prev"),
                resident=("K_scaled_neg", "Q_scaled", "K_decay"), state_for_bf16="fp32",
                forward="v4")
-def kda_chunk_v4_bwd(npu, Q, K, V, g, beta, S, dO, dS, scale):
+def kda_chunk_v4_bwd(npu, Q, K, V, g, beta, H, dO, dS, scale):
     """KDA chunk v4 backward: 5 phases, 4 hand-offs, every exp <= 1; reverse walk carrying dS."""
+    S = H                                       # the forward state at the chunk's start, from GM
     S_, n = sub_chunks(Q.shape[-2])
     pairs = block_pairs(n)
     pair_i, pair_j = [i for i, _ in pairs], [j for _, j in pairs]
@@ -160,3 +167,26 @@ def kda_chunk_v4_bwd(npu, Q, K, V, g, beta, S, dO, dS, scale):
         dbeta = (dM * R).sum(-2) + (dL * A_raw).sum(-1)
         dS_prev = dS_part + gamma_C.mT * dS
     return dQ, dK, dV, dg, dbeta, dS_prev
+
+
+@phase_program("v4.states", returns=("H", "S_new"), state=("S_prev", "S_new"), resident=("Q_scaled", "K_decay"),
+               state_for_bf16="fp32")
+def kda_chunk_v4_states(npu, Q, K, V, g, beta, S_prev, scale):
+    """v4's forward again, keeping each chunk's starting state H in GM for the backward walk."""
+    with npu.vec("H"):
+        H = S_prev.clone()                      # h[t] to GM, as FLA's fwd_h stores it
+    _, S_new = kda_chunk_v4.fn(npu, Q, K, V, g, beta, S_prev, scale)
+    return H, S_new
+
+
+V4_BACKWARD = {
+    "recompute": Design("v4.bwd", (
+        Pass("v4.states", kda_chunk_v4_states, FUSED),
+        Pass("v4.bwd", kda_chunk_v4_bwd, FUSED, reverse=True),
+    ), description="v4's forward again for the states, then v4's backward walking back",
+        notes={"state_for_bf16": "fp32"}),
+    "store": Design("v4.bwd", (
+        Pass("v4.bwd", kda_chunk_v4_bwd, FUSED, reverse=True),
+    ), description="v4's backward walking back over the states the forward kept",
+        notes={"state_for_bf16": "fp32", "kept": "H"}),
+}

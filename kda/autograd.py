@@ -1,0 +1,72 @@
+"""`kda.chunk_kda` under autograd: the forward runs a design on the simulated NPU (kda/api.py), the backward
+runs that design's backward phase program (kda/backward.py), the reverse walk over the chunks.
+
+    o, ht = kda.chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True, version="v4")
+    ((o * do).sum() + (ht * dht).sum()).backward()     # q.grad, ..., h0.grad from the simulated NPU
+
+Without gradients (no input requires one, or torch.no_grad) it is api.chunk_kda. With fp64 inputs both
+directions compute and hand over in fp64 (the exactness check `torch.autograd.gradcheck` uses).
+"""
+from __future__ import annotations
+
+import torch
+
+from npusim import Precision
+
+from . import api
+from .api import KdaInputError
+from .backward import execute_backward, get_backward_design
+
+
+def _precision(q, transfer_dtype, precision) -> Precision | None:
+    if precision is None and transfer_dtype is None and q.dtype == torch.float64:
+        return Precision(transfer="fp64", compute=torch.float64)
+    return precision
+
+
+class ChunkKdaFunction(torch.autograd.Function):
+    """(q, k, v, g, beta, h0) -> (o, ht); gradients of all six from the backward phase program."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, g, beta, h0, scale, version, chunk_size, transfer_dtype, precision):
+        ex = api.execute(q, k, v, g, beta, scale, h0, version=version, chunk_size=chunk_size,
+                         transfer_dtype=transfer_dtype, precision=precision, out_dtype=v.dtype,
+                         compute_dtype=precision.compute if precision is not None else torch.float32)
+        ctx.save_for_backward(q, k, v, g, beta, h0)
+        ctx.settings = (scale, version, chunk_size, transfer_dtype, precision, h0 is None)
+        return ex.o, ex.final_state.to(torch.float64 if q.dtype == torch.float64 else torch.float32)
+
+    @staticmethod
+    def backward(ctx, do, dht):
+        q, k, v, g, beta, h0 = ctx.saved_tensors
+        scale, version, chunk_size, transfer_dtype, precision, no_h0 = ctx.settings
+        if do is None:
+            do = torch.zeros_like(v)
+        bx = execute_backward(q, k, v, g, beta, scale, None if no_h0 else h0, do, dht, version=version,
+                              chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
+                              compute_dtype=precision.compute if precision is not None else torch.float32)
+        if bx.nonfinite is not None:
+            raise KdaInputError(f"backward: inf/NaN first in {bx.nonfinite.describe()}")
+        gr = bx.grads
+        cast = lambda x, like: x.to(like.dtype)
+        return (cast(gr["dq"], q), cast(gr["dk"], k), cast(gr["dv"], v), cast(gr["dg"], g),
+                cast(gr["dbeta"], beta), None if no_h0 else cast(gr["dh0"], h0),
+                None, None, None, None, None)
+
+
+def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,
+              version: str = "v4", chunk_size: int = 64, transfer_dtype=None, precision: Precision | None = None,
+              cu_seqlens=None):
+    """FLA's chunk_kda on the simulated NPU, differentiable. Returns (o, final_state or None)."""
+    tensors = [x for x in (q, k, v, g, beta, initial_state) if isinstance(x, torch.Tensor)]
+    if not (torch.is_grad_enabled() and any(x.requires_grad for x in tensors)):
+        return api.chunk_kda(q, k, v, g, beta, scale, initial_state, output_final_state, version=version,
+                             chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
+                             cu_seqlens=cu_seqlens)
+    if cu_seqlens is not None:
+        raise KdaInputError("backward: cu_seqlens (variable lengths) is not supported under autograd yet")
+    get_backward_design(version)              # one line if the design has no backward program, before any work
+    precision = _precision(q, transfer_dtype, precision)
+    o, ht = ChunkKdaFunction.apply(q, k, v, g, beta, initial_state, scale, version, chunk_size, transfer_dtype,
+                                   precision)
+    return o, (ht if output_final_state else None)
