@@ -1,10 +1,12 @@
 """Kimi Delta Attention as phase programs on the simulated Ascend NPU (npusim).
 
-    chunk_kda(q, k, v, g, beta, ..., version="v3")  -> (o, final_state)   FLA's signature and layout
+    chunk_kda(q, k, v, g, beta, ..., version="v3")  -> (o, final_state)   FLA's signature and layout;
+                                                                          differentiable (kda/autograd.py)
     recurrent_kda(...)                              -> (o, final_state)   the ground truth
     python -m kda.run --version v3 --chunks 16                            the command line
 """
-from .api import Execution, KdaInputError, chunk_kda, execute, recurrent_kda
+from .api import Execution, KdaInputError, execute, recurrent_kda
+from .autograd import chunk_kda
 from .programs import PROGRAMS, get_program
 
 __all__ = ["Execution", "KdaInputError", "PROGRAMS", "chunk_kda", "execute", "get_program", "recurrent_kda"]

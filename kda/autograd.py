@@ -15,12 +15,16 @@ from npusim import Precision
 
 from . import api
 from .api import KdaInputError
-from .backward import execute_backward, get_backward_design
+from .backward import backward_design, execute_backward
+from .multipass import stored_types
+from .programs import get_design
 
 
-def _precision(q, transfer_dtype, precision) -> Precision | None:
+def _precision(q, transfer_dtype, precision, version: str) -> Precision | None:
+    """fp64 inputs: every hand-off and every stored intermediate in fp64 (a design's fp32 GM types too)."""
     if precision is None and transfer_dtype is None and q.dtype == torch.float64:
-        return Precision(transfer="fp64", compute=torch.float64)
+        names = {**stored_types(get_design(version)), **stored_types(backward_design(version))}
+        return Precision(transfer="fp64", overrides={n: "fp64" for n in names}, compute=torch.float64)
     return precision
 
 
@@ -46,7 +50,7 @@ class ChunkKdaFunction(torch.autograd.Function):
                               chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
                               compute_dtype=precision.compute if precision is not None else torch.float32)
         if bx.nonfinite is not None:
-            raise KdaInputError(f"backward: inf/NaN first in {bx.nonfinite.describe()}")
+            raise KdaInputError(f"backward: inf/NaN first in {bx.nonfinite}")
         gr = bx.grads
         cast = lambda x, like: x.to(like.dtype)
         return (cast(gr["dq"], q), cast(gr["dk"], k), cast(gr["dv"], v), cast(gr["dg"], g),
@@ -55,7 +59,7 @@ class ChunkKdaFunction(torch.autograd.Function):
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,
-              version: str = "v4", chunk_size: int = 64, transfer_dtype=None, precision: Precision | None = None,
+              version: str = "v3", chunk_size: int = 64, transfer_dtype=None, precision: Precision | None = None,
               cu_seqlens=None):
     """FLA's chunk_kda on the simulated NPU, differentiable. Returns (o, final_state or None)."""
     tensors = [x for x in (q, k, v, g, beta, initial_state) if isinstance(x, torch.Tensor)]
@@ -65,8 +69,8 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
                              cu_seqlens=cu_seqlens)
     if cu_seqlens is not None:
         raise KdaInputError("backward: cu_seqlens (variable lengths) is not supported under autograd yet")
-    get_backward_design(version)              # one line if the design has no backward program, before any work
-    precision = _precision(q, transfer_dtype, precision)
+    backward_design(version)                  # one line if the design has no backward program, before any work
+    precision = _precision(q, transfer_dtype, precision, version)
     o, ht = ChunkKdaFunction.apply(q, k, v, g, beta, initial_state, scale, version, chunk_size, transfer_dtype,
                                    precision)
     return o, (ht if output_final_state else None)

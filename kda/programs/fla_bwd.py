@@ -62,9 +62,9 @@ def bwd_dhu(npu, Q, K, gc, W, dO, dV_local, dS, scale):
     return dS_end, dVp, dS_prev
 
 
-@phase_program("fla.bwd_intra", returns=("dQ", "dK", "dV", "dg", "dbeta"))
+@phase_program("fla.bwd_intra", returns=("dQ", "dK", "dV", "dg", "dbeta"), resident=("Q_scaled", "K_decay"))
 def bwd_intra(npu, Q, K, V, gc, beta, A_inv, H, V_new, dVp, dS_end, dO, scale):
-    """Every gradient of one chunk from what GM holds: 3 phases, 2 hand-offs, every exp <= 1."""
+    """Every gradient of one chunk from what GM holds: 7 phases, 4 hand-offs, every exp <= 1."""
     S_, n = sub_chunks(Q.shape[-2])
     pairs = block_pairs(n)
     pair_i, pair_j = [i for i, _ in pairs], [j for _, j in pairs]
@@ -97,28 +97,33 @@ def bwd_intra(npu, Q, K, V, gc, beta, A_inv, H, V_new, dVp, dS_end, dO, scale):
         K_right = K_sub[..., pair_j, :, :] * right_decay
         M = R * beta[..., None, :]
     npu.sync(K_scaled_neg, Q_scaled, K_decay, K_left, Q_left, Kb_left_neg, K_right, M)      # ①
-    npu.keep(Gamma, K_scaled, Qs, decay_to_end, gamma_C, g_sub, K_sub, Qs_sub, beta_sub, to_ref, right_decay)
+    npu.keep(Gamma, K_scaled, Qs, Q_scaled, K_decay, decay_to_end, gamma_C, g_sub, K_sub, Qs_sub, beta_sub, to_ref,
+             right_decay)
 
-    with npu.cube("products"):
+    with npu.cube("state_products"):
         KS_neg = K_scaled_neg @ S                                          # -K_scaled S
         dV = M.mT @ dVp
+        dVS = dV @ S.mT                                                    # dK_scaled = -dVS
+        dQ_scaled = dO @ S.mT
+    npu.sync(dVS, dQ_scaled)                                                                # ②
+    npu.keep(KS_neg)
+
+    with npu.vec("state_terms"):
+        dQs_S = Gamma * dQ_scaled
+        dK_S = -Gamma * dVS
+        dgc_S = -K_scaled * dVS + Q_scaled * dQ_scaled
+        d_gc_C_S = gamma_C * (S * dS).sum(-1)[..., None, :]
+    npu.keep(dQs_S, dK_S, dgc_S, d_gc_C_S)
+
+    with npu.cube("matrix_products"):
         dM = torch.cat([dVp, dVp], -1) @ torch.cat([V, KS_neg], -1).mT     # dVp (V - K_scaled S)^T
         dL_neg = R.mT @ dM @ M.mT                                          # -(gradient of StrictTril(A))
         dA_qk = dO @ Vp.mT
         dK_decay = Vp @ dS.mT
-        dVS = dV @ S.mT
-        dQ_scaled = dO @ S.mT
-        dL_off = blocks(dL_neg, n, S_)[..., pair_i, pair_j, :, :]
-        dAqk_off = blocks(dA_qk, n, S_)[..., pair_i, pair_j, :, :]
-        X_kk_off = torch.stack([torch.cat([dL_off[..., p, :, :] for p in ps], -1) @
-                                torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
-        X_qk_off = torch.stack([torch.cat([dAqk_off[..., p, :, :] for p in ps], -1) @
-                                torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
-        T_off = (torch.cat([dL_off.mT, dAqk_off.mT], -1) @
-                 torch.cat([Kb_left_neg[..., left_of_pair, :, :], Q_left[..., left_of_pair, :, :]], -2))
-    npu.sync(dM, dL_neg, dA_qk, dK_decay, dVS, dQ_scaled, X_kk_off, X_qk_off, T_off)          # ②
+    npu.sync(dM, dL_neg, dA_qk, dK_decay)                                                   # ③
+    npu.keep(dL_neg, dA_qk)
 
-    with npu.vec("gradients"):
+    with npu.vec("diagonal"):                      # the Cube's off-diagonal products run meanwhile
         mask = torch.ones(S_, S_, dtype=Q.dtype).tril()
         E_diag = ((g_sub[..., :, None, :] - g_sub[..., None, :, :]).clamp_max(0).exp()
                   * mask[..., None])                                       # [.., n, S, S, d_k]: e_ij, j <= i
@@ -130,6 +135,23 @@ def bwd_intra(npu, Q, K, V, gc, beta, A_inv, H, V_new, dVp, dS_end, dO, scale):
         Z_kk_d = (dA_d * E_diag * K_sub[..., :, None, :]).sum(-3)
         X_qk_d = (dAqk_d * E_diag * K_sub[..., None, :, :]).sum(-2)
         Z_qk_d = (dAqk_d * E_diag * Qs_sub[..., :, None, :]).sum(-3)
+        end_terms = K_decay * dK_decay
+        dK_end = decay_to_end * dK_decay
+        dbeta_M = (dM * R).sum(-2)
+    npu.keep(XL_d, Z_kk_d, X_qk_d, Z_qk_d, end_terms, dK_end, dbeta_M)
+
+    with npu.cube("off_diagonal"):
+        dL_off = blocks(dL_neg, n, S_)[..., pair_i, pair_j, :, :]
+        dAqk_off = blocks(dA_qk, n, S_)[..., pair_i, pair_j, :, :]
+        X_kk_off = torch.stack([torch.cat([dL_off[..., p, :, :] for p in ps], -1) @
+                                torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
+        X_qk_off = torch.stack([torch.cat([dAqk_off[..., p, :, :] for p in ps], -1) @
+                                torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
+        T_off = (torch.cat([dL_off.mT, dAqk_off.mT], -1) @
+                 torch.cat([Kb_left_neg[..., left_of_pair, :, :], Q_left[..., left_of_pair, :, :]], -2))
+    npu.sync(X_kk_off, X_qk_off, T_off)                                                     # ④
+
+    with npu.vec("gradients"):
         zero = XL_d.new_zeros(XL_d[..., :1, :, :].shape)
         XL = XL_d + torch.cat([zero, -to_ref[..., 1:, :, :] * X_kk_off], -3)   # left gradient taken with dL
         X_kk = beta_sub * XL
@@ -138,14 +160,13 @@ def bwd_intra(npu, Q, K, V, gc, beta, A_inv, H, V_new, dVp, dS_end, dO, scale):
         Z_off = torch.stack([torch.stack([T_dec[..., p, :, :] for p in ps], -3).sum(-3) for ps in cols_of], -3)
         Z = Z_kk_d + Z_qk_d + torch.cat([Z_off, zero], -3)
         XL, X_kk, X_qk, Z = (x.flatten(-3, -2) for x in (XL, X_kk, X_qk, Z))
-        dQ = (Gamma * dQ_scaled + X_qk) * scale
-        dK = -Gamma * dVS + X_kk + Z + decay_to_end * dK_decay
-        end_terms = K_decay * dK_decay
-        dgc = (-K_scaled * dVS + Q_scaled * dQ_scaled + K * (X_kk - Z) + Qs * X_qk - end_terms)
-        d_gc_C = end_terms.sum(-2, keepdim=True) + gamma_C * (S * dS).sum(-1)[..., None, :]
+        dQ = (dQs_S + X_qk) * scale
+        dK = dK_S + X_kk + Z + dK_end
+        dgc = dgc_S + K * (X_kk - Z) + Qs * X_qk - end_terms
+        d_gc_C = end_terms.sum(-2, keepdim=True) + d_gc_C_S
         dgc_all = dgc + torch.cat([dgc.new_zeros(dgc[..., :-1, :].shape), d_gc_C], -2)
         dg = dgc_all.flip(-2).cumsum(-2).flip(-2)                           # gc = cumsum(g)
-        dbeta = (dM * R).sum(-2) + (K * XL).sum(-1)
+        dbeta = dbeta_M + (K * XL).sum(-1)
     return dQ, dK, dV, dg, dbeta
 
 

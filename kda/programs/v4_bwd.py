@@ -22,8 +22,11 @@ Vector. Diagonal blocks (j <= i inside a sub-chunk) use exp(min(gc_i - gc_j, 0))
 The Cube cannot negate or add: sums of products accumulate as one matmul over concatenated operands
 (the Cube's L0C accumulation), and signs come from operands the Vector negates (K_scaled_neg, Kb_left_neg).
 Hand-offs: ① operands (A -> B), ② A_kk's off-diagonal blocks (B -> C), ③ R, M and A_qk's diagonal blocks
-(C -> D), ④ every Cube gradient product (D -> E). The state gradient dS_prev is made in E and read by the
-next (earlier) chunk's D and E, as v4's state.
+(C -> D1), ④ the products on the state's path (D1 -> E1), ⑤ the intra-chunk matrices' gradients (D2 -> E2),
+⑥ the off-diagonal blocks' gradients (D3 -> E3). The Cube's products are split three ways so that each
+hand-off fits a 128 KiB slot at d_k = d_v = 128 (one sync of all of them needs 160 KiB in bf16). The state
+gradient dS_prev is made first, in E1, and read by the next (earlier) chunk's D1 and E1; D2 and D3 run
+on the Cube while E1 runs on the Vector, D3 while E2 does.
 
 The designs (kda/backward.py runs them): `recompute` first runs v4's forward again as `v4.states`, which
 stores each chunk's starting state H in GM (as FLA's fwd_h does), then walks back; `store` reads the H
@@ -46,10 +49,10 @@ def blocks(X: torch.Tensor, n: int, S: int) -> torch.Tensor:
 
 
 @phase_program("v4", returns=("dQ", "dK", "dV", "dg", "dbeta", "dS_prev"), state=("dS", "dS_prev"),
-               resident=("K_scaled_neg", "Q_scaled", "K_decay"), state_for_bf16="fp32",
+               resident=("Q_scaled", "K_decay"), state_for_bf16="fp32",
                forward="v4")
 def kda_chunk_v4_bwd(npu, Q, K, V, g, beta, H, dO, dS, scale):
-    """KDA chunk v4 backward: 5 phases, 4 hand-offs, every exp <= 1; reverse walk carrying dS."""
+    """KDA chunk v4 backward: 9 phases, 6 hand-offs, every exp <= 1; reverse walk carrying dS."""
     S = H                                       # the forward state at the chunk's start, from GM
     S_, n = sub_chunks(Q.shape[-2])
     pairs = block_pairs(n)
@@ -111,33 +114,39 @@ def kda_chunk_v4_bwd(npu, Q, K, V, g, beta, H, dO, dS, scale):
     npu.keep(A_raw)
     npu.sync(R, M, A_qk_diag)                                                               # ③
 
-    # Phase D: Cube, the forward's pseudo-values again and every gradient product
-    with npu.cube("D"):
+    # Phase D1: Cube, the forward's pseudo-values again and the products on the state's path
+    with npu.cube("D1"):
         KS_neg = K_scaled_neg @ S                                          # -K_scaled S
         Vp = torch.cat([M, M], -1) @ torch.cat([V, KS_neg], -2)            # M (V - K_scaled S)
         A_qk = assemble(A_qk_diag, Q_left[..., left_of_pair, :, :] @ K_right.mT, pairs)
         dVp = torch.cat([A_qk.mT, K_decay], -1) @ torch.cat([dO, dS], -2)  # A_qk^T dO + K_decay dS
         dV = M.mT @ dVp
+        dVS = dV @ S.mT                                                    # dK_scaled = -dVS
+        dQ_scaled = dO @ S.mT
+        dS_part = torch.cat([Q_scaled, K_scaled_neg], -2).mT @ torch.cat([dO, dV], -2)
+    npu.sync(dVS, dQ_scaled, dS_part)                                                       # ④
+    npu.keep(KS_neg, Vp, dVp)
+
+    # Phase E1: Vec, the state's gradient first (the next chunk back waits for it)
+    with npu.vec("E1"):
+        dS_prev = dS_part + gamma_C.mT * dS
+        dQs_S = Gamma * dQ_scaled
+        dK_S = -Gamma * dVS
+        dgc_S = -K_scaled * dVS + Q_scaled * dQ_scaled
+        d_gc_C_S = gamma_C * (S * dS).sum(-1)[..., None, :]
+    npu.keep(dQs_S, dK_S, dgc_S, d_gc_C_S)
+
+    # Phase D2: Cube, the gradients of the intra-chunk matrices
+    with npu.cube("D2"):
         dM = torch.cat([dVp, dVp], -1) @ torch.cat([V, KS_neg], -1).mT     # dVp (V - K_scaled S)^T
         dL_neg = R.mT @ dM @ M.mT                                          # -(gradient of StrictTril(A))
         dA_qk = dO @ Vp.mT
         dK_decay = Vp @ dS.mT
-        dVS = dV @ S.mT                                                    # dK_scaled = -dVS
-        dQ_scaled = dO @ S.mT
-        dS_part = torch.cat([Q_scaled, K_scaled_neg], -2).mT @ torch.cat([dO, dV], -2)
-        # the off-diagonal blocks' gradients: left per row block, right per pair
-        dL_off = blocks(dL_neg, n, S_)[..., pair_i, pair_j, :, :]
-        dAqk_off = blocks(dA_qk, n, S_)[..., pair_i, pair_j, :, :]
-        X_kk_off = torch.stack([torch.cat([dL_off[..., p, :, :] for p in ps], -1) @
-                                torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
-        X_qk_off = torch.stack([torch.cat([dAqk_off[..., p, :, :] for p in ps], -1) @
-                                torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
-        T_off = (torch.cat([dL_off.mT, dAqk_off.mT], -1) @
-                 torch.cat([Kb_left_neg[..., left_of_pair, :, :], Q_left[..., left_of_pair, :, :]], -2))
-    npu.sync(dM, dL_neg, dA_qk, dK_decay, dVS, dQ_scaled, dS_part, X_kk_off, X_qk_off, T_off)   # ④
+    npu.sync(dM, dL_neg, dA_qk, dK_decay)                                                  # ⑤
+    npu.keep(dL_neg, dA_qk)
 
-    # Phase E: Vec, the diagonal blocks, the decays and the sums: dQ, dK, dg, dbeta, dS_prev
-    with npu.vec("E"):
+    # Phase E2: Vec, the diagonal blocks (D3 runs on the Cube meanwhile)
+    with npu.vec("E2"):
         mask = torch.ones(S_, S_, dtype=Q.dtype).tril()
         E_diag = ((g_sub[..., :, None, :] - g_sub[..., None, :, :]).clamp_max(0).exp()
                   * mask[..., None])                                       # [.., n, S, S, d_k]: e_ij, j <= i
@@ -149,6 +158,25 @@ def kda_chunk_v4_bwd(npu, Q, K, V, g, beta, H, dO, dS, scale):
         Z_kk_d = (dA_d * E_diag * K_sub[..., :, None, :]).sum(-3)
         X_qk_d = (dAqk_d * E_diag * K_sub[..., None, :, :]).sum(-2)
         Z_qk_d = (dAqk_d * E_diag * Qs_sub[..., :, None, :]).sum(-3)
+        end_terms = K_decay * dK_decay
+        dK_end = decay_to_end * dK_decay
+        dbeta = (dM * R).sum(-2) + (dL * A_raw).sum(-1)
+    npu.keep(X_kk_d, Z_kk_d, X_qk_d, Z_qk_d, end_terms, dK_end)
+
+    # Phase D3: Cube, the off-diagonal blocks' gradients: left per row block, right per pair
+    with npu.cube("D3"):
+        dL_off = blocks(dL_neg, n, S_)[..., pair_i, pair_j, :, :]
+        dAqk_off = blocks(dA_qk, n, S_)[..., pair_i, pair_j, :, :]
+        X_kk_off = torch.stack([torch.cat([dL_off[..., p, :, :] for p in ps], -1) @
+                                torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
+        X_qk_off = torch.stack([torch.cat([dAqk_off[..., p, :, :] for p in ps], -1) @
+                                torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
+        T_off = (torch.cat([dL_off.mT, dAqk_off.mT], -1) @
+                 torch.cat([Kb_left_neg[..., left_of_pair, :, :], Q_left[..., left_of_pair, :, :]], -2))
+    npu.sync(X_kk_off, X_qk_off, T_off)                                                     # ⑥
+
+    # Phase E3: Vec, the off-diagonal blocks added, the decays and the sums: dQ, dK, dg
+    with npu.vec("E3"):
         zero = X_kk_d.new_zeros(X_kk_d[..., :1, :, :].shape)
         X_kk = X_kk_d + torch.cat([zero, to_ref[..., 1:, :, :] * (-beta_sub[..., 1:, :, :]) * X_kk_off], -3)
         X_qk = X_qk_d + torch.cat([zero, to_ref[..., 1:, :, :] * X_qk_off], -3)
@@ -156,16 +184,12 @@ def kda_chunk_v4_bwd(npu, Q, K, V, g, beta, H, dO, dS, scale):
         Z_off = torch.stack([torch.stack([T_dec[..., p, :, :] for p in ps], -3).sum(-3) for ps in cols_of], -3)
         Z = Z_kk_d + Z_qk_d + torch.cat([Z_off, zero], -3)
         X_kk, X_qk, Z = (x.flatten(-3, -2) for x in (X_kk, X_qk, Z))
-        dQs = Gamma * dQ_scaled + X_qk
-        dQ = dQs * scale
-        dK = -Gamma * dVS + X_kk + Z + decay_to_end * dK_decay
-        end_terms = K_decay * dK_decay
-        dgc = (-K_scaled * dVS + Q_scaled * dQ_scaled + K * (X_kk - Z) + Qs * X_qk - end_terms)
-        d_gc_C = end_terms.sum(-2, keepdim=True) + gamma_C * (S * dS).sum(-1)[..., None, :]
+        dQ = (dQs_S + X_qk) * scale
+        dK = dK_S + X_kk + Z + dK_end
+        dgc = dgc_S + K * (X_kk - Z) + Qs * X_qk - end_terms
+        d_gc_C = end_terms.sum(-2, keepdim=True) + d_gc_C_S
         dgc_all = dgc + torch.cat([dgc.new_zeros(dgc[..., :-1, :].shape), d_gc_C], -2)
         dg = dgc_all.flip(-2).cumsum(-2).flip(-2)                           # gc = cumsum(g)
-        dbeta = (dM * R).sum(-2) + (dL * A_raw).sum(-1)
-        dS_prev = dS_part + gamma_C.mT * dS
     return dQ, dK, dV, dg, dbeta, dS_prev
 
 
