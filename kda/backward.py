@@ -78,6 +78,9 @@ def execute_backward(q, k, v, g, beta, scale=None, initial_state=None, do=None, 
     """Gradients of <o, do> + <S_T, dht> computed by the backward design; see the module docstring."""
     B, T, H, K, V = _check(q, k, v, g, beta, initial_state, chunk_size)
     check_grad_outputs(do, dht, B, T, H, K, V)
+    if chunk_size % 16 or chunk_size < 32:
+        raise KdaInputError(f"backward: chunk_size must be a multiple of 16 and at least 32 (16-wide sub-chunks, "
+                            f"two or more), got {chunk_size}")
     if states not in STATES:
         raise KdaInputError(f"states must be one of {', '.join(STATES)}, got {states!r}")
     backward_design(version, states)

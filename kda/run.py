@@ -80,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--uncertainty", type=int, metavar="N", help="also replay timing under N profiles sampled "
                    "(Latin hypercube, --seed) from the ranges of the profile's assumed fields: every latency as a "
                    "median and 90 %% interval, the assumptions ranked, and with --version all the share each design wins")
+    p.add_argument("--backward", action="store_true", help="the backward pass (training): every gradient against "
+                   "fp64 autograd and the backward design's timing beside the forward's (kda/run_backward.py)")
+    p.add_argument("--states", choices=("recompute", "store"), default="recompute", help="with --backward: "
+                   "recompute the forward's intermediates in the backward, or time it over what the forward kept")
     p.add_argument("--json", action="store_true", help="print one JSON object (a list with --version all)")
     p.add_argument("--strict", action="store_true", help="exit 1 if any version fails parity or overflows")
     p.add_argument("--precision", metavar="NAME=TYPE,...", help="precision policy: a transfer type per sync "
@@ -246,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
         inputs = inputs or (make_settings_inputs(settings) if settings.numerics else None)
     except (KdaInputError, NpuSimError, ValueError) as err:
         return _fail(str(err))
+    if args.backward:
+        from .run_backward import run_backward
+        return run_backward(args, settings, inputs, _fail)
     results, errors = [], []
     ref = None
     with _progress(enabled=not args.json and settings.numerics,
