@@ -1,7 +1,8 @@
 """The backward pass's precision and timing studies (too slow for CI): writes benchmarks/results/backward.md.
 
-    python benchmarks/backward.py            # bf16 parity over 16 chunks x three gate families, both designs;
-                                             # the Kimi layer's timing (32 heads x 131072 tokens)
+    python benchmarks/backward.py timing parity attribution   # the Kimi layer's timing (32 heads x 131072
+        tokens); bf16 parity over 16 chunks x three gate families, both designs; which hand-offs must stay fp32
+    (results/backward_<parts>.md)
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 from kda.backward_eval import evaluate_backward
 from kda.evaluate import Settings
 
-OUT = Path(__file__).parent / "results" / "backward.md"
+OUT = Path(__file__).parent / "results" / ("backward" + "".join(f"_{a}" for a in sys.argv[1:]) + ".md")
 
 
 def parity_rows(d: int = 64, chunks: int = 16) -> list[str]:
@@ -47,6 +48,24 @@ def timing_rows() -> list[str]:
     return rows
 
 
+def attribution_rows(version: str, chunks: int = 16, d: int = 32) -> list[str]:
+    import torch
+
+    from kda.backward_attribution import attribute_backward, must_stay_fp32
+    from kda.inputs import make_inputs
+    x = make_inputs(1, chunks * 64, 1, d, d, gates="slow", seed=0, initial_state=True)
+    gen = torch.Generator().manual_seed(1)
+    do, dht = torch.randn(1, chunks * 64, 1, d, generator=gen), torch.randn(1, 1, d, d, generator=gen)
+    items = attribute_backward(version, x, do, dht)
+    rows = [f"### {version}: must stay fp32 (rounding alone uses > 50 % of a tolerance): "
+            f"{', '.join(must_stay_fp32(items)) or 'none'}", "",
+            "| rounded to bf16 alone | worst error / tolerance | dq | dk | dv | dg | dbeta | dh0 |", "|---" * 8 + "|"]
+    for it in items[:10]:
+        rows.append(f"| {it.name} | {it.worst:.3f} | " + " | ".join(f"{e:.1e}" for e in it.errors.values()) + " |")
+    print("\n".join(rows), flush=True)
+    return rows
+
+
 if __name__ == "__main__":
     parts = sys.argv[1:] or ["timing", "parity"]
     lines = ["# Backward pass studies (`python benchmarks/backward.py`)", ""]
@@ -55,6 +74,11 @@ if __name__ == "__main__":
     if "parity" in parts:
         lines += ["## Gradients in bf16 against fp64 autograd (16 chunks of 64, d_k = d_v = 64, randn h0; rel RMS; "
                   "FLA's tolerances 0.008 for dq, dk, dv, dh0 and 0.02 for dg, dbeta)", "", *parity_rows(), ""]
+    if "attribution" in parts:
+        lines += ["## Which backward hand-offs must stay fp32 (16 chunks of 64, d_k = d_v = 32, slow gates; each "
+                  "payload rounded to bf16 alone, everything else and the states fp32; top 10)", ""]
+        for version in ("v4", "fla"):
+            lines += [*attribution_rows(version), ""]
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text("\n".join(lines))
     print(f"wrote {OUT}")
