@@ -66,6 +66,33 @@ def attribution_rows(version: str, chunks: int = 16, d: int = 32) -> list[str]:
     return rows
 
 
+def oracle_rows(tokens: int = 512, d: int = 32) -> list[str]:
+    """FLA's naive_chunk_kda differentiated in fp64 (fla-core) as a second oracle, beside the recurrence."""
+    import torch
+
+    from kda.backward import execute_backward
+    from kda.inputs import make_inputs
+    from kda.parity import compare
+    from kda.reference_bwd import GRADS, fla_chunk_grads, recurrent_kda_grads
+    x = make_inputs(1, tokens, 2, d, d, gates="slow", seed=0, initial_state=True)
+    gen = torch.Generator().manual_seed(1)
+    do, dht = torch.randn(1, tokens, 2, d, generator=gen), torch.randn(1, 2, d, d, generator=gen)
+    args = (x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, do, dht)
+    fla = fla_chunk_grads(*args)
+    if fla is None:
+        return ["fla-core is not installed (pip install -e '.[bench]'): no second oracle"]
+    rec = recurrent_kda_grads(*args)
+    rows = ["| against | " + " | ".join(GRADS) + " |", "|---" * 7 + "|",
+            "| FLA naive_chunk_kda (fp64) vs the recurrence (fp64) | "
+            + " | ".join(f"{compare(rec[n], fla[n]).rel_rms_err:.1e}" for n in GRADS) + " |"]
+    for version in ("v4", "fla"):
+        bx = execute_backward(*args, version=version, transfer_dtype="fp32")
+        rows.append(f"| {version} backward (fp32) vs FLA naive_chunk_kda | "
+                    + " | ".join(f"{compare(fla[n], bx.grads[n]).rel_rms_err:.1e}" for n in GRADS) + " |")
+    print("\n".join(rows), flush=True)
+    return rows
+
+
 if __name__ == "__main__":
     parts = sys.argv[1:] or ["timing", "parity"]
     lines = ["# Backward pass studies (`python benchmarks/backward.py`)", ""]
@@ -74,6 +101,9 @@ if __name__ == "__main__":
     if "parity" in parts:
         lines += ["## Gradients in bf16 against fp64 autograd (16 chunks of 64, d_k = d_v = 64, randn h0; rel RMS; "
                   "FLA's tolerances 0.008 for dq, dk, dv, dh0 and 0.02 for dg, dbeta)", "", *parity_rows(), ""]
+    if "oracle" in parts:
+        lines += ["## A second oracle: FLA's naive_chunk_kda through autograd (512 tokens, 2 heads, d = 32, slow "
+                  "gates; rel RMS)", "", *oracle_rows(), ""]
     if "attribution" in parts:
         lines += ["## Which backward hand-offs must stay fp32 (16 chunks of 64, d_k = d_v = 32, slow gates; each "
                   "payload rounded to bf16 alone, everything else and the states fp32; top 10)", ""]
