@@ -19,6 +19,7 @@ from npusim.design_report import DesignReport, build_design_report
 from npusim.multipass import simulate_design, templates
 from npusim.precision import itemsize
 
+from .api import KdaInputError
 from .backward import BackwardExecution, backward_design, execute_backward, kept_bytes, record_backward_graphs
 from .evaluate import Settings, evaluate, make_settings_inputs, precision_for, profile_for
 from .inputs import KdaInputs
@@ -40,6 +41,8 @@ class BackwardResult:
     forward_report: DesignReport | None        # the forward design on the same settings
     kept_bytes: int                            # GM the forward keeps for the backward (store), per layer
     graphs: tuple = ()
+    design_run: object = None                  # npusim.multipass.DesignRun, pipelined (traced if asked)
+    design_serial: object = None
 
     @property
     def design(self):
@@ -90,12 +93,14 @@ def grad_outputs(x: KdaInputs, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def evaluate_backward(version: str, settings: Settings, states: str = "recompute", inputs: KdaInputs | None = None,
                       do: torch.Tensor | None = None, dht: torch.Tensor | None = None, *,
-                      forward: bool = True, progress=None) -> BackwardResult:
+                      forward: bool = True, progress=None, check_names: bool = True) -> BackwardResult:
     """Numerics (unless settings.numerics is off), parity of every gradient, and the timing."""
     design = backward_design(version, states)
     profile = profile_for(settings)
     C = settings.chunk_size
     precision = precision_for(settings, design.reverse_state_pass.program)
+    if check_names:
+        check_policy_names(version, settings)
     ex, parity, tol = None, None, {}
     if settings.numerics:
         x = inputs or make_settings_inputs(settings)
@@ -115,23 +120,25 @@ def evaluate_backward(version: str, settings: Settings, states: str = "recompute
     else:
         graphs, precision = record_backward_graphs(version, states, chunk_size=C, d_k=settings.d_k,
                                                    d_v=settings.d_v, precision=precision)
-    report = time_backward(design, graphs, profile, settings, precision.transfer)
+    report, run, serial = time_backward(design, graphs, profile, settings, precision.transfer)
     fwd = None
     if forward:
         fwd = evaluate(version, replace(settings, numerics=False, keep_trace=False, attribution=False)).design_report
     counts = chunk_counts(settings)
     kept = kept_bytes(version, states, sum(counts), 1, settings.d_k, settings.d_v, precision, C)
-    return BackwardResult(version, states, settings, profile, ex, parity, tol, report, fwd, kept, tuple(graphs))
+    return BackwardResult(version, states, settings, profile, ex, parity, tol, report, fwd, kept, tuple(graphs),
+                          run, serial)
 
 
-def time_backward(design, graphs, profile: Profile, settings: Settings, transfer: str) -> DesignReport:
-    """The backward design's passes on the event model, pipelined and serial, with its bound and floor."""
+def time_backward(design, graphs, profile: Profile, settings: Settings, transfer: str):
+    """The backward design's passes on the event model, pipelined and serial: (report with its bound and
+    floor, pipelined DesignRun, serial DesignRun); traced when settings.keep_trace."""
     tpls = templates(design, list(graphs), profile, settings.state_handoff)
     counts = chunk_counts(settings)
-    kw = dict(interleave=settings.interleave, trace=False)
+    kw = dict(interleave=settings.interleave, trace=settings.keep_trace)
     run = simulate_design(design, tpls, profile, counts, **kw)
     serial = simulate_design(design, tpls, profile, counts, serial=True, **kw)
-    return build_design_report(run, serial, backward_floor_bytes(settings, transfer))
+    return build_design_report(run, serial, backward_floor_bytes(settings, transfer)), run, serial
 
 
 def reference_grads(x: KdaInputs, do, dht, precision) -> dict[str, torch.Tensor]:
@@ -141,3 +148,17 @@ def reference_grads(x: KdaInputs, do, dht, precision) -> dict[str, torch.Tensor]
     state = lambda t: None if t is None else precision.round(t.to(cd), precision.state_type)
     return recurrent_kda_grads(stored(x.q), stored(x.k), stored(x.v), x.g.to(cd), x.beta.to(cd), None,
                                state(x.initial_state), stored(do), state(dht))
+
+
+def check_policy_names(versions: str | list[str], settings: Settings) -> None:
+    """--precision names must be payloads or stored intermediates of (one of) the backward design(s)."""
+    if not settings.payload_dtypes:
+        return
+    from .backward_attribution import payload_names
+    versions = [versions] if isinstance(versions, str) else versions
+    known = sorted({n for v in versions for n in payload_names(v, settings.chunk_size, settings.d_k, settings.d_v)})
+    unknown = [n for n in settings.payload_dtypes if n not in known]
+    if unknown:
+        which = f"the {versions[0]} backward hands" if len(versions) == 1 else "no backward design hands"
+        raise KdaInputError(f"--precision: {which} over no tensor named {', '.join(map(repr, unknown))}; "
+                            f"the payloads are {', '.join(known)}")

@@ -20,7 +20,7 @@ from rich.table import Table
 from npusim import NpuSimError
 
 from .api import KdaInputError
-from .backward_eval import BackwardResult, evaluate_backward
+from .backward_eval import BackwardResult, check_policy_names, evaluate_backward
 from .programs import BACKWARD, DESIGNS
 from .render_design import passes_table
 
@@ -45,14 +45,21 @@ def run_backward(args, settings, inputs, fail) -> int:
                 known = "unknown design" if v not in DESIGNS else "design"
                 raise KdaInputError(f"{known} {v!r} has no backward program: --backward runs for {', '.join(BACKWARD)}")
         do, dht = load_grad_outputs(args.inputs) if settings.numerics else (None, None)
-    except (KdaInputError, ValueError) as err:
+        check_policy_names(versions, settings)       # a name must belong to one of the designs
+    except (KdaInputError, NpuSimError, ValueError) as err:
         return fail(str(err))
     for v in versions:
         try:
-            results.append(evaluate_backward(v, settings, args.states, inputs, do, dht))
+            results.append(evaluate_backward(v, settings, args.states, inputs, do, dht, check_names=False))
         except (KdaInputError, NpuSimError, ValueError) as err:
             errors.append(f"{v}: {err}" if len(versions) > 1 else str(err))
     if results:
+        try:
+            _write_outputs(args, results)
+        except (ValueError, OSError) as err:
+            errors.append(str(err))
+        if args.attribution and settings.numerics:
+            _attribution(args, settings, inputs, results)
         if args.json:
             payload = [r.to_json() for r in results]
             print(json.dumps(payload if len(versions) > 1 else payload[0], indent=2, default=_json_default))
@@ -65,6 +72,42 @@ def run_backward(args, settings, inputs, fail) -> int:
     if args.strict and any(not r.passed or (r.execution and r.execution.nonfinite) for r in results):
         return 1
     return 0
+
+
+def _write_outputs(args, results: list[BackwardResult]) -> None:
+    """--trace and --plot: every pass of the backward designs on one time axis (serial with --serial)."""
+    if args.trace is not None:
+        from npusim import design_trace
+        design_trace.write(args.trace, [r.design_serial if args.serial else r.design_run for r in results],
+                           labels=[f"{r.version} backward" for r in results], heads=results[0].settings.heads)
+        print(f"wrote {args.trace} (Chrome trace: open in https://ui.perfetto.dev)", file=sys.stderr)
+    if args.plot is not None:
+        from .plot_occupancy import save_design_plot
+        shown = [SimpleNamespace(version=f"{r.version} backward", profile=r.profile,
+                                 design_run=r.design_serial if args.serial else r.design_run) for r in results]
+        save_design_plot(args.plot, shown)
+        print(f"wrote {args.plot}", file=sys.stderr)
+
+
+def _attribution(args, settings, inputs, results: list[BackwardResult]) -> None:
+    """--attribution: each backward payload rounded alone to the transfer type (kda/backward_attribution.py)."""
+    from .backward_attribution import attribute_backward, must_stay_fp32
+    from .backward_eval import grad_outputs
+    from .evaluate import make_settings_inputs
+    x = inputs or make_settings_inputs(settings)
+    do, dht = grad_outputs(x, settings.seed)
+    narrow = settings.dtype if settings.dtype != "fp32" else "bf16"
+    console = Console(width=140)
+    for r in results:
+        items = attribute_backward(r.version, x, do, dht, chunk_size=settings.chunk_size, narrow=narrow)
+        t = Table(title=f"{r.version} backward: each hand-off rounded to {narrow} alone (worst gradient error / "
+                        f"FLA's tolerance); must stay fp32: {', '.join(must_stay_fp32(items)) or 'none'}",
+                  box=box.SIMPLE_HEAD, title_justify="left")
+        for col in ("payload", "worst / tolerance", *r.parity):
+            t.add_column(col, justify="left" if col == "payload" else "right")
+        for it in items:
+            t.add_row(it.name, f"{it.worst:.3f}", *[f"{e:.1e}" for e in it.errors.values()])
+        console.print(t)
 
 
 def _json_default(x):

@@ -202,3 +202,28 @@ def test_cli_backward_rejects_bad_do_from_inputs(tmp_path, capsys, make_do, mess
     assert main(["--backward", "--version", "v4", "--inputs", str(path), "--chunk-size", "32"]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
+
+
+def test_cli_backward_writes_a_trace_and_checks_policy_names(tmp_path, capsys):
+    trace = tmp_path / "bwd.json"
+    assert main(["--backward", "--version", "fla", "--chunks", "2", "--chunk-size", "32", "--dk", "16", "--dv", "16",
+                 "--trace", str(trace), "--precision", "gc=fp32"]) == 0
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {e.get("name") for e in events}
+    assert {"bwd_dhu (sequential)", "bwd_intra (chunks)", "fwd_h (sequential)"} <= names   # the schedule track
+    assert "S dS_prev→dS · 1 KiB (rides on ①) →" in names       # dS (16 x 16 fp32) on the reverse pass
+    capsys.readouterr()
+    assert main(["--backward", "--version", "v4", "--chunks", "2", "--chunk-size", "32", "--dk", "16", "--dv", "16",
+                 "--precision", "gc=bf16"]) == 2                 # gc is fla's, not v4's
+    err = capsys.readouterr().err.strip()
+    assert "the v4 backward hands over no tensor named 'gc'" in err and "\n" not in err
+
+
+def test_fla_cumulative_gates_must_stay_fp32():
+    # FLA keeps gc in fp32 in GM; rounded to bf16 alone, it alone breaks FLA's tolerance on some gradient
+    from kda.backward_attribution import BackwardItem, attribute_backward, must_stay_fp32
+    x = make_inputs(1, 64, 1, 16, 16, seed=0, initial_state=True)
+    do, dht = grad_outputs(x)
+    items = attribute_backward("fla", x, do, dht, chunk_size=32)
+    assert items[0].name == "gc" and items[0].worst > 1.0 and "gc" in must_stay_fp32(items)
+    assert all(isinstance(it, BackwardItem) and it.worst < 1.0 for it in items[1:])
