@@ -28,8 +28,9 @@ hand-off fits a 128 KiB slot at d_k = d_v = 128 (one sync of all of them needs 1
 gradient dS_prev is made first, in E1, and read by the next (earlier) chunk's D1 and E1; D2 and D3 run
 on the Cube while E1 runs on the Vector, D3 while E2 does.
 
-The designs (kda/backward.py runs them): `recompute` first runs v4's forward again as `v4.states`, which
-stores each chunk's starting state H in GM (as FLA's fwd_h does), then walks back; `store` reads the H
+The designs (kda/backward.py runs them): `recompute` first runs v4's forward again without its output as
+`v4.states` (v4's six hand-offs, without Q's operands, O_inter and O_intra), which stores each chunk's
+starting state H in GM (as FLA's fwd_h does), then walks back; `store` reads the H
 the forward pass kept (its cost: d_k x d_v fp32 per chunk written by the forward and held until the
 backward).
 """
@@ -40,7 +41,7 @@ import torch
 from npusim import phase_program
 from npusim.schedule import FUSED, Design, Pass
 
-from .v4 import assemble, block_pairs, kda_chunk_v4, lower_pairs, sub_chunks
+from .v4 import assemble, block_pairs, lower_pairs, sub_chunks
 
 
 def blocks(X: torch.Tensor, n: int, S: int) -> torch.Tensor:
@@ -193,13 +194,53 @@ def kda_chunk_v4_bwd(npu, Q, K, V, g, beta, H, dO, dS, scale):
     return dQ, dK, dV, dg, dbeta, dS_prev
 
 
-@phase_program("v4.states", returns=("H", "S_new"), state=("S_prev", "S_new"), resident=("Q_scaled", "K_decay"),
+@phase_program("v4.states", returns=("H", "S_new"), state=("S_prev", "S_new"), resident=("K_decay",),
                state_for_bf16="fp32")
-def kda_chunk_v4_states(npu, Q, K, V, g, beta, S_prev, scale):
-    """v4's forward again, keeping each chunk's starting state H in GM for the backward walk."""
-    with npu.vec("H"):
-        H = S_prev.clone()                      # h[t] to GM, as FLA's fwd_h stores it
-    _, S_new = kda_chunk_v4.fn(npu, Q, K, V, g, beta, S_prev, scale)
+def kda_chunk_v4_states(npu, K, V, g, beta, S_prev):
+    """v4's forward without the output: each chunk's starting state H to GM, then v4's state update."""
+    S, n = sub_chunks(K.shape[-2])
+    pairs = block_pairs(n)
+    pair_i, pair_j = [i for i, _ in pairs], [j for _, j in pairs]
+    left_of_pair = [i - 1 for i in pair_i]
+    row, col = lower_pairs(S)
+    flat = [i * S + j for i, j in zip(row, col)]
+    with npu.vec("A"):
+        H = S_prev.clone()                          # h[t] to GM, as FLA's fwd_h stores it
+        gc = g.cumsum(-2)
+        K_scaled = K * gc.exp()
+        gc_C = gc[..., -1:, :]
+        K_decay = K * (gc_C - gc).exp()
+        gamma_C = gc_C.exp()
+        g_sub = gc.unflatten(-2, (n, S))
+        K_sub = K.unflatten(-2, (n, S))
+        ref = g_sub[..., :1, :]
+        K_left = (K_sub * (g_sub - ref).exp())[..., 1:, :, :]
+        K_right = K_sub[..., pair_j, :, :] * (ref[..., pair_i, :, :] - g_sub[..., pair_j, :, :]).exp()
+        kk = (K_sub[..., row, :] * K_sub[..., col, :] * (g_sub[..., row, :] - g_sub[..., col, :]).exp()).sum(-1)
+        kk_blocks = kk.new_zeros(kk.shape[:-1] + (S * S,))
+        kk_blocks[..., flat] = kk
+        A_kk_diag = kk_blocks.unflatten(-1, (S, S))
+    npu.sync(K_scaled, K_decay, K_left, K_right)                        # ①
+    npu.keep(gamma_C, A_kk_diag)
+    with npu.cube("B"):
+        A_kk_off = K_left[..., left_of_pair, :, :] @ K_right.mT
+    npu.sync(A_kk_off)                                                  # ②
+    with npu.vec("C"):
+        A = assemble(A_kk_diag, A_kk_off, pairs) * beta[..., :, None]
+        M = npu.forward_substitution(A) * beta[..., None, :]
+    npu.sync(M)                                                         # ③ (+ the state)
+    with npu.cube("D"):
+        U = M @ V
+        WS = (M @ K_scaled) @ S_prev
+    npu.sync(U, WS)                                                     # ④
+    with npu.vec("E"):
+        V_pseudo = U - WS
+    npu.sync(V_pseudo)                                                  # ⑤
+    with npu.cube("F"):
+        S_delta = K_decay.mT @ V_pseudo
+    npu.sync(S_delta)                                                   # ⑥
+    with npu.vec("G"):
+        S_new = gamma_C.mT * S_prev + S_delta
     return H, S_new
 
 
