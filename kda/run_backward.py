@@ -40,6 +40,10 @@ def run_backward(args, settings, inputs, fail) -> int:
     versions = list(BACKWARD) if args.version == "all" else [args.version]
     errors, results = [], []
     try:
+        for flag, given in (("--seqlens", settings.seqlens), ("--uncertainty", args.uncertainty),
+                            ("--device", settings.device != "cpu")):
+            if given:
+                raise KdaInputError(f"--backward does not take {flag} yet")
         for v in versions:
             if v not in BACKWARD:
                 known = "unknown design" if v not in DESIGNS else "design"

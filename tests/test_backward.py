@@ -182,6 +182,7 @@ def test_cli_backward_reports_gradients_and_timing(capsys):
 @pytest.mark.parametrize("args, message", [
     (["--version", "v3"], "design 'v3' has no backward program"),
     (["--version", "v5"], "design 'v5' has no backward program"),
+    (["--version", "v4", "--seqlens", "64,128"], "--backward does not take --seqlens yet"),
 ])
 def test_cli_backward_errors_exit_2_with_one_line(capsys, args, message):
     assert main(["--backward", *args, "--chunks", "2", "--dk", "16", "--dv", "16"]) == 2
