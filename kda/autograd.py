@@ -32,30 +32,32 @@ class ChunkKdaFunction(torch.autograd.Function):
     """(q, k, v, g, beta, h0) -> (o, ht); gradients of all six from the backward phase program."""
 
     @staticmethod
-    def forward(ctx, q, k, v, g, beta, h0, scale, version, chunk_size, transfer_dtype, precision):
+    def forward(ctx, q, k, v, g, beta, h0, scale, version, chunk_size, transfer_dtype, precision, cu_seqlens):
         ex = api.execute(q, k, v, g, beta, scale, h0, version=version, chunk_size=chunk_size,
                          transfer_dtype=transfer_dtype, precision=precision, out_dtype=v.dtype,
-                         compute_dtype=precision.compute if precision is not None else torch.float32)
+                         compute_dtype=precision.compute if precision is not None else torch.float32,
+                         cu_seqlens=cu_seqlens)
         ctx.save_for_backward(q, k, v, g, beta, h0)
-        ctx.settings = (scale, version, chunk_size, transfer_dtype, precision, h0 is None)
+        ctx.settings = (scale, version, chunk_size, transfer_dtype, precision, h0 is None, cu_seqlens)
         return ex.o, ex.final_state.to(torch.float64 if q.dtype == torch.float64 else torch.float32)
 
     @staticmethod
     def backward(ctx, do, dht):
         q, k, v, g, beta, h0 = ctx.saved_tensors
-        scale, version, chunk_size, transfer_dtype, precision, no_h0 = ctx.settings
+        scale, version, chunk_size, transfer_dtype, precision, no_h0, cu_seqlens = ctx.settings
         if do is None:
             do = torch.zeros_like(v)
         bx = execute_backward(q, k, v, g, beta, scale, None if no_h0 else h0, do, dht, version=version,
                               chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
-                              compute_dtype=precision.compute if precision is not None else torch.float32)
+                              compute_dtype=precision.compute if precision is not None else torch.float32,
+                              cu_seqlens=cu_seqlens)
         if bx.nonfinite is not None:
             raise KdaInputError(f"backward: inf/NaN first in {bx.nonfinite}")
         gr = bx.grads
         cast = lambda x, like: x.to(like.dtype)
         return (cast(gr["dq"], q), cast(gr["dk"], k), cast(gr["dv"], v), cast(gr["dg"], g),
                 cast(gr["dbeta"], beta), None if no_h0 else cast(gr["dh0"], h0),
-                None, None, None, None, None)
+                None, None, None, None, None, None)
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,
@@ -67,10 +69,8 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
         return api.chunk_kda(q, k, v, g, beta, scale, initial_state, output_final_state, version=version,
                              chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
                              cu_seqlens=cu_seqlens)
-    if cu_seqlens is not None:
-        raise KdaInputError("backward: cu_seqlens (variable lengths) is not supported under autograd yet")
     backward_design(version)                  # one line if the design has no backward program, before any work
     precision = _precision(q, transfer_dtype, precision, version)
     o, ht = ChunkKdaFunction.apply(q, k, v, g, beta, initial_state, scale, version, chunk_size, transfer_dtype,
-                                   precision)
+                                   precision, cu_seqlens)
     return o, (ht if output_final_state else None)

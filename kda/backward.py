@@ -23,7 +23,7 @@ from npusim import Executor, Nonfinite, PhaseGraph, Precision
 from npusim.precision import itemsize
 from npusim.schedule import CHUNKS, Design
 
-from .api import KdaInputError, _blocks, _check, _chunked, _precision, design_precision
+from .api import KdaInputError, _blocks, _check, _chunked, _precision, design_precision, seqlens_of
 from .multipass import _run_items, _run_sequential, record_passes
 from .programs import STATES, get_backward_design
 
@@ -74,8 +74,14 @@ def check_grad_outputs(do, dht, B: int, T: int, H: int, K: int, V: int) -> None:
 def execute_backward(q, k, v, g, beta, scale=None, initial_state=None, do=None, dht=None, *,
                      version: str = "v4", chunk_size: int = 64, transfer_dtype=None,
                      precision: Precision | None = None, compute_dtype: torch.dtype = torch.float32,
-                     states: str = "recompute", progress=None) -> BackwardExecution:
-    """Gradients of <o, do> + <S_T, dht> computed by the backward design; see the module docstring."""
+                     states: str = "recompute", progress=None, cu_seqlens=None) -> BackwardExecution:
+    """Gradients of <o, do> + <S_T, dht> computed by the backward design; see the module docstring.
+    `cu_seqlens` (FLA's varlen: q is [1, total, H, K], h0 and dht one per sequence): each sequence padded
+    at its end to the longest one's chunks (zero k, beta, g and do change nothing), run as a batch."""
+    if cu_seqlens is not None:
+        return _varlen(q, k, v, g, beta, scale, initial_state, do, dht, cu_seqlens, version=version,
+                       chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
+                       compute_dtype=compute_dtype, states=states, progress=progress)
     B, T, H, K, V = _check(q, k, v, g, beta, initial_state, chunk_size)
     check_grad_outputs(do, dht, B, T, H, K, V)
     if chunk_size % 16 or chunk_size < 32:
@@ -109,6 +115,33 @@ def execute_backward(q, k, v, g, beta, scale=None, initial_state=None, do=None, 
     grads["dh0"] = dS.reshape(B, H, K, V)
     return BackwardExecution(grads, tuple(graphs), backward_design(version, states), nonfinite, precision,
                              NT, C, states)
+
+
+def _varlen(q, k, v, g, beta, scale, h0, do, dht, cu_seqlens, **kw) -> BackwardExecution:
+    if q.dim() != 4 or q.shape[0] != 1:
+        raise KdaInputError(f"with cu_seqlens, q must be [1, total tokens, H, K], got {list(q.shape)}")
+    lengths = seqlens_of(cu_seqlens, q.shape[1])
+    N, C = len(lengths), kw["chunk_size"]
+    for name, x in (("initial_state", h0), ("dht", dht)):
+        if x is not None and x.shape[0] != N:
+            raise KdaInputError(f"{name} must have one state per sequence ({N}), got {x.shape[0]}")
+    check_grad_outputs(do, None, 1, q.shape[1], q.shape[2], q.shape[3], v.shape[-1])
+    T = -(-max(lengths) // C) * C
+    starts = [sum(lengths[:i]) for i in range(N)]
+
+    def batch(x):
+        out = x.new_zeros(N, T, *x.shape[2:])
+        for i, (a, n) in enumerate(zip(starts, lengths)):
+            out[i, :n] = x[0, a:a + n]
+        return out
+    bx = execute_backward(batch(q), batch(k), batch(v), batch(g), batch(beta), scale, h0, batch(do), dht, **kw)
+    for name in ("dq", "dk", "dv", "dg", "dbeta"):
+        x = bx.grads[name]
+        out = x.new_empty(1, q.shape[1], *x.shape[2:])
+        for i, (a, n) in enumerate(zip(starts, lengths)):
+            out[0, a:a + n] = x[i, :n]
+        bx.grads[name] = out
+    return bx
 
 
 def run_backward_passes(design: Design, executors: list[Executor], pool: dict, S, dS, precision: Precision,
