@@ -2,7 +2,7 @@
 cores; then one fused pass over the chunks in order with four hand-offs per chunk.
 
 Why two passes, from the simulator's own figures (`python -m kda.run --version all --no-numerics --heads 32
---tokens 131072`, ascend-910b2):
+--tokens 131072 --core-model off`, ascend-910b2; the ranking in README "Which design wins" is by default):
   - v3/v4 run each head on one core: 32 heads on 24 cores leave 8 cores with two heads, and v4's safe
     Phase A costs 4.17 us of Vector time per chunk. Everything that does not need the state (the gates'
     reference points, A_kk and A_qk, the inverse) moves to a CHUNKS pass, spread evenly over all cores:
