@@ -110,10 +110,13 @@ def figure_heatmap(df, x: str, y: str, metric: str | None = None):
                   fontsize=8)
     ax.set_xlabel(x); ax.set_ylabel(y)
     values = table.to_numpy(float)
+    lo, hi = im.get_clim()
     for i in range(values.shape[0]):
         for j in range(values.shape[1]):
-            if not math.isnan(values[i, j]):
-                ax.text(j, i, f"{values[i, j]:.4g}", ha="center", va="center", fontsize=7, color="white")
+            if not math.isnan(values[i, j]):        # dark text on the light (low) end of viridis_r
+                dark = (values[i, j] - lo) < 0.55 * (hi - lo)
+                ax.text(j, i, f"{values[i, j]:.4g}", ha="center", va="center", fontsize=7,
+                        color="black" if dark else "white")
     fig.colorbar(im, ax=ax, label=metric or "latency (µs)")
     ax.set_title(f"{metric or 'latency (µs)'}" + (f", best over {', '.join(others)}" if others else ""),
                  loc="left", fontsize=9)
