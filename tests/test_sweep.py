@@ -42,6 +42,7 @@ def test_grid_order_and_the_override_reaches_the_profile():
 
 
 def test_local_cluster_with_two_workers_gives_the_in_process_rows():
+    pytest.importorskip("distributed")
     spec = parse_spec(SMALL)
     local = run_sweep(spec, workers=0)
     dask = run_sweep(spec, workers=2)
@@ -130,6 +131,17 @@ def test_cli_writes_the_table_and_plot_finds_the_best_point(tmp_path, capsys):
     assert (best["version"][0], best["sync.latency_us"][0]) == (fastest["version"], fastest["sync.latency_us"])
     assert (fastest["version"], fastest["sync.latency_us"]) == ("v3", 0.5)   # fewer syncs, cheaper syncs
     assert "v3" in capsys.readouterr().out
+
+
+def test_csv_where_parquet_cannot_be_written(tmp_path, monkeypatch):
+    from kda.sweep import read_table, table
+    rows = run_sweep(parse_spec(SMALL)).rows
+    monkeypatch.setattr(table, "have_parquet", lambda: False)
+    written = table.write_table(rows, tmp_path / "r.parquet")
+    assert written == tmp_path / "r.csv"
+    df = read_table(written)
+    assert list(df["version"]) == ["v2", "v2", "v3", "v3"]
+    assert list(df["latency_us.serial"]) == pytest.approx([r["latency_us.serial"] for r in rows])
 
 
 def test_pareto_mask_keeps_what_nothing_dominates():
