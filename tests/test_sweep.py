@@ -50,6 +50,66 @@ def test_local_cluster_with_two_workers_gives_the_in_process_rows():
     _rows_equal(local.rows, dask.rows)
 
 
+def test_an_existing_cluster_by_its_scheduler_address():
+    distributed = pytest.importorskip("distributed")
+    import logging
+    spec = parse_spec(SMALL)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=logging.ERROR) as cluster:
+        out = run_sweep(spec, scheduler=cluster.scheduler_address)
+        assert (out.workers, out.ran) == (1, 4)
+        assert len(cluster.scheduler_info["workers"]) == 1           # the sweep leaves the cluster running
+    _rows_equal(run_sweep(spec).rows, out.rows)
+
+
+def test_a_cluster_that_cannot_be_reached_gets_one_line_and_exit_2(tmp_path, capsys):
+    pytest.importorskip("distributed")
+    spec = tmp_path / "s.toml"
+    spec.write_text('numerics = false\n[axes]\nchunks = [1, 2]\n')
+    assert main([str(spec), "--scheduler", "not-an-address", "-o", str(tmp_path / "out.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "--scheduler not-an-address" in err, err
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_rows_are_deterministic_and_the_seed_reaches_the_inputs():
+    spec = {"axes": {"seed": [0, 1]}, "fixed": {"version": "v3", "chunks": 2},
+            "metrics": ["errors", "latency_us"]}
+    first, again = run_sweep(parse_spec(spec)).rows, run_sweep(parse_spec(spec)).rows
+    _rows_equal(first, again)                                      # numerics on, no cache: the same rows
+    assert first[0]["errors.o"] != first[1]["errors.o"]            # other inputs, another rounding error
+    assert first[0]["latency_us.pipelined"] == first[1]["latency_us.pipelined"]   # timing: shapes only
+
+
+def test_axes_range_over_the_multipass_designs_interleave_and_profile_fields():
+    # one core, one head; a sequence of 256 tokens is 4 chunks of 64
+    spec = parse_spec({"numerics": False, "metrics": ["design"],
+                       "axes": {"version": ["v3", "v5", "fla"], "seqlens": [[256], [256, 256]],
+                                "interleave": [1, 2], "sync.latency_us": [0.5, 1.0]},
+                       "fixed": {"profile": "ascend-910b2", "heads": 1, "cores": 1}})
+    rows = run_sweep(spec).rows
+    assert len(rows) == 3 * 2 * 2 * 2 and all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+    at = {(r["version"], r["seqlens"], r["interleave"], r["sync.latency_us"]): r for r in rows}
+    # v3: one fused kernel; v5: two passes, one kernel with an all-core barrier between; fla: FLA's six kernels
+    kernels = {"v3": (1, 0), "v5": (1, 1), "fla": (6, 0)}
+    assert {v: (at[(v, "256", 1, 0.5)]["design.launches"], at[(v, "256", 1, 0.5)]["design.barriers"])
+            for v in kernels} == kernels
+    assert at[("v3", "256", 1, 0.5)]["design.syncs_per_chunk"] == 6             # the document's six syncs
+    for v, (launches, barriers) in kernels.items():
+        one = at[(v, "256", 1, 0.5)]
+        # serial: each sync's fixed cost is paid once per chunk, in every pass: +0.5 us x syncs x 4 chunks
+        assert at[(v, "256", 1, 1.0)]["design.serial_us"] - one["design.serial_us"] == pytest.approx(
+            0.5 * one["design.syncs_per_chunk"] * 4)
+        # two sequences: twice the work, but each launch (20 us on 910B2) and barrier (1 us) is paid once
+        two = at[(v, "256,256", 1, 0.5)]
+        assert two["design.serial_us"] == pytest.approx(2 * one["design.serial_us"] - 20.0 * launches - 1.0 * barriers)
+        # interleave: nothing to alternate with in one sequence; with two, the core fills one's gaps
+        assert at[(v, "256", 2, 0.5)]["design.latency_us"] == one["design.latency_us"]
+        both = at[(v, "256,256", 2, 0.5)]
+        assert both["design.serial_us"] == two["design.serial_us"]
+        assert both["design.latency_us"] < two["design.latency_us"]
+
+
 def test_the_cache_skips_finished_points(tmp_path, monkeypatch):
     calls = []
     real = sweep_runner.run_point
@@ -102,6 +162,11 @@ def test_an_overflow_is_a_failed_row_with_its_numbers():
     ('[axes]\nchunks = 4\n', "must be a list"),
     ('numerics = "no"\n', "numerics must be true or false"),
     ('[axes\n', "not a readable TOML file"),
+    ('[axes]\nversion = ["v5", "v6"]\n', "unknown version 'v6'"),
+    ('[axes]\ninterleave = [1, 0]\n', "--interleave"),
+    ('[axes]\n"sync.latency_us" = ["fast"]\n', "sync.latency_us does not take 'fast'"),
+    ('[axes]\nseqlens = [[256, 0]]\n', "seqlens"),
+    ('[fixed]\nversion = "all"\n', "make version an axis"),
 ])
 def test_a_bad_spec_gets_one_line_and_exit_2(tmp_path, capsys, body, message):
     spec = tmp_path / "bad.toml"

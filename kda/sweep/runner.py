@@ -60,7 +60,7 @@ def run_sweep(spec: Spec, *, workers: int | None = 0, scheduler: str | None = No
 def _row(spec: Spec, point, result: dict) -> dict:
     """point, the settings (fixed, then axes), status, error, then the metrics the spec keeps."""
     columns = spec.columns
-    settings = {columns[n]: v for n, v in spec.fixed.items()} | point.values
+    settings = {columns[n]: _cell(v) for n, v in spec.fixed.items()} | {k: _cell(v) for k, v in point.values.items()}
     if "version" not in settings:
         settings["version"] = point.version
     row = {"point": point.index, **settings, "status": result.get("status", FAILED), "error": result.get("error")}
@@ -68,6 +68,12 @@ def _row(spec: Spec, point, result: dict) -> dict:
         if name not in row and _kept(name, spec.metrics):
             row[name] = value
     return row
+
+
+def _cell(value):
+    """A list-valued setting (seqlens = [4096, 131072]) as kda.run takes it, "4096,131072": one hashable cell
+    that tables, group-bys and heat maps handle alike in Parquet and CSV."""
+    return ",".join(map(str, value)) if isinstance(value, list) else value
 
 
 # the report's own copy of the settings and shapes: kept whatever the spec's metrics say
