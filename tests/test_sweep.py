@@ -198,6 +198,27 @@ def test_cli_writes_the_table_and_plot_finds_the_best_point(tmp_path, capsys):
     assert "v3" in capsys.readouterr().out
 
 
+def test_a_table_that_cannot_be_written_keeps_the_points_in_the_cache(tmp_path, capsys):
+    spec = tmp_path / "s.toml"
+    spec.write_text('numerics = false\n[axes]\nchunks = [1, 2, 3]\n[fixed]\nprofile = "seed-doc"\n')
+    (tmp_path / "r.csv").mkdir()                                  # the table's name is taken by a directory
+    cache = tmp_path / "c.jsonl"
+    assert main([str(spec), "--workers", "0", "-o", str(tmp_path / "r.csv"), "--cache", str(cache), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"the 3 rows are in {cache}" in err, err
+    assert len(cache.read_text().splitlines()) == 3
+    assert main([str(spec), "--workers", "0", "-o", str(tmp_path / "r2.csv"), "--cache", str(cache)]) == 0
+    assert "3 points (0 run in-process, 3 from the cache)" in capsys.readouterr().err
+
+
+def test_the_progress_counts_done_failed_and_left():
+    from kda.sweep.runner import _Bar
+    bar = _Bar(total=5, failed=1, done=2, enabled=False)         # 2 from the cache, 1 of them failed
+    bar.tick(failed=False)
+    bar.tick(failed=True)
+    assert bar._text() == "done 2  failed 2  left 1"
+
+
 def test_csv_where_parquet_cannot_be_written(tmp_path, monkeypatch):
     from kda.sweep import read_table, table
     rows = run_sweep(parse_spec(SMALL)).rows

@@ -79,7 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"interrupted: the finished points are in {cache}; run again to go on", file=sys.stderr)
         return 130
-    written = write_table(out.rows, output)
+    try:
+        written = write_table(out.rows, output)
+    except (OSError, ValueError) as err:      # the points are computed: say where they are kept
+        kept = f"the {len(out.rows)} rows are in {cache}: run again to write the table" if cache else \
+            "the rows are lost (--no-cache)"
+        return _fail(f"cannot write {output} ({err}); {kept}")
     for m in out.unmatched_metrics:
         print(f"warning: metric {m!r} matched no column", file=sys.stderr)
     if not args.quiet:
