@@ -147,6 +147,17 @@ def test_a_failing_point_is_a_row_with_its_error():
     assert [r["point"] for r in rows] == [0, 1, 2, 3]
 
 
+def test_a_phase_that_fits_no_tiling_of_its_unit_memory_is_a_failed_row():
+    # v4 at C = 128 (the core model, on by default): one [8, 136, 128] bf16 tile of Phase A's products is
+    # 8 x 136 x 128 x 2 B = 272 KiB, more than a 910B2 Vector core's 192 KiB Unified Buffer; at C = 64 it fits
+    spec = parse_spec({"numerics": False, "axes": {"chunk-size": [64, 128]},
+                       "fixed": {"version": "v4", "chunks": 2, "profile": "ascend-910b2"}})
+    ok, bad = run_sweep(spec).rows
+    assert ok["status"] == "ok" and ok["latency_us.pipelined"] > 0
+    assert bad["status"] == "failed" and "192 KiB UB" in bad["error"], bad["error"]
+    assert bad.get("latency_us.pipelined") is None                # no timing: never a silently empty "ok" row
+
+
 def test_an_overflow_is_a_failed_row_with_its_numbers():
     spec = parse_spec({"axes": {"dtype": ["bf16", "fp16"]}, "fixed": {"version": "v3", "chunks": 2}})
     ok, bad = run_sweep(spec).rows

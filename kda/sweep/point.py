@@ -16,7 +16,8 @@ OK, FAILED = "ok", "failed"
 
 def run_point(version: str, settings: Settings, threads: int | None = None) -> tuple[dict, bool]:
     """(row, cacheable): the row holds `status`, `error` and every metric of the --json report, flattened
-    to dotted columns. Errors of the input (a bad combination, a workspace that does not fit, an overflow)
+    to dotted columns. Errors of the input (a bad combination, a workspace or a phase that does not fit,
+    an overflow)
     are results and cacheable; anything else (a crash) is reported but run again next time."""
     if threads:
         import torch
@@ -31,7 +32,7 @@ def run_point(version: str, settings: Settings, threads: int | None = None) -> t
     if "design" not in data and getattr(r, "design_report", None) is not None:
         data["design"] = r.design_report.to_dict()
     data["workspace_kib"] = workspace_kib(r)
-    error = r.workspace_error or _overflow_text(data.get("overflow"))
+    error = r.workspace_error or getattr(r, "capacity_error", None) or _overflow_text(data.get("overflow"))
     return {"status": FAILED if error else OK, "error": error, **flatten(data)}, True
 
 
