@@ -182,6 +182,7 @@ def test_an_overflow_is_a_failed_row_with_its_numbers():
     ('[axes]\n"sync.latency_us" = ["fast"]\n', "sync.latency_us does not take 'fast'"),
     ('[axes]\nseqlens = [[256, 0]]\n', "seqlens"),
     ('[fixed]\nversion = "all"\n', "make version an axis"),
+    ('[fixed]\nbackward = true\n', "'backward' cannot be swept or fixed"),   # never a forward row in its place
 ])
 def test_a_bad_spec_gets_one_line_and_exit_2(tmp_path, capsys, body, message):
     spec = tmp_path / "bad.toml"

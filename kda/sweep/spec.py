@@ -37,7 +37,9 @@ NOT_AXES = {"json": "an output format", "trace": "an output file", "plot": "an o
             "strict": "an exit-status rule", "serial": "a display choice", "help": "help",
             "inputs": "a file of tensors (a sweep generates its inputs)",
             "set": "written as SECTION.FIELD axes, e.g. \"sync.latency_us\"",
-            "no-numerics": "set `numerics = false` at the top of the spec"}
+            "no-numerics": "set `numerics = false` at the top of the spec",
+            "backward": "the backward pass, which sweeps do not run yet (python -m kda.run --backward does)",
+            "states": "a --backward option, which sweeps do not run yet"}
 
 
 class SpecError(ValueError):
