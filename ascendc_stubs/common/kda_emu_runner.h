@@ -54,6 +54,15 @@ inline void RegisterWsTensor(uint32_t core, int slot, const char* tensor, const 
                                 matrix ? prefix + matrix : std::string());
 }
 
+// The flags of kernels that use the six syncs of common/kda_sync.h (v3, v4).
+inline std::string SixSyncFlagsJson()
+{
+    std::string json = "\"matmul_objects\": " + std::to_string(kda::MATMUL_OBJECTS) + ", \"sync_flags\": {";
+    for (int n = 1; n <= kda::NUM_SYNCS; ++n)
+        json += (n > 1 ? ", \"" : "\"") + std::to_string(n) + "\": " + std::to_string(kda::FLAG_OF_SYNC[n]);
+    return json + "}";
+}
+
 namespace detail {
 
 inline std::map<std::string, std::string> ReadMeta(const std::string& name, const std::string& path)
@@ -117,6 +126,8 @@ inline bool SaveFile(const std::string& path, const uint8_t* p, size_t bytes)
 //   static void RegisterWorkspace(const Tiling&, uint8_t* user);   // every workspace tensor, via RegisterWsTensor
 //   static void Launch(const Args&);                      // calls the kernel entry
 //   static std::string ReportJson(const Tiling&);        // extra report members, "" or ", \"key\": value..."
+//   static uint64_t UserBytes(const Tiling&);             // the user workspace the kernel needs
+//   static std::string FlagsJson();                       // "\"matmul_objects\": N, \"sync_flags\": {...}"
 template <typename Kernel>
 int KdaEmuMain(int argc, char** argv)
 {
@@ -179,7 +190,7 @@ int KdaEmuMain(int argc, char** argv)
     args.o = gm.Alloc(B * T * H * V * 4);
     args.ht = gm.Alloc(B * H * K * V * 4);
     const size_t sysBytes = 64 * 1024;   // stands in for GetLibApiWorkSpaceSize()
-    args.workspace = gm.Alloc(sysBytes + td.wsCoreBytes * td.blockDim);
+    args.workspace = gm.Alloc(sysBytes + Kernel::UserBytes(td));
     args.user = args.workspace + sysBytes;
     args.tiling = gm.Alloc(sizeof(td));
     std::memcpy(args.tiling, &td, sizeof(td));
@@ -209,9 +220,7 @@ int KdaEmuMain(int argc, char** argv)
            << ", \"chunks\": " << td.numChunks << ", \"sequences\": " << td.sequences
            << ", \"workspace_bytes_per_core\": " << td.wsCoreBytes << ", \"ub_plan_bytes\": " << td.ubBytes
            << ", \"drop_wait\": " << KDA_DROP_WAIT << ", \"drop_set\": " << KDA_DROP_SET
-           << ", \"matmul_objects\": " << kda::MATMUL_OBJECTS << ", \"sync_flags\": {";
-    for (int n = 1; n <= kda::NUM_SYNCS; ++n) report << (n > 1 ? ", " : "") << "\"" << n << "\": " << kda::FLAG_OF_SYNC[n];
-    report << "}" << Kernel::ReportJson(td);
+           << ", " << Kernel::FlagsJson() << Kernel::ReportJson(td);
     bool ok = ascendc_emu::WriteReport(opt.out + "/report.json", report.str());
     ok = SaveFile(opt.out + "/o.bin", args.o, B * T * H * V * 4) && ok;
     ok = SaveFile(opt.out + "/ht.bin", args.ht, B * H * K * V * 4) && ok;

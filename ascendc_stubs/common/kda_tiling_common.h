@@ -39,8 +39,9 @@ inline uint64_t KdaAlign(uint64_t bytes, uint64_t to) { return (bytes + to - 1) 
 // own shape with SetOrgShape / SetSingleShape (see the README: whether CANN accepts this is to be checked).
 // On the NPU, MatmulApiTiling::GetTiling overwrites this struct. For the host emulation the base block and the
 // L1 depths are filled with the emulation's stand-in (ASSUMED, not GetTiling's numbers): 128 x 128 output
-// blocks, 16 KiB L0A/L0B blocks, double-buffered L0, a whole row of K blocks of A and of B in L1, twice. The
-// emulation checks them against the AIC's L1 (512 KiB) and L0A/L0B (64 KiB) / L0C (128 KiB) at REGIST_MATMUL_OBJ.
+// blocks, 16 KiB L0A/L0B blocks, double-buffered L0, a whole row of K blocks of A and of B in L1. The emulation
+// checks them against the AIC's L1 (512 KiB, shared by every Matmul object and the TPipe's L1 buffers) and
+// L0A/L0B (64 KiB) / L0C (128 KiB) at REGIST_MATMUL_OBJ.
 inline void KdaFillMatmulTiling(TCubeTiling& mm, uint32_t big, uint32_t elemBytes)
 {
     mm.usedCoreNum = 1;
@@ -53,7 +54,7 @@ inline void KdaFillMatmulTiling(TCubeTiling& mm, uint32_t big, uint32_t elemByte
     const int32_t kBlocks = (b + mm.baseK - 1) / mm.baseK;
     mm.stepM = mm.stepN = 1;
     mm.stepKa = mm.stepKb = kBlocks;
-    mm.depthA1 = mm.depthB1 = 2 * kBlocks;
+    mm.depthA1 = mm.depthB1 = kBlocks;
     mm.dbL0A = mm.dbL0B = mm.dbL0C = 2;
 }
 #endif

@@ -154,11 +154,13 @@ public:
         ascendc_emu::UbAccess(ptr_ + i, sizeof(T), false, PIPE_S, "LocalTensor::GetValue");
         return ptr_[i];
     }
-    __aicore__ inline void SetValue(uint32_t i, T v)
+    // Real: template <typename S> void SetValue(const uint32_t index, const S value) const (kernel_tensor.h)
+    template <typename S>
+    __aicore__ inline void SetValue(uint32_t i, const S v) const
     {
         Check(i, "LocalTensor::SetValue");
         ascendc_emu::UbAccess(ptr_ + i, sizeof(T), true, PIPE_S, "LocalTensor::SetValue");
-        ptr_[i] = v;
+        ptr_[i] = static_cast<T>(v);
     }
     __aicore__ inline uint32_t GetSize() const { return size_; }
     __aicore__ inline T* GetPhyAddr() const { return ptr_; }

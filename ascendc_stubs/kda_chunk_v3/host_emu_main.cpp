@@ -34,6 +34,8 @@ struct KdaChunkV3Emu {
             }
         }
     }
+    static uint64_t UserBytes(const Tiling& td) { return td.wsCoreBytes * td.blockDim; }
+    static std::string FlagsJson() { return kda_emu::SixSyncFlagsJson(); }
     static void Launch(const kda_emu::Args& a)
     {
         kda_chunk_v3(a.q, a.k, a.v, a.g, a.beta, a.h0, a.o, a.ht, a.workspace, a.tiling);

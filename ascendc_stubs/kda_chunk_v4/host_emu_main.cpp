@@ -60,6 +60,8 @@ struct KdaChunkV4Emu {
                                       kda_emu::RegionKind::Workspace, "A_qk");
         }
     }
+    static uint64_t UserBytes(const Tiling& td) { return td.wsCoreBytes * td.blockDim; }
+    static std::string FlagsJson() { return kda_emu::SixSyncFlagsJson(); }
     static void Launch(const kda_emu::Args& a)
     {
         kda_chunk_v4(a.q, a.k, a.v, a.g, a.beta, a.h0, a.o, a.ht, a.workspace, a.tiling);

@@ -586,7 +586,8 @@ void MatmulRegister(size_t l1, size_t l0a, size_t l0b, size_t l0c)
                          std::to_string(cf.firstFlagId) + " that this core's CrossCoreSetFlag/WaitFlag use");
     // Capacities of the AIC's buffers (LaunchConfig; sources there).
     const struct { const char* name; size_t need, have; } bufs[] = {
-        {"L1 (depthA1 baseM baseK + depthB1 baseN baseK, plus TPipe L1 buffers)", l1 + t.l1Used, m.cfg.l1Bytes},
+        {"L1 (depthA1 baseM baseK + depthB1 baseN baseK, plus earlier Matmul objects and TPipe L1 buffers)",
+         l1 + t.l1Used, m.cfg.l1Bytes},
         {"L0A (baseM baseK, x2 with dbL0A)", l0a, m.cfg.l0aBytes},
         {"L0B (baseN baseK, x2 with dbL0B)", l0b, m.cfg.l0bBytes},
         {"L0C (baseM baseN fp32, x2 with dbL0C)", l0c, m.cfg.l0cBytes}};
@@ -595,7 +596,8 @@ void MatmulRegister(size_t l1, size_t l0a, size_t l0b, size_t l0c)
             RefuseLocked("REGIST_MATMUL_OBJ", "TCubeTiling",
                          std::string("needs ") + std::to_string(b.need) + " bytes of " + b.name + ", the AIC has " +
                              std::to_string(b.have));
-    t.l1Peak = std::max(t.l1Peak, l1 + t.l1Used);
+    t.l1Used += l1;                                  // the object's L1 buffers stay for the launch
+    t.l1Peak = std::max(t.l1Peak, t.l1Used);
 }
 
 uint8_t* L1Alloc(size_t bytes, const char* what)

@@ -169,5 +169,15 @@ using AscendC::Matmul;
 using AscendC::MatmulType;
 }  // namespace matmul
 
-// REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling): one Matmul object per call in the emulation.
-#define REGIST_MATMUL_OBJ(tpipe, workspace, mm, tiling) (mm).Init((tiling), (tpipe))
+// REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm1, &tiling1 [, mm2, &tiling2 ...]): each object with its tiling,
+// in order (their flag ids [0, 2N-1] and L1 add up).
+namespace ascendc_emu_detail {
+inline void RegistMatmul(AscendC::TPipe*) {}
+template <typename MM, typename... Rest>
+inline void RegistMatmul(AscendC::TPipe* pipe, MM& mm, const TCubeTiling* tiling, Rest&&... rest)
+{
+    mm.Init(tiling, pipe);
+    RegistMatmul(pipe, rest...);
+}
+}  // namespace ascendc_emu_detail
+#define REGIST_MATMUL_OBJ(tpipe, workspace, ...) ::ascendc_emu_detail::RegistMatmul((tpipe), __VA_ARGS__)

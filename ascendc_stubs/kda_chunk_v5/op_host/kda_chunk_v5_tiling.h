@@ -1,0 +1,149 @@
+// Tiling of kda_chunk_v5 (kda/programs/v5.py): one plain struct (GET_TILING_DATA_WITH_STRUCT) and the host
+// function that fills it, shared by the CANN TilingFunc (op_host/kda_chunk_v5.cpp) and the host emulation.
+//
+// GM layouts as kda_chunk_v3/v4 (FLA's): q, k, g [B, T, H, d_k]; v [B, T, H, d_v]; beta [B, T, H];
+// h0, ht [B, H, d_k, d_v]; o [B, T, H, d_v]. q, k, v in the transfer type; g, beta, h0, o, ht in fp32.
+//
+// One launch, two passes, SyncAll<false>() between them (the design's boundary = BARRIER):
+//   intra  over all items (sequence, chunk), item i on core i % blockDim: M and A_qk of every chunk
+//   state  over the sequences, sequence s on core s % blockDim, its chunks in order
+#pragma once
+#include "kda_tiling_common.h"
+
+constexpr uint32_t KDA5_SUB = 16;     // sub-chunk width (v4.py's SUB)
+constexpr uint32_t KDA5_MICRO = 4;    // micro-chunk width inside a sub-chunk (v5.py's MICRO)
+
+// Per-core workspace, one copy (no slots: the flags order every overwrite after the last read, see the kernel).
+// n = C / 16 sub-chunks, P = n (n - 1) / 2 pairs of them; m = 16 / 4 micro-chunks per sub-chunk, P4 = m (m - 1) / 2.
+//   intra pass: K_left, Q_left [(n-1) 16, d_k]; K_right [P 16, d_k]; K_left4, Q_left4 [n (m-1) 4, d_k];
+//     K_right4 [n P4 4, d_k]; A_kk_off, A_qk_off [P 16 16] (per I >= 1 a [16, 16 I] block row);
+//     A_kk_off4, A_qk_off4 [n P4 4 4] (per I, a >= 1 a [4, 4 a] block row); A_neg, D_beta [C, C];
+//     the inverse by block columns: column j = Ai_diag[j] [16, 16] (the Vector's, sync 3) over A_inv's blocks
+//     below it [(n-1-j) 16, 16] (the Cube's own); acc [16, 16] (the Cube's own)
+//   state pass: K_scaled, K_decay [C, d_k]; W [C, parts d_k] (the Cube's own); U, WS [C, d_v];
+//     SV = [S ; V_pseudo]: S [parts d_k, d_v] (S_hi over S_lo with bf16 transfers) over V_pseudo [C, d_v];
+//     S_delta [d_k, d_v]; S_fp32 [d_k, d_v] fp32 (the Vector's own state, bf16 transfers only)
+// Per item (after every core's area): M [C, C] (lower block triangle only) and QA [C, parts d_k + C]: per row
+// Q_scaled (parts copies, the state pass's ①) then A_qk (the intra pass's output).
+enum KdaV5WsTensor : uint32_t {
+    KDA5_K_LEFT, KDA5_Q_LEFT, KDA5_K_RIGHT, KDA5_K_LEFT4, KDA5_Q_LEFT4, KDA5_K_RIGHT4,
+    KDA5_A_KK_OFF, KDA5_A_QK_OFF, KDA5_A_KK_OFF4, KDA5_A_QK_OFF4, KDA5_A_NEG, KDA5_D_BETA, KDA5_AINV, KDA5_ACC,
+    KDA5_K_SCALED, KDA5_K_DECAY, KDA5_W, KDA5_U, KDA5_WS, KDA5_SV, KDA5_S_DELTA, KDA5_S_FP32,
+    KDA5_WS_COUNT
+};
+
+struct KdaChunkV5TilingData {
+    uint32_t batch, seqLen, heads, dk, dv, chunk;
+    uint32_t numChunks;            // seqLen / chunk
+    uint32_t sequences;            // batch * heads
+    uint32_t items;                // sequences * numChunks: the intra pass's work
+    uint32_t blockDim;             // AI cores used
+    uint32_t transferBytes;        // 4 (fp32) or 2 (bf16)
+    uint32_t hasInitialState, gateIsLog;
+    uint32_t slots;                // 1: one copy of every workspace tensor (the runner's --slots does not apply)
+    uint32_t sub, subChunks, pairs;        // 16, n, P
+    uint32_t micro, micros, pairs4;        // 4, m = 16 / 4, P4
+    uint32_t stateParts;           // 1 (fp32), 2 (bf16: the fp32 state as S_hi + S_lo for the Cube)
+    uint32_t qaCols;               // parts d_k + C
+    uint32_t calcElems;            // fp32 elements of each Vector work tile
+    uint32_t stateTileRows;        // rows of S per Phase G tile
+    uint32_t ubBytes;              // UB the Vector side allocates
+    float scale;
+    uint64_t wsCoreBytes;          // per-core workspace
+    uint64_t wsOffset[KDA5_WS_COUNT];
+    uint64_t itemBase;             // the per-item area, after blockDim per-core areas
+    uint64_t itemBytes, qaOffset;  // one item: M, then QA at qaOffset
+    TCubeTiling mmTiling;          // Matmul object 1: C in the transfer type
+    TCubeTiling mmTilingOut;       // Matmul object 2: C in fp32 (O straight to the output)
+};
+
+#if !defined(__CCE_AICORE__)
+inline uint64_t KdaV5WsElems(const KdaChunkV5TilingData& t, uint32_t i)
+{
+    const uint64_t C = t.chunk, dk = t.dk, dv = t.dv, S = t.sub, s = t.micro, n = t.subChunks, parts = t.stateParts;
+    switch (i) {
+        case KDA5_K_LEFT: case KDA5_Q_LEFT: return (n - 1) * S * dk;
+        case KDA5_K_RIGHT: return t.pairs * S * dk;
+        case KDA5_K_LEFT4: case KDA5_Q_LEFT4: return n * (t.micros - 1) * s * dk;
+        case KDA5_K_RIGHT4: return n * t.pairs4 * s * dk;
+        case KDA5_A_KK_OFF: case KDA5_A_QK_OFF: return t.pairs * S * S;
+        case KDA5_A_KK_OFF4: case KDA5_A_QK_OFF4: return n * t.pairs4 * s * s;
+        case KDA5_A_NEG: case KDA5_D_BETA: return C * C;
+        case KDA5_AINV: return n * (n + 1) / 2 * S * S;
+        case KDA5_ACC: return S * S;
+        case KDA5_K_SCALED: case KDA5_K_DECAY: return C * dk;
+        case KDA5_W: return C * parts * dk;
+        case KDA5_SV: return (parts * dk + C) * dv;
+        case KDA5_S_DELTA: return dk * dv;
+        case KDA5_S_FP32: return t.transferBytes == 4 ? 0 : dk * dv;
+        default: return C * dv;    // U, WS
+    }
+}
+inline uint32_t KdaV5WsElemBytes(const KdaChunkV5TilingData& t, uint32_t i)
+{
+    return i == KDA5_S_FP32 ? 4 : t.transferBytes;
+}
+
+// Fills `t`; nullptr, or a one-line reason the shape is not supported.
+inline const char* KdaChunkV5Tiling(const KdaShape& s, uint32_t aicNum, uint32_t ubCapacity, KdaChunkV5TilingData& t)
+{
+    if (const char* why = KdaCheckShape(s, aicNum)) return why;
+    t = KdaChunkV5TilingData{};
+    t.batch = s.batch; t.seqLen = s.seqLen; t.heads = s.heads; t.dk = s.dk; t.dv = s.dv; t.chunk = s.chunk;
+    t.numChunks = s.seqLen / s.chunk;
+    t.sequences = s.batch * s.heads;
+    t.items = t.sequences * t.numChunks;
+    t.blockDim = t.items < aicNum ? t.items : aicNum;
+    t.transferBytes = s.transferBytes;
+    t.hasInitialState = s.hasInitialState ? 1 : 0;
+    t.gateIsLog = s.gateIsLog ? 1 : 0;
+    t.scale = s.scale;
+    t.slots = 1;
+    t.sub = KDA5_SUB;
+    t.subChunks = s.chunk / KDA5_SUB;               // even: C is a multiple of 32 (KdaCheckShape)
+    t.pairs = t.subChunks * (t.subChunks - 1) / 2;
+    t.micro = KDA5_MICRO;
+    t.micros = KDA5_SUB / KDA5_MICRO;
+    t.pairs4 = t.micros * (t.micros - 1) / 2;
+    t.stateParts = s.transferBytes == 4 ? 1 : 2;
+    t.qaCols = t.stateParts * s.dk + s.chunk;
+
+    // Vector tiles (fp32): Phase A of either pass on this AIV's key channels [C, d_k / 2]; the rows of A of one
+    // sub-chunk [16, C]; the micro-diagonal tiles [16, d_k]; E and G [C / 2, d_v]; the off-diagonal blocks.
+    const uint32_t C = s.chunk, S = t.sub, dh = s.dk / 2;
+    uint32_t calc = C * dh;
+    const uint32_t needs[] = {S * C, S * s.dk, C / 2 * s.dv, C * (s.dv / 2), t.pairs * S * S,
+                              t.subChunks * t.pairs4 * KDA5_MICRO * KDA5_MICRO};
+    for (uint32_t n : needs) calc = n > calc ? n : calc;
+    t.calcElems = calc;
+    t.stateTileRows = calc / s.dv < dh ? calc / s.dv : dh;
+    // 2 VECIN + 2 VECOUT buffers + 5 work tiles + gamma_C + beta + the micro-diagonal sums (kk and qk, one per
+    // (i, j <= i) of a 4 x 4 block, 32 bytes apart, for this AIV's micro-chunks) + the ReduceSum work buffer
+    const uint64_t microsPerAiv = uint64_t(t.subChunks / 2) * t.micros;
+    const uint64_t sums = 2 * microsPerAiv * (KDA5_MICRO * (KDA5_MICRO + 1) / 2) * 8;
+    const uint64_t ub = 9ull * calc * 4 + KdaAlign(dh * 4ull, 32) + KdaAlign(C * 4ull, 32) + sums * 4 +
+                        KdaAlign(((s.dk + 63) / 64 + 7) / 8 * 8 * 4, 32);
+    if (ub > ubCapacity) return "Vector work tiles do not fit the Unified Buffer: reduce d_k, d_v or the chunk";
+    t.ubBytes = static_cast<uint32_t>(ub);
+
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < KDA5_WS_COUNT; ++i) {
+        t.wsOffset[i] = off;
+        off += KdaAlign(KdaV5WsElems(t, i) * KdaV5WsElemBytes(t, i), 512);
+    }
+    t.wsCoreBytes = off;
+    t.itemBase = t.wsCoreBytes * t.blockDim;
+    t.qaOffset = KdaAlign(uint64_t(C) * C * s.transferBytes, 512);
+    t.itemBytes = t.qaOffset + KdaAlign(uint64_t(C) * t.qaCols * s.transferBytes, 512);
+
+    // Largest matmul: O's K = parts d_k + C; the others are at most max(C, parts d_k, d_v) in every dimension.
+    uint32_t big = t.qaCols;
+    if (s.dv > big) big = s.dv;
+    KdaFillMatmulTiling(t.mmTiling, big, s.transferBytes);
+    KdaFillMatmulTiling(t.mmTilingOut, big, s.transferBytes);
+    return nullptr;
+}
+
+// Bytes of the user workspace the kernel needs (per-core areas and the per-item area).
+inline uint64_t KdaV5UserWorkspaceBytes(const KdaChunkV5TilingData& t) { return t.itemBase + t.itemBytes * t.items; }
+#endif

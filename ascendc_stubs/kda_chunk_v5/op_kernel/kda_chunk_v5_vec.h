@@ -1,0 +1,344 @@
+// kda_chunk_v5's Vector side (both AIVs of a core): the intra pass's Phases A and C, the state pass's A, E, G.
+// See kda_chunk_v5.cpp for the design, the flags and the split between the AIVs.
+#pragma once
+#include "kda_chunk_v5_common.h"
+
+namespace kda_v5 {
+using namespace AscendC;
+using namespace kda;
+
+template <typename T>
+class KdaV5Vec {
+public:
+    static constexpr int BUFFER_NUM = 2;
+    static constexpr bool kFloatTransfers = sizeof(T) == sizeof(float);
+
+    __aicore__ inline void Init(GM_ADDR q, GM_ADDR k, GM_ADDR g, GM_ADDR beta, GM_ADDR h0, GM_ADDR ht, GM_ADDR user,
+                                const KdaChunkV5TilingData& td, TPipe* pipe)
+    {
+        td_ = &td;
+        sub_ = static_cast<uint32_t>(GetSubBlockIdx());
+        ws_.Init(user, td, static_cast<uint32_t>(GetBlockIdx() / GetSubBlockNum()));
+        qGm_.SetGlobalBuffer((__gm__ T*)q);
+        kGm_.SetGlobalBuffer((__gm__ T*)k);
+        gGm_.SetGlobalBuffer((__gm__ float*)g);
+        betaGm_.SetGlobalBuffer((__gm__ float*)beta);
+        h0Gm_.SetGlobalBuffer((__gm__ float*)h0);
+        htGm_.SetGlobalBuffer((__gm__ float*)ht);
+        const uint32_t tileBytes = td.calcElems * sizeof(float);
+        io_.Init(pipe, tileBytes);
+        for (int i = 0; i < 5; ++i) pipe->InitBuffer(calcBuf_[i], tileBytes);
+        pipe->InitBuffer(gammaBuf_, td.dk / 2 * sizeof(float));
+        pipe->InitBuffer(betaBuf_, td.chunk * sizeof(float));
+        const uint32_t microsHere = td.subChunks / 2 * td.micros, perBlock = td.micro * (td.micro + 1) / 2 * 8;
+        pipe->InitBuffer(sumBuf_, 2 * microsHere * perBlock * sizeof(float));
+        pipe->InitBuffer(workBuf_, ((td.dk + 63) / 64 + 7) / 8 * 8 * sizeof(float));
+        for (int i = 0; i < 5; ++i) calc_[i] = calcBuf_[i].template Get<float>();
+        gamma_ = gammaBuf_.template Get<float>();
+        beta_ = betaBuf_.template Get<float>();
+        sums_ = sumBuf_.template Get<float>();
+        qkSums_ = sums_[microsHere * perBlock];
+        work_ = workBuf_.template Get<float>();
+    }
+
+    __aicore__ inline void Process()
+    {
+        const KdaChunkV5TilingData& td = *td_;
+        const uint32_t core = static_cast<uint32_t>(GetBlockIdx() / GetSubBlockNum());
+        for (uint32_t item = core; item < td.items; item += GetBlockNum()) {
+            const uint32_t seq = item / td.numChunks, t = item % td.numChunks;
+            IntraFactors(seq, t);
+            IntraMicroDiagonal(seq, t);
+            Set<1, 1, PIPE_MTE3>();    // ① K_left, Q_left, K_right, K_left4, Q_left4, K_right4
+            Wait<1, 2>();              // ② the off-diagonal blocks
+            IntraC(seq, t, item);
+            Set<1, 3, PIPE_MTE3>();    // ③ Ai_diag, A_neg, D_beta (and the item's A_qk, a pass output)
+        }
+        PassBarrier();
+        for (uint32_t seq = core; seq < td.sequences; seq += GetBlockNum()) {
+            for (uint32_t t = 0; t < td.numChunks; ++t) {
+                // The state for chunk t before ①, which publishes it: G of chunk t-1 (after its ④), or h0.
+                if (t == 0) InitState(seq);
+                else StateG(seq, false);
+                StateA(seq, t, seq * td.numChunks + t);
+                Set<2, 1, PIPE_MTE3>();    // ① K_scaled, Q_scaled, K_decay, and S
+                Wait<2, 2>();              // ② U, WS
+                StateE();
+                Set<2, 3, PIPE_MTE3>();    // ③ V_pseudo
+                Wait<2, 4>();              // ④ S_delta
+            }
+            StateG(seq, true);             // the last chunk's state, to ht
+        }
+    }
+
+private:
+    __aicore__ inline uint64_t Tok(uint32_t seq, uint32_t t, uint32_t row, uint32_t width) const
+    {
+        return TokenOffset(*td_, seq, t, row, width);
+    }
+    // gc = cumsum(g) over the chunk's rows, this AIV's key channels (log gates, or alpha: Ln first).
+    __aicore__ inline void Cumsum(const LocalTensor<float>& gc, uint32_t seq, uint32_t t, uint32_t c0, uint32_t width,
+                                  uint32_t row0, uint32_t rows)
+    {
+        const KdaChunkV5TilingData& td = *td_;
+        io_.Load(gc, gGm_[Tok(seq, t, row0, td.dk) + c0], rows, width, td.heads * td.dk);
+        if (!td.gateIsLog) Ln(gc, gc, rows * width);
+        for (uint32_t i = 1; i < rows; ++i) Add(gc[i * width], gc[i * width], gc[(i - 1) * width], width);
+    }
+
+    // ---- intra pass ----
+    // Phase A, factors, this AIV's key channels c0..c0+d_k/2 of every row (gc decreases: every exponent <= 0).
+    // 16-wide: K_left, Q_left = K, scale Q of sub-chunks 1..n-1 times exp(gc - r_I); K_right per pair (I, J):
+    // K_J exp(r_I - gc_J) (for one I, rows 0..16 I). 4-wide, inside each sub-chunk I: K_left4, Q_left4 of micro-
+    // chunks 1..3 times exp(gc - r_{I,a}); K_right4 per pair (a, b): K_{I,b} exp(r_{I,a} - gc_{I,b}).
+    __aicore__ inline void IntraFactors(uint32_t seq, uint32_t t)
+    {
+        const KdaChunkV5TilingData& td = *td_;
+        const uint32_t C = td.chunk, S = td.sub, s = td.micro, dk = td.dk, dh = dk / 2, c0 = sub_ * dh;
+        const uint32_t m1 = td.micros - 1, P4 = td.pairs4;
+        LocalTensor<float> gc = calc_[0], kf = calc_[1], qf = calc_[2], fac = calc_[3], x = calc_[4];
+        Cumsum(gc, seq, t, c0, dh, 0, C);
+        io_.Load(kf, kGm_[Tok(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
+        io_.Load(qf, qGm_[Tok(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
+        Muls(qf, qf, td.scale, C * dh);
+        for (uint32_t i = S; i < C; ++i) Sub(fac[(i - S) * dh], gc[i * dh], gc[(i / S) * S * dh], dh);
+        Exp(fac, fac, (C - S) * dh);
+        Mul(x, kf[S * dh], fac, (C - S) * dh);
+        io_.Store(ws_.Get(KDA5_K_LEFT)[c0], x, C - S, dh, dk);
+        Mul(x, qf[S * dh], fac, (C - S) * dh);
+        io_.Store(ws_.Get(KDA5_Q_LEFT)[c0], x, C - S, dh, dk);
+        for (uint32_t I = 1; I < td.subChunks; ++I) {
+            for (uint32_t j = 0; j < I * S; ++j) Sub(fac[j * dh], gc[I * S * dh], gc[j * dh], dh);
+            Exp(fac, fac, I * S * dh);
+            Mul(x, kf, fac, I * S * dh);
+            io_.Store(ws_.Get(KDA5_K_RIGHT)[PairStart(I) * S * dk + c0], x, I * S, dh, dk);
+        }
+        // 4-wide left operands: rows I*16 + 4..16 of each sub-chunk, in order (I, a = 1..3, row)
+        for (uint32_t I = 0; I < td.subChunks; ++I)
+            for (uint32_t r = s; r < S; ++r)
+                Sub(fac[(I * m1 * s + r - s) * dh], gc[(I * S + r) * dh], gc[(I * S + r / s * s) * dh], dh);
+        Exp(fac, fac, td.subChunks * m1 * s * dh);
+        for (uint32_t I = 0; I < td.subChunks; ++I)
+            Mul(x[I * m1 * s * dh], kf[(I * S + s) * dh], fac[I * m1 * s * dh], m1 * s * dh);
+        io_.Store(ws_.Get(KDA5_K_LEFT4)[c0], x, td.subChunks * m1 * s, dh, dk);
+        for (uint32_t I = 0; I < td.subChunks; ++I)
+            Mul(x[I * m1 * s * dh], qf[(I * S + s) * dh], fac[I * m1 * s * dh], m1 * s * dh);
+        io_.Store(ws_.Get(KDA5_Q_LEFT4)[c0], x, td.subChunks * m1 * s, dh, dk);
+        // 4-wide right operands, per sub-chunk I: for a = 1..3 the pairs (a, 0..a-1) take rows 0..4a of I
+        for (uint32_t I = 0; I < td.subChunks; ++I) {
+            for (uint32_t a = 1; a < td.micros; ++a)
+                for (uint32_t j = 0; j < a * s; ++j)
+                    Sub(fac[(PairStart(a) * s + j) * dh], gc[(I * S + a * s) * dh], gc[(I * S + j) * dh], dh);
+            Exp(fac, fac, P4 * s * dh);
+            for (uint32_t a = 1; a < td.micros; ++a)
+                Mul(x[PairStart(a) * s * dh], kf[I * S * dh], fac[PairStart(a) * s * dh], a * s * dh);
+            io_.Store(ws_.Get(KDA5_K_RIGHT4)[I * P4 * s * dk + c0], x, P4 * s, dh, dk);
+        }
+    }
+
+    // Phase A, the 4 x 4 micro-diagonal blocks of this AIV's sub-chunks, every key channel, pair by pair (FLA's
+    // diagonal path): kk[i, j] = sum_d K_i K_j exp(gc_i - gc_j), qk[i, j] = sum_d scale Q_i K_j exp(..), j <= i.
+    // The sums stay in UB (32 bytes apart) for Phase C.
+    __aicore__ inline void IntraMicroDiagonal(uint32_t seq, uint32_t t)
+    {
+        const KdaChunkV5TilingData& td = *td_;
+        const uint32_t S = td.sub, s = td.micro, dk = td.dk, half = td.subChunks / 2, perBlock = s * (s + 1) / 2 * 8;
+        LocalTensor<float> gl = calc_[0], kf = calc_[1], qf = calc_[2], e = calc_[3], x = calc_[4];
+        for (uint32_t b = 0; b < half; ++b) {
+            const uint32_t I = sub_ * half + b;
+            Cumsum(gl, seq, t, 0, dk, I * S, S);      // restarted at the sub-chunk: only differences are used
+            io_.Load(kf, kGm_[Tok(seq, t, I * S, dk)], S, dk, td.heads * dk);
+            io_.Load(qf, qGm_[Tok(seq, t, I * S, dk)], S, dk, td.heads * dk);
+            Muls(qf, qf, td.scale, S * dk);
+            for (uint32_t a = 0; a < td.micros; ++a) {
+                const uint32_t r0 = a * s, mb = (b * td.micros + a) * perBlock;
+                for (uint32_t j = 0; j < s; ++j) {
+                    const uint32_t rows = s - j;          // i = j .. s-1
+                    for (uint32_t i = j; i < s; ++i) Sub(e[(i - j) * dk], gl[(r0 + i) * dk], gl[(r0 + j) * dk], dk);
+                    Exp(e, e, rows * dk);
+                    for (uint32_t i = j; i < s; ++i) Mul(e[(i - j) * dk], e[(i - j) * dk], kf[(r0 + j) * dk], dk);
+                    Mul(x, e, kf[(r0 + j) * dk], rows * dk);
+                    for (uint32_t i = j; i < s; ++i) ReduceSum(sums_[mb + SumSlot(i, j)], x[(i - j) * dk], work_, dk);
+                    Mul(x, e, qf[(r0 + j) * dk], rows * dk);
+                    for (uint32_t i = j; i < s; ++i) ReduceSum(qkSums_[mb + SumSlot(i, j)], x[(i - j) * dk], work_, dk);
+                }
+            }
+        }
+    }
+
+    // Phase C, rows of this AIV's sub-chunks: A_kk = StrictTril(assembled K K^T) * beta[:, None] and A_qk =
+    // tril(assembled Q K^T), from the micro-diagonal sums (UB), the 4-wide blocks (A_*_off4) and the 16-wide
+    // blocks (A_*_off) of ②. Then A_neg = -A_kk and D_beta = Diag(beta), the inverse Ai_diag of the diagonal
+    // block (forward substitution, (I + A)^-1), and A_qk into the item's QA rows.
+    __aicore__ inline void IntraC(uint32_t seq, uint32_t t, uint32_t item)
+    {
+        const KdaChunkV5TilingData& td = *td_;
+        const uint32_t C = td.chunk, S = td.sub, half = td.subChunks / 2;
+        const uint32_t offElems = td.pairs * S * S, off4Elems = td.subChunks * td.pairs4 * td.micro * td.micro;
+        LocalTensor<float> off = calc_[0], off4 = calc_[1], a = calc_[2], r = calc_[3], tmp = calc_[4];
+        io_.Load(off, ws_.Get(KDA5_A_KK_OFF), 1, offElems, offElems);
+        io_.Load(off4, ws_.Get(KDA5_A_KK_OFF4), 1, off4Elems, off4Elems);
+        PipeFence<HardEvent::V_S>();                  // the blocks, and beta_ (last read by vector ops), as scalars
+        for (uint32_t i = 0; i < C; ++i) beta_.SetValue(i, betaGm_.GetValue(Tok(seq, t, i, 1)));
+        for (uint32_t b = 0; b < half; ++b) {
+            const uint32_t I = sub_ * half + b;
+            Assemble(a, off, off4, sums_, b, I, true);
+            PipeFence<HardEvent::S_V>();
+            Muls(tmp, a, -1.0f, S * C);
+            io_.Store(ws_.Get(KDA5_A_NEG)[I * S * C], tmp, S, C, C);
+            InverseOfDiagonalBlock(r, a, tmp, I);
+            io_.Store(ws_.AinvCol(I), r, S, S, S);
+            Duplicate(tmp, 0.0f, S * C);
+            PipeFence<HardEvent::V_S>();
+            for (uint32_t i = 0; i < S; ++i) tmp.SetValue(i * C + I * S + i, beta_.GetValue(I * S + i));
+            PipeFence<HardEvent::S_V>();
+            io_.Store(ws_.Get(KDA5_D_BETA)[I * S * C], tmp, S, C, C);
+        }
+        io_.Load(off, ws_.Get(KDA5_A_QK_OFF), 1, offElems, offElems);
+        io_.Load(off4, ws_.Get(KDA5_A_QK_OFF4), 1, off4Elems, off4Elems);
+        PipeFence<HardEvent::V_S>();
+        for (uint32_t b = 0; b < half; ++b) {
+            const uint32_t I = sub_ * half + b;
+            Assemble(a, off, off4, qkSums_, b, I, false);
+            PipeFence<HardEvent::S_V>();
+            io_.Store(ws_.QA(item)[I * S * td.qaCols + td.stateParts * td.dk], a, S, C, td.qaCols);
+        }
+    }
+    // Rows I*16 .. I*16+16 of A_kk (kk: strictly lower, times beta) or A_qk (lower, diagonal included), [16, C].
+    __aicore__ inline void Assemble(const LocalTensor<float>& a, const LocalTensor<float>& off,
+                                    const LocalTensor<float>& off4, const LocalTensor<float>& sums, uint32_t b,
+                                    uint32_t I, bool kk)
+    {
+        const KdaChunkV5TilingData& td = *td_;
+        const uint32_t C = td.chunk, S = td.sub, s = td.micro, perBlock = s * (s + 1) / 2 * 8;
+        PipeFence<HardEvent::V_S>();                   // `a` was last read by vector instructions (a store)
+        for (uint32_t i = 0; i < S; ++i) {
+            const uint32_t gi = I * S + i, am = i / s;
+            const float scale = kk ? beta_.GetValue(gi) : 1.0f;
+            for (uint32_t c = 0; c < C; ++c) {
+                float v = 0.0f;
+                if (c < gi || (!kk && c == gi)) {
+                    if (c / S < I) {                                       // a 16-wide block left of the diagonal
+                        v = off.GetValue(PairStart(I) * S * S + i * I * S + c);
+                    } else if ((c % S) / s < am) {                         // a 4-wide block inside sub-chunk I
+                        v = off4.GetValue((I * td.pairs4 + PairStart(am)) * s * s + (i % s) * am * s + c % S);
+                    } else {                                               // the micro-diagonal block
+                        v = sums.GetValue((b * td.micros + am) * perBlock + SumSlot(i % s, c % s));
+                    }
+                }
+                a.SetValue(i * C + c, v * scale);
+            }
+        }
+    }
+    // (I + A)^-1 of the strictly lower diagonal block of A (rows I*16.., in `a` [16, C]) by forward substitution,
+    // row by row: R[i, :] = e_i - sum_{k<i} A[i, k] R[k, :] (16-wide vector rows).
+    __aicore__ inline void InverseOfDiagonalBlock(const LocalTensor<float>& r, const LocalTensor<float>& a,
+                                                  const LocalTensor<float>& tmp, uint32_t I)
+    {
+        const uint32_t S = td_->sub, C = td_->chunk;
+        Duplicate(r, 0.0f, S * S);
+        PipeFence<HardEvent::V_S>();
+        for (uint32_t i = 0; i < S; ++i) r.SetValue(i * S + i, 1.0f);
+        PipeFence<HardEvent::S_V>();
+        for (uint32_t i = 1; i < S; ++i) {
+            for (uint32_t k = 0; k < i; ++k) {
+                Muls(tmp, r[k * S], a.GetValue(i * C + I * S + k), S);
+                Sub(r[i * S], r[i * S], tmp, S);
+            }
+        }
+    }
+
+    // ---- state pass ----
+    // Phase A on this AIV's key channels: K_scaled = K e^gc, Q_scaled = scale Q e^gc (into the item's QA rows,
+    // once per part of the state), K_decay = K e^(gc_C - gc), gamma_C = e^gc_C (kept for G).
+    __aicore__ inline void StateA(uint32_t seq, uint32_t t, uint32_t item)
+    {
+        const KdaChunkV5TilingData& td = *td_;
+        const uint32_t C = td.chunk, dk = td.dk, dh = dk / 2, c0 = sub_ * dh, n = C * dh, last = (C - 1) * dh;
+        LocalTensor<float> gc = calc_[0], kf = calc_[1], qf = calc_[2], fac = calc_[3], x = calc_[4];
+        Cumsum(gc, seq, t, c0, dh, 0, C);
+        Exp(gamma_, gc[last], dh);
+        io_.Load(kf, kGm_[Tok(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
+        io_.Load(qf, qGm_[Tok(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
+        Muls(qf, qf, td.scale, n);
+        Exp(fac, gc, n);
+        Mul(x, kf, fac, n);
+        io_.Store(ws_.Get(KDA5_K_SCALED)[c0], x, C, dh, dk);
+        Mul(x, qf, fac, n);
+        for (uint32_t part = 0; part < td.stateParts; ++part)
+            io_.Store(ws_.QA(item)[part * dk + c0], x, C, dh, td.qaCols);
+        for (uint32_t i = 0; i < C; ++i) Sub(fac[i * dh], gc[last], gc[i * dh], dh);
+        Exp(fac, fac, n);
+        Mul(x, kf, fac, n);
+        io_.Store(ws_.Get(KDA5_K_DECAY)[c0], x, C, dh, dk);
+    }
+    // Phase E: V_pseudo = U - WS, this AIV's rows, below the state in SV.
+    __aicore__ inline void StateE()
+    {
+        const KdaChunkV5TilingData& td = *td_;
+        const uint32_t ch = td.chunk / 2, r0 = sub_ * ch, dv = td.dv, kS = td.stateParts * td.dk;
+        io_.Load(calc_[0], ws_.Get(KDA5_U)[r0 * dv], ch, dv, dv);
+        io_.Load(calc_[1], ws_.Get(KDA5_WS)[r0 * dv], ch, dv, dv);
+        Sub(calc_[0], calc_[0], calc_[1], ch * dv);
+        io_.Store(ws_.Get(KDA5_SV)[(kS + r0) * dv], calc_[0], ch, dv, dv);
+    }
+    // Phase G: S_new = Diag(gamma_C) S_prev + S_delta, this AIV's rows of S, in fp32; to the workspace
+    // (WriteState) or, after the last chunk, to ht.
+    __aicore__ inline void StateG(uint32_t seq, bool lastChunk)
+    {
+        const KdaChunkV5TilingData& td = *td_;
+        const uint32_t dv = td.dv, dh = td.dk / 2, k0 = sub_ * dh;
+        PipeFence<HardEvent::V_S>();                   // gamma_C (Phase A, vector) is read as scalars
+        for (uint32_t r = 0; r < dh; r += td.stateTileRows) {
+            const uint32_t n = dh - r < td.stateTileRows ? dh - r : td.stateTileRows, row = k0 + r;
+            io_.Load(calc_[0], StateFp32()[row * dv], n, dv, dv);
+            io_.Load(calc_[1], ws_.Get(KDA5_S_DELTA)[row * dv], n, dv, dv);
+            for (uint32_t j = 0; j < n; ++j) Muls(calc_[0][j * dv], calc_[0][j * dv], gamma_.GetValue(r + j), dv);
+            Add(calc_[0], calc_[0], calc_[1], n * dv);
+            if (lastChunk) io_.Store(htGm_[uint64_t(seq) * td.dk * dv + uint64_t(row) * dv], calc_[0], n, dv, dv);
+            else WriteState(row, n, calc_[0]);
+        }
+    }
+    __aicore__ inline void InitState(uint32_t seq)
+    {
+        const KdaChunkV5TilingData& td = *td_;
+        const uint32_t dv = td.dv, dh = td.dk / 2, k0 = sub_ * dh;
+        for (uint32_t r = 0; r < dh; r += td.stateTileRows) {
+            const uint32_t n = dh - r < td.stateTileRows ? dh - r : td.stateTileRows, row = k0 + r;
+            if (td.hasInitialState) io_.Load(calc_[0], h0Gm_[uint64_t(seq) * td.dk * dv + uint64_t(row) * dv], n, dv, dv);
+            else Duplicate(calc_[0], 0.0f, n * dv);
+            WriteState(row, n, calc_[0]);
+        }
+    }
+    // The fp32 state between chunks: SV's S itself with fp32 transfers, else the Vector's own S_fp32.
+    __aicore__ inline GlobalTensor<float> StateFp32() const
+    {
+        return ws_.template Get<float>(kFloatTransfers ? KDA5_SV : KDA5_S_FP32);
+    }
+    // Rows row..row+n of the state: the fp32 copy, and the Cube's S in SV (bf16: S_hi over S_lo = bf16(s - S_hi)).
+    __aicore__ inline void WriteState(uint32_t row, uint32_t n, const LocalTensor<float>& s)
+    {
+        const uint32_t dv = td_->dv;
+        io_.Store(StateFp32()[row * dv], s, n, dv, dv);
+        if constexpr (!kFloatTransfers) {
+            const GlobalTensor<T> cubeState = ws_.Get(KDA5_SV);
+            io_.Store(cubeState[row * dv], s, n, dv, dv);
+            const LocalTensor<T> hi = calc_[1].template ReinterpretCast<T>();
+            Cast(hi, s, RoundMode::CAST_RINT, n * dv);
+            Cast(calc_[2], hi, RoundMode::CAST_NONE, n * dv);
+            Sub(calc_[2], s, calc_[2], n * dv);
+            io_.Store(cubeState[(td_->dk + row) * dv], calc_[2], n, dv, dv);
+        }
+    }
+
+    const KdaChunkV5TilingData* td_ = nullptr;
+    uint32_t sub_ = 0;
+    Ws<T> ws_;
+    GlobalTensor<T> qGm_, kGm_;
+    GlobalTensor<float> gGm_, betaGm_, h0Gm_, htGm_;
+    VecIo<BUFFER_NUM> io_;
+    TBuf<TPosition::VECCALC> calcBuf_[5], gammaBuf_, betaBuf_, sumBuf_, workBuf_;
+    LocalTensor<float> calc_[5], gamma_, beta_, sums_, qkSums_, work_;
+};
+
+}  // namespace kda_v5
