@@ -17,7 +17,7 @@ struct KdaChunkV5Emu {
     }
     // Per core: one region per workspace tensor, named as the simulator names the hand-offs; the Cube's and the
     // Vector's own tensors are Private. The inverse's block columns: Ai_diag[j] (the Vector's, ③) over A_inv's
-    // blocks below it (the Cube's), parts of one matrix. SV: S over V_pseudo, parts of one matrix.
+    // blocks below it (the Cube's), parts of one matrix. SV0, SV1: S over V_pseudo, parts of one matrix each.
     // Per item: M by rows (its lower block triangle: row r of block I covers columns 0..16 (I+1)) and QA by rows
     // (Q_scaled of the state pass's ①, then A_qk), parts of one matrix. M and A_qk are pass outputs: written by
     // the core that computed the item, read by the core of its sequence (race-checked, no flag's payload).
@@ -46,8 +46,12 @@ struct KdaChunkV5Emu {
                     }
                 } else if (i == KDA5_SV) {
                     const size_t sBytes = size_t(td.stateParts) * td.dk * td.dv * tb;
-                    kda_emu::RegisterWsTensor(core, -1, "S", p, sBytes, RegionKind::Workspace, "SV");
-                    kda_emu::RegisterWsTensor(core, -1, "V_pseudo", p + sBytes, C * td.dv * tb, RegionKind::Workspace, "SV");
+                    for (uint32_t buf = 0; buf < 2; ++buf, p += td.svBytes) {
+                        const std::string sv = "SV" + std::to_string(buf);
+                        kda_emu::RegisterWsTensor(core, -1, "S", p, sBytes, RegionKind::Workspace, sv.c_str());
+                        kda_emu::RegisterWsTensor(core, -1, "V_pseudo", p + sBytes, C * td.dv * tb,
+                                                  RegionKind::Workspace, sv.c_str());
+                    }
                 } else {
                     const bool own = i == KDA5_ACC || i == KDA5_W || i == KDA5_S_FP32;
                     kda_emu::RegisterWsTensor(core, -1, names[i], p, bytes, own ? RegionKind::Private : RegionKind::Workspace);
@@ -71,14 +75,15 @@ struct KdaChunkV5Emu {
         }
     }
     static uint64_t UserBytes(const Tiling& td) { return KdaV5UserWorkspaceBytes(td); }
+    // Per pass, sync number -> flag id; "0" is the state pass's own state hand-off.
     static std::string FlagsJson()
     {
         std::string json = "\"matmul_objects\": " + std::to_string(kda_v5::MATMUL_OBJECTS_V5) + ", \"pass_flags\": {";
         json += "\"intra\": {\"1\": " + std::to_string(kda_v5::INTRA_FLAG[1]) + ", \"2\": " +
                 std::to_string(kda_v5::INTRA_FLAG[2]) + ", \"3\": " + std::to_string(kda_v5::INTRA_FLAG[3]) + "}";
         json += ", \"state\": {";
-        for (int n = 1; n <= 4; ++n)
-            json += (n > 1 ? ", \"" : "\"") + std::to_string(n) + "\": " + std::to_string(kda_v5::STATE_FLAG[n]);
+        for (int n = 0; n <= 4; ++n)
+            json += (n > 0 ? ", \"" : "\"") + std::to_string(n) + "\": " + std::to_string(kda_v5::STATE_FLAG[n]);
         return json + "}}, \"drop_barrier\": " + std::to_string(KDA_DROP_BARRIER);
     }
     static void Launch(const kda_emu::Args& a)

@@ -21,7 +21,9 @@ constexpr uint32_t KDA5_MICRO = 4;    // micro-chunk width inside a sub-chunk (v
 //     the inverse by block columns: column j = Ai_diag[j] [16, 16] (the Vector's, sync 3) over A_inv's blocks
 //     below it [(n-1-j) 16, 16] (the Cube's own); acc [16, 16] (the Cube's own)
 //   state pass: K_scaled, K_decay [C, d_k]; W [C, parts d_k] (the Cube's own); U, WS [C, d_v];
-//     SV = [S ; V_pseudo]: S [parts d_k, d_v] (S_hi over S_lo with bf16 transfers) over V_pseudo [C, d_v];
+//     SV = [S ; V_pseudo]: S [parts d_k, d_v] (S_hi over S_lo with bf16 transfers) over V_pseudo [C, d_v], twice
+//     (svBytes apart): a core's chunks alternate between the copies, because G of chunk t writes the next state
+//     while F2 of chunk t still reads this one (v5.py: F2 runs beside G);
 //     S_delta [d_k, d_v]; S_fp32 [d_k, d_v] fp32 (the Vector's own state, bf16 transfers only)
 // Per item (after every core's area): M [C, C] (lower block triangle only) and QA [C, parts d_k + C]: per row
 // Q_scaled (parts copies, the state pass's ①) then A_qk (the intra pass's output).
@@ -49,6 +51,7 @@ struct KdaChunkV5TilingData {
     uint32_t stateTileRows;        // rows of S per Phase G tile
     uint32_t ubBytes;              // UB the Vector side allocates
     float scale;
+    uint64_t svBytes;              // one copy of SV (there are two)
     uint64_t wsCoreBytes;          // per-core workspace
     uint64_t wsOffset[KDA5_WS_COUNT];
     uint64_t itemBase;             // the per-item area, after blockDim per-core areas
@@ -73,7 +76,7 @@ inline uint64_t KdaV5WsElems(const KdaChunkV5TilingData& t, uint32_t i)
         case KDA5_ACC: return S * S;
         case KDA5_K_SCALED: case KDA5_K_DECAY: return C * dk;
         case KDA5_W: return C * parts * dk;
-        case KDA5_SV: return (parts * dk + C) * dv;
+        case KDA5_SV: return 2 * t.svBytes / t.transferBytes;   // two copies
         case KDA5_S_DELTA: return dk * dv;
         case KDA5_S_FP32: return t.transferBytes == 4 ? 0 : dk * dv;
         default: return C * dv;    // U, WS
@@ -126,6 +129,7 @@ inline const char* KdaChunkV5Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     if (ub > ubCapacity) return "Vector work tiles do not fit the Unified Buffer: reduce d_k, d_v or the chunk";
     t.ubBytes = static_cast<uint32_t>(ub);
 
+    t.svBytes = KdaAlign(uint64_t(t.stateParts * s.dk + C) * s.dv * s.transferBytes, 512);
     uint64_t off = 0;
     for (uint32_t i = 0; i < KDA5_WS_COUNT; ++i) {
         t.wsOffset[i] = off;

@@ -6,13 +6,19 @@
 //   AIV: A set①  wait② C set③          ① K_left, Q_left, K_right, K_left4, Q_left4, K_right4
 //   AIC: wait① B set②  wait③ D         ② A_kk_off, A_qk_off, A_kk_off4, A_qk_off4   ③ Ai_diag, A_neg, D_beta
 // D writes M into the item's GM area; C writes A_qk there (the pass outputs, read by the state pass).
-// Pass "state", per sequence on core s % blockDim, chunk after chunk, the state riding on ①:
-//   AIV: [G(t-1) | S := h0] A set①  wait② E set③  wait④     ① K_scaled, Q_scaled, K_decay (+ S)   ② U, WS
-//   AIC:                    wait① D set②  wait③ F set④      ③ V_pseudo   ④ S_delta
-// F writes O = [Q_scaled | A_qk] [S ; V_pseudo] straight to the output (a second Matmul object, C in fp32).
+// Pass "state", per sequence on core s % blockDim, chunk after chunk; only what needs the state waits for it:
+//   AIV: [G(t-1) | S := h0] set S  A set①  wait② E set③  wait④     S: the state's own hand-off
+//   AIC:        wait① D1 wait S D2 set②  wait③ F1 set④  F2         ① K_scaled, Q_scaled, K_decay   ② U, WS
+//                                                                   ③ V_pseudo   ④ S_delta
+// D1 (W = M K_scaled, U = M V) needs no state and runs ahead of it; D2 (WS = W S) waits for it. F2 writes
+// O = [Q_scaled | A_qk] [S ; V_pseudo] straight to the output (a second Matmul object, C in fp32) while the AIVs
+// run G, so SV = [S ; V_pseudo] has two copies that a core's chunks alternate between (G writes the other one).
+// The AIV sets S as soon as the state is made: G of chunk t-1 ends its chunk, so S opens chunk t. In a sequence's
+// first chunk the AIVs hand h0 over the same way (the simulator counts that hand-off free: the state is a GM input).
 //
-// Flags: the simulator's syncs, pass by pass: intra ①②③ = ids 4, 5, 6; state ①②③④ = ids 7, 8, 9, 10. Two Matmul
-// objects take ids 0-3 (CrossCoreSetFlag docs: N objects use [0, 2N-1]); SyncAll takes 11-14.
+// Flags: the simulator's syncs, pass by pass: sync n takes id 3 + n in both passes (intra ①②③ = 4, 5, 6; state
+// ①②③④ = 4, 5, 6, 7), the state's own hand-off id 8. The passes reuse ids across the SyncAll; two Matmul objects
+// take 0-3 (CrossCoreSetFlag docs: N objects use [0, 2N-1]); SyncAll owns 11-14.
 // The two AIVs split every phase: the factors of A by key channels, the micro-diagonal blocks and C by
 // sub-chunks (AIV s takes sub-chunks [s n/2, (s+1) n/2), so the micro blocks it keeps in UB are the ones its C
 // needs), E by rows, G by rows of S (key channels, matching gamma_C). No AIV reads what the other wrote.
@@ -52,15 +58,19 @@ public:
             IntraD(item);              // M of the item, to its GM area
         }
         PassBarrier();                 // every item's M and A_qk are in GM
+        uint32_t step = 0;             // this core's chunks so far: SV copy step % 2
         for (uint32_t seq = core; seq < td.sequences; seq += GetBlockNum()) {
-            for (uint32_t t = 0; t < td.numChunks; ++t) {
-                const uint32_t item = seq * td.numChunks + t;
-                Wait<2, 1>();          // ① K_scaled, Q_scaled, K_decay, and the state S
-                StateD(seq, t, item);
+            for (uint32_t t = 0; t < td.numChunks; ++t, ++step) {
+                const uint32_t item = seq * td.numChunks + t, buf = step % 2;
+                Wait<2, 1>();          // ① K_scaled, Q_scaled, K_decay
+                StateD1(seq, t, item); // no state
+                Wait<2, 0>();          // S, the state, on its own hand-off
+                StateD2(buf);
                 Set<2, 2, PIPE_FIX>(); // ② U, WS
                 Wait<2, 3>();          // ③ V_pseudo
-                StateF(seq, t, item);
+                StateF1(buf);
                 Set<2, 4, PIPE_FIX>(); // ④ S_delta
+                StateF2(seq, t, item, buf);   // O, beside G on the AIVs
             }
         }
         mm.End();
@@ -133,9 +143,9 @@ private:
                    ws_.Get(KDA5_D_BETA)[j * S * C + j * S], C, false, (n - j) * S, S, S);
     }
 
-    // State D: W = M K_scaled (twice side by side with the state in two parts), U = M V (V from the input), per
-    // row block I over M's lower block triangle (K = 16 (I+1)); then WS = W S.
-    __aicore__ inline void StateD(uint32_t seq, uint32_t t, uint32_t item)
+    // State D1: W = M K_scaled (twice side by side with the state in two parts), U = M V (V from the input), per
+    // row block I over M's lower block triangle (K = 16 (I+1)). Needs no state.
+    __aicore__ inline void StateD1(uint32_t seq, uint32_t t, uint32_t item)
     {
         const KdaChunkV5TilingData& td = *td_;
         const uint32_t S = td.sub, C = td.chunk, dk = td.dk, dv = td.dv, kS = td.stateParts * dk;
@@ -147,20 +157,33 @@ private:
             MatMul(mm, ws_.Get(KDA5_U)[I * S * dv], dv, M[I * S * C], C, false, v, td.heads * dv, false, S, dv,
                    (I + 1) * S);
         }
-        PipeBarrier<PIPE_ALL>();   // W went out through FixPipe; WS reads it back through MTE2
-        MatMul(mm, ws_.Get(KDA5_WS), dv, W, kS, false, ws_.Get(KDA5_SV), dv, false, C, dv, kS);
+        PipeBarrier<PIPE_ALL>();   // W went out through FixPipe; D2 reads it back through MTE2
     }
 
-    // State F: O = [Q_scaled | A_qk] [S ; V_pseudo], one accumulation over K = parts d_k + C, to the output in
-    // fp32; S_delta = K_decay^T V_pseudo.
-    __aicore__ inline void StateF(uint32_t seq, uint32_t t, uint32_t item)
+    // State D2: WS = W S (K = parts d_k: S_hi and S_lo in turn with bf16 transfers).
+    __aicore__ inline void StateD2(uint32_t buf)
+    {
+        const KdaChunkV5TilingData& td = *td_;
+        const uint32_t C = td.chunk, dv = td.dv, kS = td.stateParts * td.dk;
+        MatMul(mm, ws_.Get(KDA5_WS), dv, ws_.Get(KDA5_W), kS, false, ws_.SV(buf), dv, false, C, dv, kS);
+    }
+
+    // State F1: S_delta = K_decay^T V_pseudo.
+    __aicore__ inline void StateF1(uint32_t buf)
     {
         const KdaChunkV5TilingData& td = *td_;
         const uint32_t C = td.chunk, dk = td.dk, dv = td.dv, kS = td.stateParts * dk;
-        MatMul(mmOut, oGm_[TokenOffset(td, seq, t, 0, dv)], td.heads * dv, ws_.QA(item), td.qaCols, false,
-               ws_.Get(KDA5_SV), dv, false, C, dv, td.qaCols);
-        MatMul(mm, ws_.Get(KDA5_S_DELTA), dv, ws_.Get(KDA5_K_DECAY), dk, true, ws_.Get(KDA5_SV)[kS * dv], dv, false,
-               dk, dv, C);
+        MatMul(mm, ws_.Get(KDA5_S_DELTA), dv, ws_.Get(KDA5_K_DECAY), dk, true, ws_.SV(buf)[kS * dv], dv, false, dk,
+               dv, C);
+    }
+
+    // State F2: O = [Q_scaled | A_qk] [S ; V_pseudo], one accumulation over K = parts d_k + C, to the output in fp32.
+    __aicore__ inline void StateF2(uint32_t seq, uint32_t t, uint32_t item, uint32_t buf)
+    {
+        const KdaChunkV5TilingData& td = *td_;
+        const uint32_t C = td.chunk, dv = td.dv;
+        MatMul(mmOut, oGm_[TokenOffset(td, seq, t, 0, dv)], td.heads * dv, ws_.QA(item), td.qaCols, false, ws_.SV(buf),
+               dv, false, C, dv, td.qaCols);
     }
 
     const KdaChunkV5TilingData* td_ = nullptr;

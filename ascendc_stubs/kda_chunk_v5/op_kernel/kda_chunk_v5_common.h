@@ -17,21 +17,28 @@ using namespace AscendC;
 using namespace kda;   // PipeFence, VecIo, TokenOffset
 
 // ---- flags: pass p, sync n; fault injection KDA_DROP_WAIT / KDA_DROP_SET = 10 p + n (p = 1 intra, 2 state) ----
+// Sync n of either pass takes flag 3 + n: the two Matmul objects own [0, 3] (CrossCoreSetFlag docs: N objects use
+// [0, 2N-1]), ids 0-10 exist on A2 and SyncAll owns 11-14, so the 3 + 4 syncs and the state's own hand-off do not
+// fit side by side. The passes reuse the ids: SyncAll<false>() lies between them and every set of the intra pass
+// has met its wait before it. The state's own hand-off is sync 0 of the state pass (KDA_DROP_*=20), flag 8.
 constexpr uint16_t MATMUL_OBJECTS_V5 = 2;
 constexpr uint16_t INTRA_FLAG[4] = {0xFFFF, 4, 5, 6};
-constexpr uint16_t STATE_FLAG[5] = {0xFFFF, 7, 8, 9, 10};
+constexpr uint16_t STATE_FLAG[5] = {8, 4, 5, 6, 7};   // [0]: the state S, [1..4]: ① .. ④
 constexpr bool V5FlagIdsValid()
 {
     for (int i = 1; i <= 3; ++i)
-        for (int j = 1; j <= 4; ++j)
-            if (INTRA_FLAG[i] == STATE_FLAG[j]) return false;
+        for (int j = 1; j < i; ++j)
+            if (INTRA_FLAG[i] == INTRA_FLAG[j]) return false;
+    for (int i = 0; i <= 4; ++i)
+        for (int j = 0; j < i; ++j)
+            if (STATE_FLAG[i] == STATE_FLAG[j]) return false;
     for (int i = 1; i <= 3; ++i)
         if (INTRA_FLAG[i] < 2 * MATMUL_OBJECTS_V5 || INTRA_FLAG[i] > 10) return false;
-    for (int j = 1; j <= 4; ++j)
+    for (int j = 0; j <= 4; ++j)
         if (STATE_FLAG[j] < 2 * MATMUL_OBJECTS_V5 || STATE_FLAG[j] > 10) return false;
     return true;
 }
-static_assert(V5FlagIdsValid(), "v5 flag ids: distinct, within 0-10, clear of the two Matmul objects' [0, 3]");
+static_assert(V5FlagIdsValid(), "v5 flag ids: distinct within a pass, within 0-10, clear of the two Matmul objects' [0, 3]");
 
 template <int PASS, int SYNC>
 constexpr uint16_t FlagId() { return PASS == 1 ? INTRA_FLAG[SYNC] : STATE_FLAG[SYNC]; }
@@ -75,6 +82,15 @@ struct Ws {
         uint32_t off = 0;
         for (uint32_t c = 0; c < j; ++c) off += (t->subChunks - c) * t->sub * t->sub;
         return Get(KDA5_AINV)[off];
+    }
+    // SV = [S ; V_pseudo] of chunk step `buf` (0 or 1: the chunks a core runs alternate between two copies, so
+    // that G of chunk t writes the next state while F2 of chunk t still reads this one).
+    template <typename U = T>
+    __aicore__ inline GlobalTensor<U> SV(uint32_t buf) const
+    {
+        GlobalTensor<U> g;
+        g.SetGlobalBuffer((__gm__ U*)(base + t->wsOffset[KDA5_SV] + buf * t->svBytes));
+        return g;
     }
     __aicore__ inline GlobalTensor<T> M(uint32_t item) const { return Item(item, 0); }
     __aicore__ inline GlobalTensor<T> QA(uint32_t item) const { return Item(item, t->qaOffset); }

@@ -55,19 +55,21 @@ public:
             Set<1, 3, PIPE_MTE3>();    // ③ Ai_diag, A_neg, D_beta (and the item's A_qk, a pass output)
         }
         PassBarrier();
+        uint32_t step = 0;                 // this core's chunks so far: SV copy step % 2 (kda_chunk_v5.cpp)
         for (uint32_t seq = core; seq < td.sequences; seq += GetBlockNum()) {
-            for (uint32_t t = 0; t < td.numChunks; ++t) {
-                // The state for chunk t before ①, which publishes it: G of chunk t-1 (after its ④), or h0.
-                if (t == 0) InitState(seq);
-                else StateG(seq, false);
+            for (uint32_t t = 0; t < td.numChunks; ++t, ++step) {
+                // The state for chunk t, into this chunk's SV copy: G of chunk t-1 (after its ④), or h0.
+                if (t == 0) InitState(seq, step % 2);
+                else StateG(seq, (step - 1) % 2, false);
+                Set<2, 0, PIPE_MTE3>();    // S, on its own hand-off
                 StateA(seq, t, seq * td.numChunks + t);
-                Set<2, 1, PIPE_MTE3>();    // ① K_scaled, Q_scaled, K_decay, and S
+                Set<2, 1, PIPE_MTE3>();    // ① K_scaled, Q_scaled, K_decay
                 Wait<2, 2>();              // ② U, WS
-                StateE();
+                StateE(step % 2);
                 Set<2, 3, PIPE_MTE3>();    // ③ V_pseudo
                 Wait<2, 4>();              // ④ S_delta
             }
-            StateG(seq, true);             // the last chunk's state, to ht
+            StateG(seq, (step - 1) % 2, true);   // the last chunk's state, to ht
         }
     }
 
@@ -272,34 +274,34 @@ private:
         Mul(x, kf, fac, n);
         io_.Store(ws_.Get(KDA5_K_DECAY)[c0], x, C, dh, dk);
     }
-    // Phase E: V_pseudo = U - WS, this AIV's rows, below the state in SV.
-    __aicore__ inline void StateE()
+    // Phase E: V_pseudo = U - WS, this AIV's rows, below the state in this chunk's SV copy.
+    __aicore__ inline void StateE(uint32_t buf)
     {
         const KdaChunkV5TilingData& td = *td_;
         const uint32_t ch = td.chunk / 2, r0 = sub_ * ch, dv = td.dv, kS = td.stateParts * td.dk;
         io_.Load(calc_[0], ws_.Get(KDA5_U)[r0 * dv], ch, dv, dv);
         io_.Load(calc_[1], ws_.Get(KDA5_WS)[r0 * dv], ch, dv, dv);
         Sub(calc_[0], calc_[0], calc_[1], ch * dv);
-        io_.Store(ws_.Get(KDA5_SV)[(kS + r0) * dv], calc_[0], ch, dv, dv);
+        io_.Store(ws_.SV(buf)[(kS + r0) * dv], calc_[0], ch, dv, dv);
     }
-    // Phase G: S_new = Diag(gamma_C) S_prev + S_delta, this AIV's rows of S, in fp32; to the workspace
-    // (WriteState) or, after the last chunk, to ht.
-    __aicore__ inline void StateG(uint32_t seq, bool lastChunk)
+    // Phase G: S_new = Diag(gamma_C) S_prev + S_delta, this AIV's rows of S, in fp32, S_prev from SV copy `buf`;
+    // to the other copy (WriteState) or, after the last chunk, to ht.
+    __aicore__ inline void StateG(uint32_t seq, uint32_t buf, bool lastChunk)
     {
         const KdaChunkV5TilingData& td = *td_;
         const uint32_t dv = td.dv, dh = td.dk / 2, k0 = sub_ * dh;
         PipeFence<HardEvent::V_S>();                   // gamma_C (Phase A, vector) is read as scalars
         for (uint32_t r = 0; r < dh; r += td.stateTileRows) {
             const uint32_t n = dh - r < td.stateTileRows ? dh - r : td.stateTileRows, row = k0 + r;
-            io_.Load(calc_[0], StateFp32()[row * dv], n, dv, dv);
+            io_.Load(calc_[0], StateFp32(buf)[row * dv], n, dv, dv);
             io_.Load(calc_[1], ws_.Get(KDA5_S_DELTA)[row * dv], n, dv, dv);
             for (uint32_t j = 0; j < n; ++j) Muls(calc_[0][j * dv], calc_[0][j * dv], gamma_.GetValue(r + j), dv);
             Add(calc_[0], calc_[0], calc_[1], n * dv);
             if (lastChunk) io_.Store(htGm_[uint64_t(seq) * td.dk * dv + uint64_t(row) * dv], calc_[0], n, dv, dv);
-            else WriteState(row, n, calc_[0]);
+            else WriteState(buf ^ 1u, row, n, calc_[0]);
         }
     }
-    __aicore__ inline void InitState(uint32_t seq)
+    __aicore__ inline void InitState(uint32_t seq, uint32_t buf)
     {
         const KdaChunkV5TilingData& td = *td_;
         const uint32_t dv = td.dv, dh = td.dk / 2, k0 = sub_ * dh;
@@ -307,21 +309,23 @@ private:
             const uint32_t n = dh - r < td.stateTileRows ? dh - r : td.stateTileRows, row = k0 + r;
             if (td.hasInitialState) io_.Load(calc_[0], h0Gm_[uint64_t(seq) * td.dk * dv + uint64_t(row) * dv], n, dv, dv);
             else Duplicate(calc_[0], 0.0f, n * dv);
-            WriteState(row, n, calc_[0]);
+            WriteState(buf, row, n, calc_[0]);
         }
     }
-    // The fp32 state between chunks: SV's S itself with fp32 transfers, else the Vector's own S_fp32.
-    __aicore__ inline GlobalTensor<float> StateFp32() const
+    // The fp32 state between chunks: S of SV copy `buf` itself with fp32 transfers, else the Vector's own S_fp32
+    // (one copy: G reads and rewrites its own rows in place).
+    __aicore__ inline GlobalTensor<float> StateFp32(uint32_t buf) const
     {
-        return ws_.template Get<float>(kFloatTransfers ? KDA5_SV : KDA5_S_FP32);
+        return kFloatTransfers ? ws_.template SV<float>(buf) : ws_.template Get<float>(KDA5_S_FP32);
     }
-    // Rows row..row+n of the state: the fp32 copy, and the Cube's S in SV (bf16: S_hi over S_lo = bf16(s - S_hi)).
-    __aicore__ inline void WriteState(uint32_t row, uint32_t n, const LocalTensor<float>& s)
+    // Rows row..row+n of the state: the fp32 copy, and the Cube's S in SV copy `buf` (bf16: S_hi over
+    // S_lo = bf16(s - S_hi)).
+    __aicore__ inline void WriteState(uint32_t buf, uint32_t row, uint32_t n, const LocalTensor<float>& s)
     {
         const uint32_t dv = td_->dv;
-        io_.Store(StateFp32()[row * dv], s, n, dv, dv);
+        io_.Store(StateFp32(buf)[row * dv], s, n, dv, dv);
         if constexpr (!kFloatTransfers) {
-            const GlobalTensor<T> cubeState = ws_.Get(KDA5_SV);
+            const GlobalTensor<T> cubeState = ws_.SV(buf);
             io_.Store(cubeState[row * dv], s, n, dv, dv);
             const LocalTensor<T> hi = calc_[1].template ReinterpretCast<T>();
             Cast(hi, s, RoundMode::CAST_RINT, n * dv);
