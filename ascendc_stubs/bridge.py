@@ -1,5 +1,5 @@
-"""Python side of the AscendC skeletons (kda_chunk_v3, kda_chunk_v4): input/output files, the host-emulation
-build and run, and what the simulator says a kernel's flags and payloads must be.
+"""Python side of the AscendC skeletons (kda_chunk_v3, v4, v5): input/output files, the host-emulation build and
+run, and what the simulator says a kernel's flags and payloads must be (v5: pass by pass).
 
 File format (shared with the NPU flow, README "On real hardware"): a directory with meta.txt ("key value"
 lines: B T H K V C dtype gate h0 scale) and raw little-endian arrays in FLA's layout: q.bin, k.bin, v.bin in the
@@ -18,10 +18,11 @@ import torch
 
 from kda.inputs import KdaInputs
 from npusim.graph import PhaseGraph
+from npusim.template import PHASE, STATE, SYNC, Template
 
 HERE = Path(__file__).resolve().parent
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-KERNELS = {"v3": "kda_chunk_v3", "v4": "kda_chunk_v4"}   # simulator version -> kernel folder and entry
+KERNELS = {"v3": "kda_chunk_v3", "v4": "kda_chunk_v4", "v5": "kda_chunk_v5"}   # version / design -> kernel
 
 
 @dataclass(frozen=True)
@@ -107,15 +108,19 @@ class Build:
     selftest: Path                            # ascendc_emu_selftest
 
 
-def build(build_dir: Path, faults: tuple[str, ...] = (), jobs: int = 2) -> Build:
+def build(build_dir: Path, faults: tuple[str, ...] = (), jobs: int = 2,
+          kernel_faults: dict[str, tuple[str, ...]] | None = None) -> Build:
     """cmake + build ascendc_stubs/ for the host: the emulator, its self-test, each kernel's runner and, per
-    kernel, one variant per fault ("KDA_DROP_WAIT=3"). Raises RuntimeError with the tool output when a step
-    fails."""
+    kernel, one variant per fault ("KDA_DROP_WAIT=3"): `faults` for every kernel, or a kernel's own list in
+    `kernel_faults` ({"v5": ("KDA_DROP_WAIT=20",)}: v5 numbers its syncs per pass). Raises RuntimeError with the
+    tool output when a step fails."""
     cmake = shutil.which("cmake")
     if cmake is None:
         raise RuntimeError("cmake not found")
+    kernel_faults = kernel_faults or {}
+    own = [f"-DKDA_FAULTS_{KERNELS[v]}={';'.join(fs)}" for v, fs in kernel_faults.items()]
     steps = ([cmake, "-S", str(HERE), "-B", str(build_dir), "-DRUN_MODE=host",
-              f"-DKDA_FAULT_VARIANTS={';'.join(faults)}"],
+              f"-DKDA_FAULT_VARIANTS={';'.join(faults)}", *own],
              [cmake, "--build", str(build_dir), "-j", str(jobs)])
     for cmd in steps:
         p = subprocess.run(cmd, capture_output=True, text=True)
@@ -125,7 +130,7 @@ def build(build_dir: Path, faults: tuple[str, ...] = (), jobs: int = 2) -> Build
     for version, kernel in KERNELS.items():
         runners[version] = build_dir / kernel / f"{kernel}_emu"
         variants[version] = {}
-        for f in faults:
+        for f in kernel_faults.get(version, faults):
             name, value = f.split("=")
             variants[version][f] = build_dir / kernel / f"{kernel}_emu_{name.removeprefix('KDA_').lower()}{value}"
     return Build(runners, variants, build_dir / "host" / "ascendc_emu_selftest")
@@ -207,4 +212,67 @@ def recorded_flag_ops(report: dict) -> dict[tuple[int, str, int], list[tuple[Fla
     for e in report["events"]:
         key = (e["block"], e["unit"], e["sub"])
         out.setdefault(key, []).append((FlagOp(sync_of_flag.get(e["flag"], -1), e["op"]), tuple(e.get("wrote", ()))))
+    return out
+
+
+# ---- v5: several passes in one launch ----
+
+STATE_HANDOFF = 0      # the sync number a state hand-off of its own gets (the simulator's node "S")
+
+
+def expected_pass_flag_ops(tpl: Template) -> dict[str, list[FlagOp]]:
+    """Per unit, the flag operations of one item (chunk) of one pass, from the simulator's timed template: the
+    producer of a sync sets its flag, the consumer waits on it, in the template's order. An own state hand-off
+    (FlagOp sync 0) is waited on where the template puts it, before the first reader on the other unit; its
+    node depends on nothing of its chunk, only on the state's producer in the chunk before, which is that unit's
+    last phase: so the producer sets it as soon as the state is made, which opens the unit's next chunk."""
+    ops: dict[str, list[FlagOp]] = {"AIC": [], "AIV": []}
+    unit = {"cube": "AIC", "vec": "AIV"}
+    syncs = {s.name: s for s in tpl.graph.syncs}
+    state_set: list[FlagOp] = []
+    for node in tpl.nodes:
+        if node.kind == SYNC:
+            s = syncs[node.name]
+            src, dst = s.direction.split("->")
+            ops[unit[src]].append(FlagOp(s.number, "set"))
+            ops[unit[dst]].append(FlagOp(s.number, "wait"))
+        elif node.kind == STATE:
+            src, dst = node.resource.removeprefix("link:").split("->")
+            producer = tpl.graph.state.producer
+            last = [n.name for n in tpl.nodes if n.kind == PHASE and n.resource == src][-1]
+            if node.deps or last != producer:
+                raise ValueError(f"{tpl.graph.program}: the state hand-off does not follow its producer's chunk")
+            state_set = [FlagOp(STATE_HANDOFF, "set")]
+            ops[unit[dst]].append(FlagOp(STATE_HANDOFF, "wait"))
+            producer_unit = unit[src]
+    if state_set:
+        ops[producer_unit] = state_set + ops[producer_unit]
+    return ops
+
+
+def expected_pass_payloads(tpl: Template) -> dict[int, set[str]]:
+    """Sync number -> the workspace tensors its producer publishes; an own state hand-off (0) publishes "S"."""
+    pay = {s.number: {p.name for p in s.payload} for s in tpl.graph.syncs}
+    if tpl.state_mode == "own":
+        pay[STATE_HANDOFF] = {"S"}
+    return pay
+
+
+def recorded_pass_flag_ops(report: dict, passes: tuple[str, ...]) -> dict[tuple[int, str, int], dict[str, list]]:
+    """(block, unit, sub) -> pass name -> that emulated core's flag events of the pass, in order, as (FlagOp,
+    wrote). The passes are told apart by the all-core barriers between them (report "pass_flags": per pass,
+    sync number -> flag id; the passes may reuse ids)."""
+    out: dict[tuple[int, str, int], dict[str, list]] = {}
+    for e in report["events"]:
+        key = (e["block"], e["unit"], e["sub"])
+        per_pass = out.setdefault(key, {p: [] for p in passes})
+        at = per_pass.setdefault("_at", 0)
+        if e["op"] == "syncall":
+            per_pass["_at"] = at + 1
+            continue
+        name = passes[at]
+        sync_of_flag = {flag: int(n) for n, flag in report["pass_flags"][name].items()}
+        per_pass[name].append((FlagOp(sync_of_flag.get(e["flag"], -1), e["op"]), tuple(e.get("wrote", ()))))
+    for per_pass in out.values():
+        per_pass.pop("_at", None)
     return out

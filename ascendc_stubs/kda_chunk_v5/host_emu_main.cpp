@@ -17,7 +17,8 @@ struct KdaChunkV5Emu {
     }
     // Per core: one region per workspace tensor, named as the simulator names the hand-offs; the Cube's and the
     // Vector's own tensors are Private. The inverse's block columns: Ai_diag[j] (the Vector's, ③) over A_inv's
-    // blocks below it (the Cube's), parts of one matrix. SV0, SV1: S over V_pseudo, parts of one matrix each.
+    // blocks below it (the Cube's), parts of one matrix. SV: S over V_pseudo, parts of one matrix, in two copies
+    // (slot0, slot1), as K_decay.
     // Per item: M by rows (its lower block triangle: row r of block I covers columns 0..16 (I+1)) and QA by rows
     // (Q_scaled of the state pass's ①, then A_qk), parts of one matrix. M and A_qk are pass outputs: written by
     // the core that computed the item, read by the core of its sequence (race-checked, no flag's payload).
@@ -46,12 +47,15 @@ struct KdaChunkV5Emu {
                     }
                 } else if (i == KDA5_SV) {
                     const size_t sBytes = size_t(td.stateParts) * td.dk * td.dv * tb;
-                    for (uint32_t buf = 0; buf < 2; ++buf, p += td.svBytes) {
-                        const std::string sv = "SV" + std::to_string(buf);
-                        kda_emu::RegisterWsTensor(core, -1, "S", p, sBytes, RegionKind::Workspace, sv.c_str());
-                        kda_emu::RegisterWsTensor(core, -1, "V_pseudo", p + sBytes, C * td.dv * tb,
-                                                  RegionKind::Workspace, sv.c_str());
+                    for (uint32_t buf = 0; buf < 2; ++buf, p += td.svBytes) {   // core0/slot0/S ...
+                        kda_emu::RegisterWsTensor(core, buf, "S", p, sBytes, RegionKind::Workspace, "SV");
+                        kda_emu::RegisterWsTensor(core, buf, "V_pseudo", p + sBytes, C * td.dv * tb,
+                                                  RegionKind::Workspace, "SV");
                     }
+                } else if (i == KDA5_K_DECAY) {
+                    for (uint32_t buf = 0; buf < 2; ++buf)
+                        kda_emu::RegisterWsTensor(core, buf, "K_decay", p + buf * bytes / 2, bytes / 2,
+                                                  RegionKind::Workspace);
                 } else {
                     const bool own = i == KDA5_ACC || i == KDA5_W || i == KDA5_S_FP32;
                     kda_emu::RegisterWsTensor(core, -1, names[i], p, bytes, own ? RegionKind::Private : RegionKind::Workspace);

@@ -20,7 +20,7 @@ constexpr uint32_t KDA5_MICRO = 4;    // micro-chunk width inside a sub-chunk (v
 //     A_kk_off4, A_qk_off4 [n P4 4 4] (per I, a >= 1 a [4, 4 a] block row); A_neg, D_beta [C, C];
 //     the inverse by block columns: column j = Ai_diag[j] [16, 16] (the Vector's, sync 3) over A_inv's blocks
 //     below it [(n-1-j) 16, 16] (the Cube's own); acc [16, 16] (the Cube's own)
-//   state pass: K_scaled, K_decay [C, d_k]; W [C, parts d_k] (the Cube's own); U, WS [C, d_v];
+//   state pass: K_scaled [C, d_k]; K_decay [C, d_k] twice (A of chunk t+1 runs while F1 of chunk t reads it); W [C, parts d_k] (the Cube's own); U, WS [C, d_v];
 //     SV = [S ; V_pseudo]: S [parts d_k, d_v] (S_hi over S_lo with bf16 transfers) over V_pseudo [C, d_v], twice
 //     (svBytes apart): a core's chunks alternate between the copies, because G of chunk t writes the next state
 //     while F2 of chunk t still reads this one (v5.py: F2 runs beside G);
@@ -74,7 +74,8 @@ inline uint64_t KdaV5WsElems(const KdaChunkV5TilingData& t, uint32_t i)
         case KDA5_A_NEG: case KDA5_D_BETA: return C * C;
         case KDA5_AINV: return n * (n + 1) / 2 * S * S;
         case KDA5_ACC: return S * S;
-        case KDA5_K_SCALED: case KDA5_K_DECAY: return C * dk;
+        case KDA5_K_SCALED: return C * dk;
+        case KDA5_K_DECAY: return 2 * C * dk;   // two copies: A(t+1) writes one while F1(t) reads the other
         case KDA5_W: return C * parts * dk;
         case KDA5_SV: return 2 * t.svBytes / t.transferBytes;   // two copies
         case KDA5_S_DELTA: return dk * dv;
@@ -120,11 +121,11 @@ inline const char* KdaChunkV5Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     for (uint32_t n : needs) calc = n > calc ? n : calc;
     t.calcElems = calc;
     t.stateTileRows = calc / s.dv < dh ? calc / s.dv : dh;
-    // 2 VECIN + 2 VECOUT buffers + 5 work tiles + gamma_C + beta + the micro-diagonal sums (kk and qk, one per
+    // 2 VECIN + 2 VECOUT buffers + 5 work tiles + gamma_C (two chunks: A of chunk t+1 runs before G of chunk t) + beta + the micro-diagonal sums (kk and qk, one per
     // (i, j <= i) of a 4 x 4 block, 32 bytes apart, for this AIV's micro-chunks) + the ReduceSum work buffer
     const uint64_t microsPerAiv = uint64_t(t.subChunks / 2) * t.micros;
     const uint64_t sums = 2 * microsPerAiv * (KDA5_MICRO * (KDA5_MICRO + 1) / 2) * 8;
-    const uint64_t ub = 9ull * calc * 4 + KdaAlign(dh * 4ull, 32) + KdaAlign(C * 4ull, 32) + sums * 4 +
+    const uint64_t ub = 9ull * calc * 4 + 2 * KdaAlign(dh * 4ull, 32) + KdaAlign(C * 4ull, 32) + sums * 4 +
                         KdaAlign(((s.dk + 63) / 64 + 7) / 8 * 8 * 4, 32);
     if (ub > ubCapacity) return "Vector work tiles do not fit the Unified Buffer: reduce d_k, d_v or the chunk";
     t.ubBytes = static_cast<uint32_t>(ub);

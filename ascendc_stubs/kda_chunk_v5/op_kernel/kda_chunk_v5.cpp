@@ -6,15 +6,17 @@
 //   AIV: A set①  wait② C set③          ① K_left, Q_left, K_right, K_left4, Q_left4, K_right4
 //   AIC: wait① B set②  wait③ D         ② A_kk_off, A_qk_off, A_kk_off4, A_qk_off4   ③ Ai_diag, A_neg, D_beta
 // D writes M into the item's GM area; C writes A_qk there (the pass outputs, read by the state pass).
-// Pass "state", per sequence on core s % blockDim, chunk after chunk; only what needs the state waits for it:
-//   AIV: [G(t-1) | S := h0] set S  A set①  wait② E set③  wait④     S: the state's own hand-off
-//   AIC:        wait① D1 wait S D2 set②  wait③ F1 set④  F2         ① K_scaled, Q_scaled, K_decay   ② U, WS
-//                                                                   ③ V_pseudo   ④ S_delta
-// D1 (W = M K_scaled, U = M V) needs no state and runs ahead of it; D2 (WS = W S) waits for it. F2 writes
-// O = [Q_scaled | A_qk] [S ; V_pseudo] straight to the output (a second Matmul object, C in fp32) while the AIVs
-// run G, so SV = [S ; V_pseudo] has two copies that a core's chunks alternate between (G writes the other one).
-// The AIV sets S as soon as the state is made: G of chunk t-1 ends its chunk, so S opens chunk t. In a sequence's
-// first chunk the AIVs hand h0 over the same way (the simulator counts that hand-off free: the state is a GM input).
+// Pass "state", per sequence on core s % blockDim, its chunks in order; only what needs the state waits for it.
+// Each unit runs v5.py's per-chunk order, and the AIVs make chunk t+1's operands (A) before the state of chunk t
+// (G), so that the Cube's D1 of chunk t+1 (W = M K_scaled, U = M V: no state) runs beside G, as F2 does:
+//   AIV: ... wait②(t) E set③(t)  A(t+1) set①(t+1)  wait④(t) G set S(t+1)  wait②(t+1) ...
+//   AIC: ... wait S(t) D2 set②(t)  wait③(t) F1 set④(t) F2  wait①(t+1) D1  wait S(t+1) D2 ...
+// ① K_scaled, Q_scaled, K_decay   S: the state, on its own hand-off   ② U, WS   ③ V_pseudo   ④ S_delta.
+// A sequence starts with A(0) set①(0), then S := h0 set S(0) (the simulator counts that first hand-off free: the
+// state is a GM input). F2 writes O = [Q_scaled | A_qk] [S ; V_pseudo] straight to the output (a second Matmul
+// object, C in fp32). What two chunks have in flight at once has two copies, by the parity of the core's chunk
+// count: SV = [S ; V_pseudo] (G of chunk t writes the next state while F2 of chunk t reads this one), K_decay
+// (A of chunk t+1 writes it while F1 of chunk t reads it) and gamma_C in UB.
 //
 // Flags: the simulator's syncs, pass by pass: sync n takes id 3 + n in both passes (intra ①②③ = 4, 5, 6; state
 // ①②③④ = 4, 5, 6, 7), the state's own hand-off id 8. The passes reuse ids across the SyncAll; two Matmul objects
@@ -58,19 +60,23 @@ public:
             IntraD(item);              // M of the item, to its GM area
         }
         PassBarrier();                 // every item's M and A_qk are in GM
-        uint32_t step = 0;             // this core's chunks so far: SV copy step % 2
+        uint32_t step = 0;             // this core's chunks so far: copy step % 2
         for (uint32_t seq = core; seq < td.sequences; seq += GetBlockNum()) {
+            Wait<2, 1>();              // ① of the sequence's first chunk
+            StateD1(seq, 0, seq * td.numChunks);
             for (uint32_t t = 0; t < td.numChunks; ++t, ++step) {
                 const uint32_t item = seq * td.numChunks + t, buf = step % 2;
-                Wait<2, 1>();          // ① K_scaled, Q_scaled, K_decay
-                StateD1(seq, t, item); // no state
                 Wait<2, 0>();          // S, the state, on its own hand-off
                 StateD2(buf);
                 Set<2, 2, PIPE_FIX>(); // ② U, WS
                 Wait<2, 3>();          // ③ V_pseudo
                 StateF1(buf);
                 Set<2, 4, PIPE_FIX>(); // ④ S_delta
-                StateF2(seq, t, item, buf);   // O, beside G on the AIVs
+                StateF2(seq, t, item, buf);       // O, beside G on the AIVs
+                if (t + 1 < td.numChunks) {
+                    Wait<2, 1>();      // ① K_scaled, Q_scaled, K_decay of chunk t+1
+                    StateD1(seq, t + 1, item + 1);   // no state: beside G of chunk t
+                }
             }
         }
         mm.End();
@@ -173,7 +179,7 @@ private:
     {
         const KdaChunkV5TilingData& td = *td_;
         const uint32_t C = td.chunk, dk = td.dk, dv = td.dv, kS = td.stateParts * dk;
-        MatMul(mm, ws_.Get(KDA5_S_DELTA), dv, ws_.Get(KDA5_K_DECAY), dk, true, ws_.SV(buf)[kS * dv], dv, false, dk,
+        MatMul(mm, ws_.Get(KDA5_S_DELTA), dv, ws_.KDecay(buf), dk, true, ws_.SV(buf)[kS * dv], dv, false, dk,
                dv, C);
     }
 

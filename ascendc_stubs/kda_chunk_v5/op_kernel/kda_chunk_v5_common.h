@@ -92,6 +92,11 @@ struct Ws {
         g.SetGlobalBuffer((__gm__ U*)(base + t->wsOffset[KDA5_SV] + buf * t->svBytes));
         return g;
     }
+    // K_decay of chunk step `buf` (two copies: A of chunk t+1 writes one while F1 of chunk t reads the other).
+    __aicore__ inline GlobalTensor<T> KDecay(uint32_t buf) const
+    {
+        return Get(KDA5_K_DECAY)[uint64_t(buf) * t->chunk * t->dk];
+    }
     __aicore__ inline GlobalTensor<T> M(uint32_t item) const { return Item(item, 0); }
     __aicore__ inline GlobalTensor<T> QA(uint32_t item) const { return Item(item, t->qaOffset); }
     __aicore__ inline GlobalTensor<T> Item(uint32_t item, uint64_t off) const

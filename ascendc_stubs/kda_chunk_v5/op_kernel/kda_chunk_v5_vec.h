@@ -28,7 +28,7 @@ public:
         const uint32_t tileBytes = td.calcElems * sizeof(float);
         io_.Init(pipe, tileBytes);
         for (int i = 0; i < 5; ++i) pipe->InitBuffer(calcBuf_[i], tileBytes);
-        pipe->InitBuffer(gammaBuf_, td.dk / 2 * sizeof(float));
+        pipe->InitBuffer(gammaBuf_, 2 * td.dk / 2 * sizeof(float));   // two chunks' gamma_C
         pipe->InitBuffer(betaBuf_, td.chunk * sizeof(float));
         const uint32_t microsHere = td.subChunks / 2 * td.micros, perBlock = td.micro * (td.micro + 1) / 2 * 8;
         pipe->InitBuffer(sumBuf_, 2 * microsHere * perBlock * sizeof(float));
@@ -55,21 +55,26 @@ public:
             Set<1, 3, PIPE_MTE3>();    // ③ Ai_diag, A_neg, D_beta (and the item's A_qk, a pass output)
         }
         PassBarrier();
-        uint32_t step = 0;                 // this core's chunks so far: SV copy step % 2 (kda_chunk_v5.cpp)
+        uint32_t step = 0;                 // this core's chunks so far: copy step % 2 (kda_chunk_v5.cpp)
         for (uint32_t seq = core; seq < td.sequences; seq += GetBlockNum()) {
+            StateA(seq, 0, seq * td.numChunks, step % 2);
+            Set<2, 1, PIPE_MTE3>();        // ① of the first chunk
+            InitState(seq, step % 2);      // S := h0
+            Set<2, 0, PIPE_MTE3>();        // S, on its own hand-off
             for (uint32_t t = 0; t < td.numChunks; ++t, ++step) {
-                // The state for chunk t, into this chunk's SV copy: G of chunk t-1 (after its ④), or h0.
-                if (t == 0) InitState(seq, step % 2);
-                else StateG(seq, (step - 1) % 2, false);
-                Set<2, 0, PIPE_MTE3>();    // S, on its own hand-off
-                StateA(seq, t, seq * td.numChunks + t);
-                Set<2, 1, PIPE_MTE3>();    // ① K_scaled, Q_scaled, K_decay
+                const uint32_t buf = step % 2;
+                const bool last = t + 1 == td.numChunks;
                 Wait<2, 2>();              // ② U, WS
-                StateE(step % 2);
+                StateE(buf);
                 Set<2, 3, PIPE_MTE3>();    // ③ V_pseudo
+                if (!last) {               // chunk t+1's operands, before this chunk's state
+                    StateA(seq, t + 1, seq * td.numChunks + t + 1, buf ^ 1u);
+                    Set<2, 1, PIPE_MTE3>();    // ① K_scaled, Q_scaled, K_decay
+                }
                 Wait<2, 4>();              // ④ S_delta
+                StateG(seq, buf, last);    // the state of chunk t+1 into the other SV copy, or ht
+                if (!last) Set<2, 0, PIPE_MTE3>();   // S
             }
-            StateG(seq, (step - 1) % 2, true);   // the last chunk's state, to ht
         }
     }
 
@@ -252,14 +257,14 @@ private:
 
     // ---- state pass ----
     // Phase A on this AIV's key channels: K_scaled = K e^gc, Q_scaled = scale Q e^gc (into the item's QA rows,
-    // once per part of the state), K_decay = K e^(gc_C - gc), gamma_C = e^gc_C (kept for G).
-    __aicore__ inline void StateA(uint32_t seq, uint32_t t, uint32_t item)
+    // once per part of the state), K_decay = K e^(gc_C - gc) and gamma_C = e^gc_C (kept for G) into copy `buf`.
+    __aicore__ inline void StateA(uint32_t seq, uint32_t t, uint32_t item, uint32_t buf)
     {
         const KdaChunkV5TilingData& td = *td_;
         const uint32_t C = td.chunk, dk = td.dk, dh = dk / 2, c0 = sub_ * dh, n = C * dh, last = (C - 1) * dh;
         LocalTensor<float> gc = calc_[0], kf = calc_[1], qf = calc_[2], fac = calc_[3], x = calc_[4];
         Cumsum(gc, seq, t, c0, dh, 0, C);
-        Exp(gamma_, gc[last], dh);
+        Exp(gamma_[buf * dh], gc[last], dh);
         io_.Load(kf, kGm_[Tok(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
         io_.Load(qf, qGm_[Tok(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
         Muls(qf, qf, td.scale, n);
@@ -272,7 +277,7 @@ private:
         for (uint32_t i = 0; i < C; ++i) Sub(fac[i * dh], gc[last], gc[i * dh], dh);
         Exp(fac, fac, n);
         Mul(x, kf, fac, n);
-        io_.Store(ws_.Get(KDA5_K_DECAY)[c0], x, C, dh, dk);
+        io_.Store(ws_.KDecay(buf)[c0], x, C, dh, dk);
     }
     // Phase E: V_pseudo = U - WS, this AIV's rows, below the state in this chunk's SV copy.
     __aicore__ inline void StateE(uint32_t buf)
@@ -295,7 +300,7 @@ private:
             const uint32_t n = dh - r < td.stateTileRows ? dh - r : td.stateTileRows, row = k0 + r;
             io_.Load(calc_[0], StateFp32(buf)[row * dv], n, dv, dv);
             io_.Load(calc_[1], ws_.Get(KDA5_S_DELTA)[row * dv], n, dv, dv);
-            for (uint32_t j = 0; j < n; ++j) Muls(calc_[0][j * dv], calc_[0][j * dv], gamma_.GetValue(r + j), dv);
+            for (uint32_t j = 0; j < n; ++j) Muls(calc_[0][j * dv], calc_[0][j * dv], gamma_.GetValue(buf * dh + r + j), dv);
             Add(calc_[0], calc_[0], calc_[1], n * dv);
             if (lastChunk) io_.Store(htGm_[uint64_t(seq) * td.dk * dv + uint64_t(row) * dv], calc_[0], n, dv, dv);
             else WriteState(buf ^ 1u, row, n, calc_[0]);
