@@ -18,7 +18,7 @@ import torch
 
 from kda.inputs import KdaInputs
 from npusim.graph import PhaseGraph
-from npusim.template import PHASE, STATE, SYNC, Template
+from npusim.template import STATE, SYNC, Template
 
 HERE = Path(__file__).resolve().parent
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -221,33 +221,33 @@ STATE_HANDOFF = 0      # the sync number a state hand-off of its own gets (the s
 
 
 def expected_pass_flag_ops(tpl: Template) -> dict[str, list[FlagOp]]:
-    """Per unit, the flag operations of one item (chunk) of one pass, from the simulator's timed template: the
-    producer of a sync sets its flag, the consumer waits on it, in the template's order. An own state hand-off
-    (FlagOp sync 0) is waited on where the template puts it, before the first reader on the other unit; its
-    node depends on nothing of its chunk, only on the state's producer in the chunk before, which is that unit's
-    last phase: so the producer sets it as soon as the state is made, which opens the unit's next chunk."""
+    """Per unit, the flag operations of one item (chunk) of one pass, in the order of the simulator's timed
+    template: the producer of a sync sets its flag, the consumer waits on it; an own state hand-off (the node
+    "S", FlagOp sync 0) likewise, where the template puts it: before the first reader on the other unit."""
     ops: dict[str, list[FlagOp]] = {"AIC": [], "AIV": []}
     unit = {"cube": "AIC", "vec": "AIV"}
-    syncs = {s.name: s for s in tpl.graph.syncs}
-    state_set: list[FlagOp] = []
+    numbers = {s.name: s.number for s in tpl.graph.syncs}
     for node in tpl.nodes:
-        if node.kind == SYNC:
-            s = syncs[node.name]
-            src, dst = s.direction.split("->")
-            ops[unit[src]].append(FlagOp(s.number, "set"))
-            ops[unit[dst]].append(FlagOp(s.number, "wait"))
-        elif node.kind == STATE:
+        if node.kind in (SYNC, STATE):
             src, dst = node.resource.removeprefix("link:").split("->")
-            producer = tpl.graph.state.producer
-            last = [n.name for n in tpl.nodes if n.kind == PHASE and n.resource == src][-1]
-            if node.deps or last != producer:
-                raise ValueError(f"{tpl.graph.program}: the state hand-off does not follow its producer's chunk")
-            state_set = [FlagOp(STATE_HANDOFF, "set")]
-            ops[unit[dst]].append(FlagOp(STATE_HANDOFF, "wait"))
-            producer_unit = unit[src]
-    if state_set:
-        ops[producer_unit] = state_set + ops[producer_unit]
+            n = numbers[node.name] if node.kind == SYNC else STATE_HANDOFF
+            ops[unit[src]].append(FlagOp(n, "set"))
+            ops[unit[dst]].append(FlagOp(n, "wait"))
     return ops
+
+
+def by_chunk(ops: list[FlagOp]) -> list[list[FlagOp]]:
+    """A unit's flag operations over its chunks, split per chunk: the k-th operation on sync n belongs to the
+    k-th chunk (each chunk sets or waits on every sync once), kept in the order the unit ran them."""
+    seen: dict[tuple[int, str], int] = {}
+    chunks: list[list[FlagOp]] = []
+    for op in ops:
+        k = seen.get((op.sync, op.op), 0)
+        seen[(op.sync, op.op)] = k + 1
+        while len(chunks) <= k:
+            chunks.append([])
+        chunks[k].append(op)
+    return chunks
 
 
 def expected_pass_payloads(tpl: Template) -> dict[int, set[str]]:

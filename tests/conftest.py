@@ -80,4 +80,8 @@ def ascendc_build(tmp_path_factory):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # ascendc_stubs/ is a folder, not a package
     from ascendc_stubs import bridge
 
-    return bridge.build(tmp_path_factory.mktemp("ascendc_build"), ASCENDC_FAULTS, kernel_faults={"v5": ASCENDC_FAULTS_V5})
+    # KDA_ASCENDC_BUILD=DIR keeps the build between sessions (cmake rebuilds only what changed)
+    import os
+    where = Path(os.environ["KDA_ASCENDC_BUILD"]) if os.environ.get("KDA_ASCENDC_BUILD") else \
+        tmp_path_factory.mktemp("ascendc_build")
+    return bridge.build(where, ASCENDC_FAULTS, kernel_faults={"v5": ASCENDC_FAULTS_V5})

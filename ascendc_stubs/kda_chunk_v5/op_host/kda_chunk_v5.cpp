@@ -1,0 +1,127 @@
+// Host side of kda_chunk_v5 for a CANN operator project (the msopgen layout of Huawei's framework-launch
+// samples): TilingFunc, shape / type inference and the operator definition. Same interface as kda_chunk_v3,
+// without the attribute slots (v5's workspace has no slots: op_host/kda_chunk_v5_tiling.h).
+//
+// NOT COMPILED HERE: it needs CANN's headers (register/op_def_registry.h, tiling/platform/platform_ascendc.h,
+// tiling/tiling_api.h). The shape checks, the workspace plan and the UB plan are in kda_chunk_v5_tiling.h,
+// which the host emulation's runner compiles and tests/test_ascendc_v5.py exercises.
+//
+// Inputs (FLA's layout): q, k [B, T, H, K] and v [B, T, H, V] in fp32 or bf16 (the hand-off type);
+// g [B, T, H, K] (log decay, or alpha with gate_is_log = false), beta [B, T, H], optional h0 [B, H, K, V], fp32.
+// Outputs: o [B, T, H, V] and ht [B, H, K, V], fp32 (the state is fp32 between chunks). Attributes: scale
+// (FLA: K ** -0.5), chunk_size (a multiple of 32), gate_is_log. With bf16 the Cube reads the fp32 state as
+// S_hi + S_lo (two parts), as kda_chunk_v4 does by default.
+#include "kda_chunk_v5_tiling.h"
+#include "register/op_def_registry.h"
+#include "tiling/platform/platform_ascendc.h"
+#include "tiling/tiling_api.h"
+
+namespace optiling {
+static ge::graphStatus TilingFunc(gert::TilingContext* context)
+{
+    const gert::Shape& q = context->GetInputShape(0)->GetStorageShape();
+    const gert::Shape& v = context->GetInputShape(2)->GetStorageShape();
+    if (q.GetDimNum() != 4 || v.GetDimNum() != 4) return ge::GRAPH_FAILED;
+    const gert::RuntimeAttrs* attrs = context->GetAttrs();
+    const float* scale = attrs->GetAttrPointer<float>(0);
+    const int64_t* chunk = attrs->GetAttrPointer<int64_t>(1);
+    const bool* gateIsLog = attrs->GetAttrPointer<bool>(2);
+    const ge::DataType dtype = context->GetInputDesc(0)->GetDataType();
+    if (dtype != ge::DT_FLOAT && dtype != ge::DT_BF16) return ge::GRAPH_FAILED;
+
+    KdaShape shape{};
+    shape.batch = static_cast<uint32_t>(q.GetDim(0));
+    shape.seqLen = static_cast<uint32_t>(q.GetDim(1));
+    shape.heads = static_cast<uint32_t>(q.GetDim(2));
+    shape.dk = static_cast<uint32_t>(q.GetDim(3));
+    shape.dv = static_cast<uint32_t>(v.GetDim(3));
+    shape.chunk = static_cast<uint32_t>(*chunk);
+    shape.transferBytes = dtype == ge::DT_FLOAT ? 4 : 2;
+    shape.hasInitialState = context->GetOptionalInputShape(5) != nullptr;
+    shape.gateIsLog = *gateIsLog;
+    shape.scale = *scale;
+    shape.slots = 1;
+
+    auto platform = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
+    uint64_t ubBytes = 0;
+    platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubBytes);
+    KdaChunkV5TilingData* tiling = context->GetTilingData<KdaChunkV5TilingData>();
+    if (tiling == nullptr) return ge::GRAPH_FAILED;
+    if (KdaChunkV5Tiling(shape, platform.GetCoreNumAic(), static_cast<uint32_t>(ubBytes), *tiling) != nullptr)
+        return ge::GRAPH_FAILED;
+
+    // Two Matmul objects (flag ids 0-3 reserved): mm for every workspace matmul (C in the transfer type), mmOut
+    // for O = [Q_scaled | A_qk] [S ; V_pseudo] straight to the fp32 output; both tiled for the largest shape
+    // (K up to 2 d_k + C); the kernel sets each call's shape with SetOrgShape / SetSingleShape, and C's row
+    // length (orgKc) where it differs from B's. Operands may be transposed (isTrans).
+    const auto mmType = dtype == ge::DT_FLOAT ? matmul_tiling::DataType::DT_FLOAT : matmul_tiling::DataType::DT_BF16;
+    const int32_t big = tiling->mmTiling.M;
+    TCubeTiling* out[2] = {&tiling->mmTiling, &tiling->mmTilingOut};
+    for (int i = 0; i < 2; ++i) {
+        matmul_tiling::MatmulApiTiling mm(platform);
+        mm.SetAType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND, mmType, true);
+        mm.SetBType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND, mmType, true);
+        mm.SetCType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND,
+                    i == 0 ? mmType : matmul_tiling::DataType::DT_FLOAT);
+        mm.SetBias(false);
+        mm.SetShape(big, big, big);
+        mm.SetOrgShape(big, big, big);
+        mm.SetBufferSpace(-1, -1, -1);
+        if (mm.GetTiling(*out[i]) == -1) return ge::GRAPH_FAILED;
+    }
+
+    context->SetBlockDim(tiling->blockDim);          // AI cores, each 1 AIC + 2 AIVs (KERNEL_TYPE_MIX_AIC_1_2)
+    context->SetTilingKey(dtype == ge::DT_FLOAT ? KDA_TILING_KEY_FP32 : KDA_TILING_KEY_BF16);
+    size_t* workspace = context->GetWorkspaceSizes(1);
+    workspace[0] = platform.GetLibApiWorkSpaceSize() + KdaV5UserWorkspaceBytes(*tiling);   // per core + per item
+    return ge::GRAPH_SUCCESS;
+}
+}  // namespace optiling
+
+namespace ge {
+static ge::graphStatus InferShape(gert::InferShapeContext* context)
+{
+    const gert::Shape* q = context->GetInputShape(0);
+    const gert::Shape* v = context->GetInputShape(2);
+    *context->GetOutputShape(0) = *v;                  // o: [B, T, H, V]
+    gert::Shape* ht = context->GetOutputShape(1);      // ht: [B, H, K, V]
+    ht->SetDimNum(4);
+    ht->SetDim(0, q->GetDim(0));
+    ht->SetDim(1, q->GetDim(2));
+    ht->SetDim(2, q->GetDim(3));
+    ht->SetDim(3, v->GetDim(3));
+    return GRAPH_SUCCESS;
+}
+static ge::graphStatus InferDataType(gert::InferDataTypeContext* context)
+{
+    context->SetOutputDataType(0, ge::DT_FLOAT);
+    context->SetOutputDataType(1, ge::DT_FLOAT);
+    return GRAPH_SUCCESS;
+}
+}  // namespace ge
+
+namespace ops {
+class KdaChunkV5 : public OpDef {
+public:
+    explicit KdaChunkV5(const char* name) : OpDef(name)
+    {
+        const std::vector<ge::Format> nd = {ge::FORMAT_ND, ge::FORMAT_ND};
+        const std::vector<ge::DataType> transfer = {ge::DT_FLOAT, ge::DT_BF16};
+        const std::vector<ge::DataType> fp32 = {ge::DT_FLOAT, ge::DT_FLOAT};
+        this->Input("q").ParamType(REQUIRED).DataType(transfer).Format(nd).UnknownShapeFormat(nd);
+        this->Input("k").ParamType(REQUIRED).DataType(transfer).Format(nd).UnknownShapeFormat(nd);
+        this->Input("v").ParamType(REQUIRED).DataType(transfer).Format(nd).UnknownShapeFormat(nd);
+        this->Input("g").ParamType(REQUIRED).DataType(fp32).Format(nd).UnknownShapeFormat(nd);
+        this->Input("beta").ParamType(REQUIRED).DataType(fp32).Format(nd).UnknownShapeFormat(nd);
+        this->Input("h0").ParamType(OPTIONAL).DataType(fp32).Format(nd).UnknownShapeFormat(nd);
+        this->Output("o").ParamType(REQUIRED).DataType(fp32).Format(nd).UnknownShapeFormat(nd);
+        this->Output("ht").ParamType(REQUIRED).DataType(fp32).Format(nd).UnknownShapeFormat(nd);
+        this->Attr("scale").AttrType(REQUIRED).Float();
+        this->Attr("chunk_size").AttrType(OPTIONAL).Int(64);
+        this->Attr("gate_is_log").AttrType(OPTIONAL).Bool(true);
+        this->SetInferShape(ge::InferShape).SetInferDataType(ge::InferDataType);
+        this->AICore().SetTiling(optiling::TilingFunc).AddConfig("ascend910b");
+    }
+};
+OP_ADD(KdaChunkV5);
+}  // namespace ops

@@ -1,0 +1,279 @@
+"""kda_chunk_v5 (ascendc_stubs/kda_chunk_v5): the v5 design of kda/programs/v5.py as one AscendC kernel, on the
+host emulation, held to the Python side pass by pass: numbers against the fp64 recurrence and against the v5
+design itself (one tolerance helper, kda.parity.assert_close), the flags and payloads of each pass against the
+simulator's timed templates, the bytes of every hand-off against the simulator's, and faults (a removed wait, set
+or barrier) reported as a race or a hang. The build is tests/conftest.py's, shared with tests/test_ascendc_*.py."""
+from __future__ import annotations
+
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))   # ascendc_stubs/ is a folder of the repository, not an installed package
+
+from ascendc_stubs import bridge  # noqa: E402
+from kda.evaluate import Settings, evaluate  # noqa: E402
+from kda.inputs import make_inputs  # noqa: E402
+from kda.parity import assert_close  # noqa: E402
+from kda.programs import get_design  # noqa: E402
+from kda.reference import naive_recurrent_kda  # noqa: E402
+from npusim import load_profile  # noqa: E402
+from npusim.multipass import templates  # noqa: E402
+from npusim.schedule import BARRIER, CHUNKS, SEQUENTIAL  # noqa: E402
+
+CHUNK, DK, DV = 64, 128, 128
+PASSES = ("intra", "state")
+# The kernel and the design in fp32 compute the same sums in other orders (K <= 2 d_k + C = 320 terms): a few fp32
+# ulps (1.2e-7) apart, relative. 1e-5 is that with two orders of magnitude to spare, and 500x below the FLA ratio.
+FP32_AGREEMENT = 1e-5
+
+
+@pytest.fixture(scope="session")
+def emu(ascendc_build) -> bridge.Build:
+    return ascendc_build
+
+
+def _write(d: Path, *, heads=2, chunks=4, dtype="fp32", gates="slow", gate_form="log", initial_state=True):
+    x = make_inputs(1, chunks * CHUNK, heads, DK, DV, gates, 0, initial_state)
+    bridge.write_inputs(d / "in", x, dtype=dtype, chunk_size=CHUNK, gate=gate_form)
+    return x
+
+
+def _run(exe: Path, d: Path, *, aic=3, timeout_ms=2000, **inputs):
+    x = _write(d, **inputs)
+    return x, bridge.run(exe, d / "in", d / "out", aic=aic, timeout_ms=timeout_ms)
+
+
+def _outputs(d: Path):
+    m, x = bridge.read_inputs(d / "in")
+    o, ht = bridge.read_outputs(d / "out", m)
+    return m, x, o, ht
+
+
+def _reference(m, x):
+    return naive_recurrent_kda(x.q, x.k, x.v, x.g, x.beta, m.scale, x.initial_state, True, dtype=torch.float64)
+
+
+def _errors(res: bridge.EmuRun) -> list[str]:
+    return [f"[{e['kind']}] {e['message']}" for e in (res.report or {}).get("errors", [])]
+
+
+@lru_cache(maxsize=None)
+def _design_templates():
+    """The simulator's timed template of each v5 pass (bf16 transfers: the design's default, and where its
+    workspace fits the 910B2 profile's slots; the order of syncs does not depend on the type)."""
+    r = evaluate("v5", Settings(chunks=2, heads=1, dtype="bf16"), timing=False)
+    tpls = templates(get_design("v5"), r.execution.pass_graphs, load_profile("ascend-910b2"), "ride")
+    return dict(zip(PASSES, tpls))
+
+
+@pytest.fixture(scope="session")
+def fp32_run(emu, tmp_path_factory):
+    """2 heads x 4 chunks (8 items over 3 AI cores: uneven; 2 sequences: one core idle in the state pass), fp32
+    hand-offs, slow gates and an initial state."""
+    d = tmp_path_factory.mktemp("v5_fp32")
+    x, res = _run(emu.runners["v5"], d)
+    return d, x, res
+
+
+@pytest.fixture(scope="session")
+def one_core_run(emu, tmp_path_factory):
+    """2 heads x 3 chunks back to back on one AI core (an odd count: the copies' parity runs on across the
+    sequences), gates given as alpha (Phase A takes Ln), no initial state."""
+    d = tmp_path_factory.mktemp("v5_one_core")
+    _, res = _run(emu.runners["v5"], d, aic=1, chunks=3, gate_form="alpha", initial_state=False)
+    return d, res
+
+
+# ---- numbers ----
+
+def test_the_design_is_two_passes_with_a_barrier():
+    """What the kernel implements: an intra pass over all items, an all-core barrier, a sequential state pass
+    whose state travels on a hand-off of its own (kda/programs/v5.py)."""
+    design = get_design("v5")
+    assert [(p.name, p.layout) for p in design.passes] == [("intra", CHUNKS), ("state", SEQUENTIAL)]
+    assert design.passes[1].boundary == BARRIER
+    assert _design_templates()["state"].state_mode == "own"
+
+
+def test_fp32_matches_the_recurrence_and_the_design(fp32_run):
+    d, x, res = fp32_run
+    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
+    m, xs, o, ht = _outputs(d)
+    ref_o, ref_s = _reference(m, xs)
+    assert_close("o", ref_o, o)
+    assert_close("final state", ref_s, ht)
+    sim = evaluate("v5", Settings(heads=2, chunks=4, dtype="fp32", gates="slow", initial_state=True), inputs=x,
+                   timing=False)
+    assert_close("o against the v5 design", sim.execution.o, o, FP32_AGREEMENT)
+    assert_close("final state against the v5 design", sim.execution.final_state, ht, FP32_AGREEMENT)
+    assert res.report["exp_max_arg"] is not None and res.report["exp_max_arg"] <= 0.0   # every exp <= 1
+    # each hand-off of each pass takes the bytes the simulator counts for it; the state's own hand-off the state's
+    intra, state = sim.execution.pass_graphs
+    for graph in (intra, state):
+        assert bridge.kernel_sync_bytes(res.report, graph, None) == {s.number: s.nbytes for s in graph.syncs}
+    assert res.report["tensor_bytes"]["S"] == state.state.nbytes
+    # the Vector side's UB plan is what it allocated, and fits the 192 KiB of an A2 AIV
+    assert set(res.report["ub_peak_bytes"].values()) == {res.report["ub_plan_bytes"]}
+    assert res.report["ub_plan_bytes"] <= 192 * 1024
+
+
+@pytest.mark.parametrize("gates", ["slow", "kimi"])
+def test_bf16_matches_the_recurrence_as_closely_as_the_design(emu, tmp_path, gates):
+    """bf16 hand-offs, the state in fp32 between chunks and in two bf16 parts for the Cube. Kimi's gates (~160 nats
+    per chunk overflow v3's exp(-gc) in fp32) pass: no exp has a positive argument."""
+    x, res = _run(emu.runners["v5"], tmp_path, dtype="bf16", gates=gates)
+    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
+    m, xs, o, ht = _outputs(tmp_path)
+    ref_o, ref_s = _reference(m, xs)
+    p_o, p_s = assert_close("o", ref_o, o), assert_close("final state", ref_s, ht)
+    assert res.report["exp_max_arg"] <= 0.0
+    sim = evaluate("v5", Settings(heads=2, chunks=4, dtype="bf16", gates=gates, initial_state=True), inputs=x,
+                   timing=False)
+    assert sim.execution.pass_graphs[1].state.dtype == "fp32" and res.report["state_dtype"] == "fp32"
+    # the kernel rounds where the design's hand-offs round: about the design's error, not more
+    assert p_o.rel_rms_err < 1.25 * sim.parity_o.rel_rms_err
+    assert p_s.rel_rms_err < 1.25 * sim.parity_state.rel_rms_err
+    # the same bytes per hand-off as the simulator counts, but for Q_scaled: the Cube multiplies it with the state's
+    # two bf16 parts, so it goes out twice, side by side (+ C x d_k x 2 bytes on ①), as in kda_chunk_v4
+    intra, state = sim.execution.pass_graphs
+    assert bridge.kernel_sync_bytes(res.report, intra, None) == {s.number: s.nbytes for s in intra.syncs}
+    expected = {s.number: s.nbytes for s in state.syncs}
+    expected[1] += CHUNK * DK * 2
+    assert bridge.kernel_sync_bytes(res.report, state, None) == expected
+    assert res.report["tensor_bytes"]["S"] == state.state.nbytes
+
+
+def test_one_core_odd_chunks_alpha_gates(one_core_run):
+    d, res = one_core_run
+    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
+    assert res.report["block_dim"] == 1
+    m, xs, o, ht = _outputs(d)
+    ref_o, ref_s = _reference(m, xs)
+    assert_close("o", ref_o, o)
+    assert_close("final state", ref_s, ht)
+
+
+# ---- where the work runs, and the flags and payloads of each pass ----
+
+def test_items_spread_over_all_cores_and_sequences_stay_on_one(emu, tmp_path):
+    """One head of 4 chunks on 4 AI cores: the intra pass (CHUNKS) gives each core one item, the state pass
+    (SEQUENTIAL) runs the one sequence on core 0; the other cores only meet the barrier."""
+    _, res = _run(emu.runners["v5"], tmp_path, heads=1, chunks=4, aic=4)
+    assert res.returncode == 0 and not _errors(res), _errors(res)
+    assert res.report["block_dim"] == 4
+    expected = {p: bridge.expected_pass_flag_ops(t) for p, t in _design_templates().items()}
+    for (block, unit, sub), per_pass in bridge.recorded_pass_flag_ops(res.report, PASSES).items():
+        assert [op for op, _ in per_pass["intra"]] == expected["intra"][unit], f"core{block} {unit}{sub}"
+        state = [op for op, _ in per_pass["state"]]
+        assert bridge.by_chunk(state) == ([expected["state"][unit]] * 4 if block == 0 else []), f"core{block} {unit}"
+    barriers = [e for e in res.report["events"] if e["op"] == "syncall"]
+    assert len(barriers) == 3 * 4                              # every AIC and AIV of every core, once
+
+
+@pytest.mark.parametrize("run", ["fp32_run", "one_core_run"])
+def test_flags_and_payloads_follow_the_simulators_syncs_pass_by_pass(run, request):
+    """Per core and unit: the intra pass is the template's flag sequence once per item of the core; in the state
+    pass every chunk's flags come in the template's order (the own state hand-off "S" = sync 0 included), and each
+    set publishes the simulator's payload of its sync. The AIVs run one chunk ahead: chunk t+1's ① goes out before
+    they wait for chunk t's ④ (so the Cube's D1 of chunk t+1 runs beside G), and S of chunk t+1 after it (G makes
+    the state)."""
+    res = request.getfixturevalue(run)[-1]
+    tpls = _design_templates()
+    expected = {p: bridge.expected_pass_flag_ops(t) for p, t in tpls.items()}
+    payload = {p: bridge.expected_pass_payloads(t) for p, t in tpls.items()}
+    blocks, sequences, chunks = res.report["block_dim"], res.report["sequences"], res.report["chunks"]
+    recorded = bridge.recorded_pass_flag_ops(res.report, PASSES)
+    assert len(recorded) == 3 * blocks
+    for (block, unit, sub), per_pass in recorded.items():
+        where = f"core{block} {unit}{sub}"
+        items = len(range(block, sequences * chunks, blocks))
+        chunks_here = len(range(block, sequences, blocks)) * chunks
+        assert [op for op, _ in per_pass["intra"]] == expected["intra"][unit] * items, where
+        ops = [op for op, _ in per_pass["state"]]
+        assert bridge.by_chunk(ops) == [expected["state"][unit]] * chunks_here, where
+        if unit == "AIC":
+            assert ops == expected["state"][unit] * chunks_here, where
+        else:
+            for t in range(chunks_here):
+                if (t + 1) % chunks == 0:
+                    continue                                   # a sequence's last chunk: nothing ahead
+                wait4 = [i for i, op in enumerate(ops) if op == bridge.FlagOp(4, "wait")][t]
+                set1 = [i for i, op in enumerate(ops) if op == bridge.FlagOp(1, "set")][t + 1]
+                set_s = [i for i, op in enumerate(ops) if op == bridge.FlagOp(bridge.STATE_HANDOFF, "set")][t + 1]
+                assert set1 < wait4 < set_s, (where, t)
+        for name in PASSES:
+            for op, wrote in per_pass[name]:
+                if op.op == "set":
+                    assert set(wrote) == payload[name][op.sync], (where, name, op.sync)
+
+
+def test_flag_ids_follow_the_rules(fp32_run):
+    """Distinct within each pass, within A2's 0-10, clear of the two Matmul objects' [0, 3] and of SyncAll's 11-14;
+    mode 2; set on the pipe that wrote the payload (MTE3 on an AIV, FIX on the AIC)."""
+    res = fp32_run[-1]
+    reserved = set(range(2 * res.report["matmul_objects"]))
+    assert res.report["matmul_objects"] == 2
+    for name, flags in res.report["pass_flags"].items():
+        ids = list(flags.values())
+        assert len(set(ids)) == len(ids) == len(_design_templates()[name].graph.syncs) + (name == "state")
+        assert all(0 <= i <= 10 and i not in reserved for i in ids)
+    sets = [e for e in res.report["events"] if e["op"] == "set"]
+    assert all(e["mode"] == 2 for e in sets)
+    assert {e["pipe"] for e in sets if e["unit"] == "AIV"} == {"PIPE_MTE3"}
+    assert {e["pipe"] for e in sets if e["unit"] == "AIC"} == {"PIPE_FIX"}
+
+
+# ---- removed synchronisation is caught, not a silent wrong answer ----
+
+def _racing(res: bridge.EmuRun) -> set[str]:
+    races = [e["message"] for e in res.report["errors"] if e["kind"] == "race"]
+    return {m.split(" (")[1].split(")")[0] for m in races if m.startswith("race on ")}
+
+
+@pytest.mark.parametrize("fault, pass_name, sync", [("KDA_DROP_WAIT=13", "intra", 3),
+                                                    ("KDA_DROP_WAIT=20", "state", bridge.STATE_HANDOFF)])
+def test_a_removed_wait_is_reported_as_a_race(emu, tmp_path, fault, pass_name, sync):
+    """Without intra ③'s wait, D reads Ai_diag, A_neg and D_beta unordered; without the state's own hand-off, D2
+    reads S while G writes it (① does not order it: the AIVs make chunk t+1's operands before chunk t's state).
+    The passes reuse flag ids, so a set left unconsumed in one pass may be taken by the other pass's wait on the
+    same id: the payload of that sync may race too (intra ③ and state ③ share id 6: V_pseudo). Reported, not
+    silent."""
+    _, res = _run(emu.faults["v5"][fault], tmp_path)
+    assert res.returncode == 3, res.stderr
+    tpls = _design_templates()
+    payload = bridge.expected_pass_payloads(tpls[pass_name])[sync]
+    flag = res.report["pass_flags"][pass_name][str(sync)]
+    same_id = set().union(*(bridge.expected_pass_payloads(tpls[p])[int(n)]
+                            for p, flags in res.report["pass_flags"].items() if p != pass_name
+                            for n, f in flags.items() if f == flag))
+    assert payload <= _racing(res) <= payload | same_id, _racing(res)
+    assert any(e["kind"] == "flag" for e in res.report["errors"])   # its sets were never consumed
+
+
+def test_a_removed_set_is_reported_as_a_hang(emu, tmp_path):
+    _, res = _run(emu.faults["v5"]["KDA_DROP_SET=24"], tmp_path, timeout_ms=300)
+    assert res.returncode == 4, res.stderr
+    hangs = [e["message"] for e in res.report["errors"] if e["kind"] == "hang"]
+    flag4 = res.report["pass_flags"]["state"]["4"]
+    assert hangs and f"waits on flag {flag4} " in hangs[0] and ".AIV" in hangs[0]
+
+
+def test_a_removed_barrier_is_reported_as_a_race(emu, tmp_path):
+    """Without the SyncAll, core 0's state pass reads the M and A_qk that core 1's intra pass writes, unordered."""
+    _, res = _run(emu.faults["v5"]["KDA_DROP_BARRIER=1"], tmp_path, heads=1, chunks=4, aic=2)
+    assert res.returncode == 3, res.stderr
+    assert res.report["drop_barrier"] == 1
+    assert _racing(res) == {"M", "A_qk"}
+
+
+def test_runner_rejects_a_shape_it_does_not_support(emu, tmp_path):
+    x = make_inputs(1, 96, 1, DK, DV, "seed", 0)           # T = 96 is not a multiple of the chunk (64)
+    bridge.write_inputs(tmp_path / "in", x, chunk_size=CHUNK)
+    res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "out")
+    assert res.returncode == 2
+    assert res.stderr.strip().count("\n") == 0 and "multiple of the chunk size" in res.stderr
