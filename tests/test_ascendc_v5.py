@@ -62,6 +62,20 @@ def _errors(res: bridge.EmuRun) -> list[str]:
     return [f"[{e['kind']}] {e['message']}" for e in (res.report or {}).get("errors", [])]
 
 
+def _workspace_plan(transfer_bytes: int, parts: int) -> int:
+    """Per-core workspace bytes of the plan in ascendc_stubs/README.md ("The v5 kernel"), for C = 64,
+    d_k = d_v = 128: n = 4 sub-chunks, P = 6 pairs, 4-wide micro-chunks with P4 = 6 pairs; every tensor 512-byte
+    aligned; K_decay and SV twice; S_fp32 (fp32) only with bf16 transfers."""
+    C, dk, dv, S, s, n, P, P4, tb = CHUNK, DK, DV, 16, 4, 4, 6, 6, transfer_bytes
+    elems = [(n - 1) * S * dk] * 2 + [P * S * dk] + [n * 3 * s * dk] * 2 + [n * P4 * s * dk]   # intra ①
+    elems += [P * S * S] * 2 + [n * P4 * s * s] * 2 + [C * C] * 2                          # ②, A_neg, D_beta
+    elems += [n * (n + 1) // 2 * S * S, S * S]                                              # the inverse, acc
+    elems += [C * dk, 2 * C * dk, C * parts * dk, C * dv, C * dv, dk * dv]                  # K_scaled .. S_delta
+    total = sum(-(-e * tb // 512) * 512 for e in elems)
+    total += 2 * (-(-(parts * dk + C) * dv * tb // 512) * 512)                              # SV, twice
+    return total + (dk * dv * 4 if tb == 2 else 0)                                          # S_fp32
+
+
 @lru_cache(maxsize=None)
 def _design_templates():
     """The simulator's timed template of each v5 pass (bf16 transfers: the design's default, and where its
@@ -117,9 +131,10 @@ def test_fp32_matches_the_recurrence_and_the_design(fp32_run):
     for graph in (intra, state):
         assert bridge.kernel_sync_bytes(res.report, graph, None) == {s.number: s.nbytes for s in graph.syncs}
     assert res.report["tensor_bytes"]["S"] == state.state.nbytes
-    # the Vector side's UB plan is what it allocated, and fits the 192 KiB of an A2 AIV
+    # the Vector side's UB plan is what it allocated, and fits the 192 KiB of an A2 AIV; the workspace is the plan
     assert set(res.report["ub_peak_bytes"].values()) == {res.report["ub_plan_bytes"]}
     assert res.report["ub_plan_bytes"] <= 192 * 1024
+    assert res.report["workspace_bytes_per_core"] == _workspace_plan(4, 1) == 714_752
 
 
 @pytest.mark.parametrize("gates", ["slow", "kimi"])
@@ -146,6 +161,7 @@ def test_bf16_matches_the_recurrence_as_closely_as_the_design(emu, tmp_path, gat
     expected[1] += CHUNK * DK * 2
     assert bridge.kernel_sync_bytes(res.report, state, None) == expected
     assert res.report["tensor_bytes"]["S"] == state.state.nbytes
+    assert res.report["workspace_bytes_per_core"] == _workspace_plan(2, 2) == 505_344
 
 
 def test_one_core_odd_chunks_alpha_gates(one_core_run):

@@ -13,7 +13,8 @@
 constexpr uint32_t KDA5_SUB = 16;     // sub-chunk width (v4.py's SUB)
 constexpr uint32_t KDA5_MICRO = 4;    // micro-chunk width inside a sub-chunk (v5.py's MICRO)
 
-// Per-core workspace, one copy (no slots: the flags order every overwrite after the last read, see the kernel).
+// Per-core workspace, no slots: one copy of each tensor (the flags order every overwrite after the last read, see
+// the kernel), but two of K_decay and SV, which the state pass has in flight for two chunks at once.
 // n = C / 16 sub-chunks, P = n (n - 1) / 2 pairs of them; m = 16 / 4 micro-chunks per sub-chunk, P4 = m (m - 1) / 2.
 //   intra pass: K_left, Q_left [(n-1) 16, d_k]; K_right [P 16, d_k]; K_left4, Q_left4 [n (m-1) 4, d_k];
 //     K_right4 [n P4 4, d_k]; A_kk_off, A_qk_off [P 16 16] (per I >= 1 a [16, 16 I] block row);
@@ -42,7 +43,7 @@ struct KdaChunkV5TilingData {
     uint32_t blockDim;             // AI cores used
     uint32_t transferBytes;        // 4 (fp32) or 2 (bf16)
     uint32_t hasInitialState, gateIsLog;
-    uint32_t slots;                // 1: one copy of every workspace tensor (the runner's --slots does not apply)
+    uint32_t slots;                // 1: no workspace slots (the runner's --slots does not apply)
     uint32_t sub, subChunks, pairs;        // 16, n, P
     uint32_t micro, micros, pairs4;        // 4, m = 16 / 4, P4
     uint32_t stateParts;           // 1 (fp32), 2 (bf16: the fp32 state as S_hi + S_lo for the Cube)
