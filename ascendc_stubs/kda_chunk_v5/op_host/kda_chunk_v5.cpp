@@ -71,6 +71,9 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     }
 
     context->SetBlockDim(tiling->blockDim);          // AI cores, each 1 AIC + 2 AIVs (KERNEL_TYPE_MIX_AIC_1_2)
+    // SyncAll between the passes: blockDim <= the AI cores (KdaChunkV5Tiling), and batch mode, so that every core
+    // starts at once (SyncAll.md, 约束说明: without it, concurrent operators that sync across cores can deadlock).
+    context->SetScheduleMode(1);
     context->SetTilingKey(dtype == ge::DT_FLOAT ? KDA_TILING_KEY_FP32 : KDA_TILING_KEY_BF16);
     size_t* workspace = context->GetWorkspaceSizes(1);
     workspace[0] = platform.GetLibApiWorkSpaceSize() + KdaV5UserWorkspaceBytes(*tiling);   // per core + per item
