@@ -9,6 +9,7 @@ kernel writes o.bin [B, T, H, V] and ht.bin [B, H, K, V] in fp32.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -143,12 +144,26 @@ class EmuRun:
     stderr: str
 
 
+def capacity_options(profile) -> tuple[str, ...]:
+    """The runner options that give the emulation a profile's core memories ([core] ub_kib, l1_kib, l0a_kib,
+    l0b_kib, l0c_kib, per AIV / per AIC) instead of its A2 defaults; a capacity the profile leaves infinite is
+    left at the default."""
+    opts: list[str] = []
+    for name in ("ub", "l1", "l0a", "l0b", "l0c"):
+        kib = getattr(profile.core, f"{name}_kib")
+        if math.isfinite(kib):
+            opts += [f"--{name}-bytes", str(int(kib * 1024))]
+    return tuple(opts)
+
+
 def run(exe: Path, data: Path, out: Path, *, slots: int = 2, timeout_ms: int = 2000, aic: int = 24,
-        extra: tuple[str, ...] = (), wall_timeout_s: float = 60.0) -> EmuRun:
-    """Run an emulated kernel; `extra`: kernel options (kda_chunk_v4: "--state-parts", "1")."""
+        extra: tuple[str, ...] = (), wall_timeout_s: float = 60.0, profile=None) -> EmuRun:
+    """Run an emulated kernel; `extra`: kernel options (kda_chunk_v4: "--state-parts", "1"); `profile`: take
+    UB, L1 and L0 capacities from its [core] table (the tiling plans UB with it, the emulation checks all)."""
     out.mkdir(parents=True, exist_ok=True)
+    caps = capacity_options(profile) if profile is not None else ()
     p = subprocess.run([str(exe), "--data", str(data), "--out", str(out), "--slots", str(slots),
-                        "--timeout-ms", str(timeout_ms), "--aic", str(aic), *extra],
+                        "--timeout-ms", str(timeout_ms), "--aic", str(aic), *caps, *extra],
                        capture_output=True, text=True, timeout=wall_timeout_s)
     report_path = out / "report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else None

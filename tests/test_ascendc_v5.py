@@ -287,6 +287,28 @@ def test_a_removed_barrier_is_reported_as_a_race(emu, tmp_path):
     assert _racing(res) == {"M", "A_qk"}
 
 
+def test_the_profiles_core_memories_bound_the_kernel(emu, tmp_path):
+    """With the 910B2 profile's [core] capacities the runner plans UB with the profile's figure and the emulation
+    checks UB, L1 and L0 against them; a profile with less UB than the Vector tiles need is refused by the tiling in
+    one line (exit 2), one with less L1 than the two Matmul tilings take by REGIST_MATMUL_OBJ (exit 3)."""
+    profile = load_profile("ascend-910b2")
+    _write(tmp_path)
+    res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "ok", aic=3, profile=profile)
+    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
+    kib = 1024
+    assert res.report["capacities"] == {"ub": 192 * kib, "l1": 512 * kib, "l0a": 64 * kib, "l0b": 64 * kib,
+                                        "l0c": 128 * kib}   # the profile's, from CANN's A2 figures
+    assert res.report["ub_plan_bytes"] <= 192 * kib and max(res.report["l1_peak_bytes"].values()) <= 512 * kib
+    res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "ub",
+                     profile=profile.replace(core__ub_kib=128.0))
+    assert res.returncode == 2 and res.stderr.strip().count("\n") == 0 and "Unified Buffer" in res.stderr
+    res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "l1", aic=3,
+                     profile=profile.replace(core__l1_kib=256.0))
+    assert res.returncode == 3
+    refusals = [e["message"] for e in res.report["errors"] if e["kind"] == "api"]
+    assert refusals and "REGIST_MATMUL_OBJ" in refusals[0] and "262144" in refusals[0], refusals
+
+
 def test_runner_rejects_a_shape_it_does_not_support(emu, tmp_path):
     x = make_inputs(1, 96, 1, DK, DV, "seed", 0)           # T = 96 is not a multiple of the chunk (64)
     bridge.write_inputs(tmp_path / "in", x, chunk_size=CHUNK)

@@ -29,6 +29,9 @@ struct Options {
     std::string data, out;
     uint32_t slots = 2, aic = 24;       // 24 AI cores on Ascend 910B2
     int timeoutMs = 2000;
+    // Capacities per AIV (UB) and per AIC (L1, L0A/B/C), in bytes: the emulation's A2 defaults (LaunchConfig),
+    // or a profile's [core] figures (bridge.run(..., profile=...)). The tiling plans UB with ubBytes.
+    ascendc_emu::LaunchConfig caps;
 };
 
 // The kernel's arguments, as GM buffers of the emulated device.
@@ -122,7 +125,8 @@ inline bool SaveFile(const std::string& path, const uint8_t* p, size_t bytes)
 //   using Tiling = ...;                                   // the kernel's tiling struct
 //   struct Extra { ... };                                 // the kernel's own options, defaults
 //   static bool Option(Extra&, const std::string& flag, const std::string& value);   // false: unknown flag
-//   static const char* MakeTiling(const KdaShape&, const Extra&, uint32_t aic, Tiling&);   // nullptr or why not
+//   static const char* MakeTiling(const KdaShape&, const Extra&, uint32_t aic, uint32_t ubBytes, Tiling&);
+//                                                         // nullptr or why not
 //   static void RegisterWorkspace(const Tiling&, uint8_t* user);   // every workspace tensor, via RegisterWsTensor
 //   static void Launch(const Args&);                      // calls the kernel entry
 //   static std::string ReportJson(const Tiling&);        // extra report members, "" or ", \"key\": value..."
@@ -146,6 +150,11 @@ int KdaEmuMain(int argc, char** argv)
         else if (a == "--slots") opt.slots = static_cast<uint32_t>(std::atoi(next().c_str()));
         else if (a == "--timeout-ms") opt.timeoutMs = std::atoi(next().c_str());
         else if (a == "--aic") opt.aic = static_cast<uint32_t>(std::atoi(next().c_str()));
+        else if (a == "--ub-bytes") opt.caps.ubBytes = std::strtoull(next().c_str(), nullptr, 10);
+        else if (a == "--l1-bytes") opt.caps.l1Bytes = std::strtoull(next().c_str(), nullptr, 10);
+        else if (a == "--l0a-bytes") opt.caps.l0aBytes = std::strtoull(next().c_str(), nullptr, 10);
+        else if (a == "--l0b-bytes") opt.caps.l0bBytes = std::strtoull(next().c_str(), nullptr, 10);
+        else if (a == "--l0c-bytes") opt.caps.l0cBytes = std::strtoull(next().c_str(), nullptr, 10);
         else if (a.rfind("--", 0) != 0 || !Kernel::Option(extra, a, next())) BadInput(name, "unknown argument " + a);
     }
     if (opt.data.empty() || opt.out.empty())
@@ -153,6 +162,9 @@ int KdaEmuMain(int argc, char** argv)
     if (opt.timeoutMs <= 0) BadInput(name, "--timeout-ms must be positive");
     if (opt.slots != 1 && opt.slots != 2) BadInput(name, "--slots must be 1 or 2");
     if (opt.aic == 0) BadInput(name, "--aic must be positive");
+    if (opt.caps.ubBytes == 0 || opt.caps.l1Bytes == 0 || opt.caps.l0aBytes == 0 || opt.caps.l0bBytes == 0 ||
+        opt.caps.l0cBytes == 0)
+        BadInput(name, "--ub-bytes, --l1-bytes, --l0a-bytes, --l0b-bytes and --l0c-bytes must be positive");
     std::error_code ec;
     std::filesystem::create_directories(opt.out, ec);
     if (ec) BadInput(name, "cannot create " + opt.out + ": " + ec.message());
@@ -176,7 +188,8 @@ int KdaEmuMain(int argc, char** argv)
     shape.slots = opt.slots;
 
     typename Kernel::Tiling td{};
-    if (const char* why = Kernel::MakeTiling(shape, extra, opt.aic, td)) BadInput(name, why);
+    if (const char* why = Kernel::MakeTiling(shape, extra, opt.aic, static_cast<uint32_t>(opt.caps.ubBytes), td))
+        BadInput(name, why);
 
     Gm gm;
     const size_t tb = shape.transferBytes, B = td.batch, T = td.seqLen, H = td.heads, K = td.dk, V = td.dv;
@@ -207,7 +220,7 @@ int KdaEmuMain(int argc, char** argv)
     ascendc_emu::RegisterRegion("sys_workspace", "sys_workspace", args.workspace, sysBytes, RegionKind::Private);
     Kernel::RegisterWorkspace(td, args.user);   // named as the simulator names the hand-offs
 
-    ascendc_emu::LaunchConfig cfg;
+    ascendc_emu::LaunchConfig cfg = opt.caps;
     cfg.blockDim = static_cast<int>(td.blockDim);
     cfg.tilingKey = shape.transferBytes == 4 ? KDA_TILING_KEY_FP32 : KDA_TILING_KEY_BF16;
     cfg.timeoutMs = opt.timeoutMs;
@@ -219,6 +232,8 @@ int KdaEmuMain(int argc, char** argv)
     report << "\"kernel\": \"" << Kernel::kName << "\", \"dtype\": \"" << dtype << "\", \"slots\": " << td.slots
            << ", \"chunks\": " << td.numChunks << ", \"sequences\": " << td.sequences
            << ", \"workspace_bytes_per_core\": " << td.wsCoreBytes << ", \"ub_plan_bytes\": " << td.ubBytes
+           << ", \"capacities\": {\"ub\": " << cfg.ubBytes << ", \"l1\": " << cfg.l1Bytes << ", \"l0a\": "
+           << cfg.l0aBytes << ", \"l0b\": " << cfg.l0bBytes << ", \"l0c\": " << cfg.l0cBytes << "}"
            << ", \"drop_wait\": " << KDA_DROP_WAIT << ", \"drop_set\": " << KDA_DROP_SET
            << ", " << Kernel::FlagsJson() << Kernel::ReportJson(td);
     bool ok = ascendc_emu::WriteReport(opt.out + "/report.json", report.str());

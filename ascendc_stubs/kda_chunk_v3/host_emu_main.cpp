@@ -11,9 +11,9 @@ struct KdaChunkV3Emu {
     using Tiling = KdaChunkV3TilingData;
     struct Extra {};
     static bool Option(Extra&, const std::string&, const std::string&) { return false; }
-    static const char* MakeTiling(const KdaShape& shape, const Extra&, uint32_t aic, Tiling& td)
+    static const char* MakeTiling(const KdaShape& shape, const Extra&, uint32_t aic, uint32_t ub, Tiling& td)
     {
-        return KdaChunkV3Tiling(shape, aic, 192 * 1024, td);
+        return KdaChunkV3Tiling(shape, aic, ub, td);
     }
     // One region per workspace tensor, slot and core, named as the simulator names the hand-offs; W is the
     // Cube's own scratch.

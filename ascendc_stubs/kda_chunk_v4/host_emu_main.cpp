@@ -20,9 +20,9 @@ struct KdaChunkV4Emu {
         e.stateParts = value == "1" ? 1 : 2;
         return true;
     }
-    static const char* MakeTiling(const KdaShape& shape, const Extra& e, uint32_t aic, Tiling& td)
+    static const char* MakeTiling(const KdaShape& shape, const Extra& e, uint32_t aic, uint32_t ub, Tiling& td)
     {
-        return KdaChunkV4Tiling(shape, aic, 192 * 1024, e.stateParts, td);
+        return KdaChunkV4Tiling(shape, aic, ub, e.stateParts, td);
     }
     // One region per workspace tensor, slot and core, named as the simulator names the hand-offs. A_qk is two
     // tensors in one matrix: per row, the diagonal block's 16 columns (A_qk_diag, from the Vector on ③) and

@@ -11,9 +11,9 @@ struct KdaChunkV5Emu {
     using Tiling = KdaChunkV5TilingData;
     struct Extra {};
     static bool Option(Extra&, const std::string&, const std::string&) { return false; }
-    static const char* MakeTiling(const KdaShape& shape, const Extra&, uint32_t aic, Tiling& td)
+    static const char* MakeTiling(const KdaShape& shape, const Extra&, uint32_t aic, uint32_t ub, Tiling& td)
     {
-        return KdaChunkV5Tiling(shape, aic, 192 * 1024, td);
+        return KdaChunkV5Tiling(shape, aic, ub, td);
     }
     // Per core: one region per workspace tensor, named as the simulator names the hand-offs; the Cube's and the
     // Vector's own tensors are Private. The inverse's block columns: Ai_diag[j] (the Vector's, ③) over A_inv's
