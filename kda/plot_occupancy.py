@@ -78,25 +78,27 @@ def draw_passes(ax, dr: DesignRun) -> None:
     ax.set_xlim(0, dr.latency_us / 1e3)
 
 
-def figure_designs(results: Sequence, bins: int = 400, width: float = 14.0):
-    """Per result (kda.evaluate.Result with a traced design_run): the pass strip, Cube and Vector heat maps."""
+def figure_designs(results: Sequence, bins: int = 400, width: float = 14.0, serial: bool = False):
+    """Per result (kda.evaluate.Result with a traced design_run, or design_serial with `serial`): the pass
+    strip, Cube and Vector heat maps."""
     import matplotlib.pyplot as plt
-    rows = [r for r in results if r.design_run is not None]
+    run_of = (lambda r: r.design_serial) if serial else (lambda r: r.design_run)
+    rows = [r for r in results if run_of(r) is not None]
     if not rows:
         raise ValueError("no design run to plot")
     ratios = []
     for r in rows:
-        cores = max(p.run.cores_used for p in r.design_run.passes)
+        cores = max(p.run.cores_used for p in run_of(r).passes)
         ratios += [0.5, max(1.0, cores / 8), max(1.0, cores / 8)]
     fig, axes = plt.subplots(len(ratios), 1, figsize=(width, sum(ratios) * 0.9 + 0.8 * len(rows)),
                              gridspec_kw={"height_ratios": ratios}, squeeze=False, layout="constrained")
     axes = axes[:, 0]
     im = None
     for k, r in enumerate(rows):
-        dr = r.design_run
+        dr = run_of(r)
         strip, cube, vec = axes[3 * k: 3 * k + 3]
         draw_passes(strip, dr)
-        strip.set_title(f"{r.version}: {dr.latency_us / 1e3:,.3f} ms on {r.profile.name}, {dr.sequences} "
+        strip.set_title(f"{r.version}{' serial' if serial else ''}: {dr.latency_us / 1e3:,.3f} ms on {r.profile.name}, {dr.sequences} "
                         f"sequence(s), interleave {dr.interleave} · grey: launch, red: all-core barrier, "
                         "dashed: a pass starts", fontsize=10, loc="left")
         im = draw_heatmap(cube, dr, CUBE, bins)

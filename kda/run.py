@@ -361,7 +361,7 @@ def _write_outputs(args, results) -> None:
     if args.plot is not None:
         if multi:
             from .plot_occupancy import save_design_plot
-            save_design_plot(args.plot, timed)
+            save_design_plot(args.plot, timed, serial=args.serial)
         else:
             from .plots import save_plot
             save_plot(args.plot, timed, serial=args.serial)
