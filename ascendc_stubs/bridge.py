@@ -156,6 +156,28 @@ def capacity_options(profile) -> tuple[str, ...]:
     return tuple(opts)
 
 
+# Phases whose tiles the kernel takes from the simulator's plan (--tiles), by kernel: "pass.phase" (v5) or "phase".
+# The others, and why they do not follow the plan, are in README "Tiling of the real buffers".
+KERNEL_TILED = {"kda_chunk_v5": ("state.A",)}
+
+
+def sim_plans(version: str, *, heads: int, chunks: int, dtype: str = "bf16", profile: str = "ascend-910b2",
+              chunk_size: int = 64) -> dict[str, dict]:
+    """The simulator's core-memory plan of every phase ("pass.phase" or "phase" -> PhasePlan.to_dict()): tiles,
+    tile_shape, tile_bytes, capacity_bytes; {} where the design has no plan at this shape (a workspace error)."""
+    from kda.evaluate import Settings, evaluate
+    from kda.render_memory import plans_json
+    r = evaluate(version, Settings(heads=heads, chunks=chunks, dtype=dtype, profile=profile, chunk_size=chunk_size),
+                 timing=True)
+    return {(f"{p['pass']}." if "pass" in p else "") + p["phase"]: p for p in plans_json(r)}
+
+
+def tiles_option(kernel: str, plans: dict[str, dict]) -> tuple[str, ...]:
+    """The runner's --tiles argument for the phases `kernel` tiles as the simulator plans them."""
+    items = [f"{k}={plans[k]['tiles']}" for k in KERNEL_TILED.get(kernel, ()) if k in plans]
+    return ("--tiles", ",".join(items)) if items else ()
+
+
 def run(exe: Path, data: Path, out: Path, *, slots: int = 2, timeout_ms: int = 2000, aic: int = 24,
         extra: tuple[str, ...] = (), wall_timeout_s: float = 60.0, profile=None) -> EmuRun:
     """Run an emulated kernel; `extra`: kernel options (kda_chunk_v4: "--state-parts", "1"); `profile`: take

@@ -315,3 +315,38 @@ def test_runner_rejects_a_shape_it_does_not_support(emu, tmp_path):
     res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "out")
     assert res.returncode == 2
     assert res.stderr.strip().count("\n") == 0 and "multiple of the chunk size" in res.stderr
+
+
+def test_the_kernel_tiles_as_the_simulator_plans(emu, tmp_path):
+    """The 910B2 profile's core-memory plan (npusim/pipes.py plan_phase) goes to the runner as --tiles
+    (bridge.tiles_option); for every phase the kernel tiles that way, the emulation records as many tiles per chunk
+    as the plan and the plan's tile shape ([sequence, rows, the last axis cut]), each tile's UB within the
+    profile's capacity, and the outputs still match the recurrence. The phases the simulator tiles and the kernel
+    does not are exactly those README "Tiling of the real buffers" names."""
+    profile = load_profile("ascend-910b2")
+    plans = bridge.sim_plans("v5", heads=2, chunks=4, dtype="bf16")
+    tiled = bridge.KERNEL_TILED["kda_chunk_v5"]
+    assert plans["state.A"]["tiles"] == 8                 # more than one per AIV: the plan's double buffering
+    assert {k for k, p in plans.items() if p["tiles"] > 1} - set(tiled) == {"intra.A", "state.F2"}
+    _write(tmp_path, dtype="bf16")
+    res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "out", aic=3, profile=profile,
+                     extra=bridge.tiles_option("kda_chunk_v5", plans))
+    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
+    cap = res.report["capacities"]["ub"]
+    assert cap == plans["state.A"]["capacity_bytes"] == 192 * 1024
+    for key in tiled:
+        use, plan = res.report["tiles"][key], plans[key]
+        assert use["runs"] == 2 * 4                        # sequences x chunks
+        assert use["tiles"] == plan["tiles"] * use["runs"], (key, use, plan["tiles"])
+        assert [1, *use["shape"]] == plan["tile_shape"], (key, use, plan)
+        assert use["ub_bytes"] <= cap
+    assert res.report["ub_plan_bytes"] <= cap
+    m, xs, o, ht = _outputs(tmp_path)
+    ref_o, ref_s = _reference(m, xs)
+    assert_close("o", ref_o, o), assert_close("final state", ref_s, ht)
+    # without --tiles: one [C, d_k / 2] tile per AIV, as before
+    res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "plain", aic=3, profile=profile)
+    assert res.returncode == 0 and res.report["tiles"]["state.A"]["tiles"] == 2 * res.report["tiles"]["state.A"]["runs"]
+    # a tile count the kernel cannot run is refused by the tiling in one line
+    res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "bad", aic=3, extra=("--tiles", "state.A=3"))
+    assert res.returncode == 2 and "state.A tiles" in res.stderr

@@ -9,11 +9,29 @@
 struct KdaChunkV5Emu {
     static constexpr const char* kName = "kda_chunk_v5";
     using Tiling = KdaChunkV5TilingData;
-    struct Extra {};
-    static bool Option(Extra&, const std::string&, const std::string&) { return false; }
-    static const char* MakeTiling(const KdaShape& shape, const Extra&, uint32_t aic, uint32_t ub, Tiling& td)
+    // --tiles PASS.PHASE=N[,...]: the simulator's tile counts (bridge.sim_tiles); only state.A is tiled by it.
+    struct Extra { uint32_t stateATiles = 2; };
+    static bool Option(Extra& e, const std::string& flag, const std::string& value)
     {
-        return KdaChunkV5Tiling(shape, aic, ub, td);
+        if (flag != "--tiles") return false;
+        size_t pos = 0;
+        while (pos <= value.size()) {
+            const size_t end = value.find(',', pos);
+            const std::string item = value.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+            const size_t eq = item.find('=');
+            if (eq == std::string::npos) return false;
+            const std::string key = item.substr(0, eq);
+            const uint32_t n = static_cast<uint32_t>(std::strtoul(item.c_str() + eq + 1, nullptr, 10));
+            if (key == "state.A") e.stateATiles = n;
+            else return false;
+            if (end == std::string::npos) break;
+            pos = end + 1;
+        }
+        return true;
+    }
+    static const char* MakeTiling(const KdaShape& shape, const Extra& e, uint32_t aic, uint32_t ub, Tiling& td)
+    {
+        return KdaChunkV5Tiling(shape, aic, ub, td, e.stateATiles);
     }
     // Per core: one region per workspace tensor, named as the simulator names the hand-offs; the Cube's and the
     // Vector's own tensors are Private. The inverse's block columns: Ai_diag[j] (the Vector's, ③) over A_inv's
@@ -115,7 +133,7 @@ struct KdaChunkV5Emu {
         add("V_pseudo", C * dv * tb);
         add("S_delta", dk * dv * tb);
         add("S", td.stateParts * dk * dv * tb);
-        return json + "}";
+        return json + "}" + kda_tiles::Json();
     }
 };
 

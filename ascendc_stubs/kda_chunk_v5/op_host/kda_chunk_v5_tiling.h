@@ -50,6 +50,8 @@ struct KdaChunkV5TilingData {
     uint32_t qaCols;               // parts d_k + C
     uint32_t calcElems;            // fp32 elements of each Vector work tile
     uint32_t stateTileRows;        // rows of S per Phase G tile
+    uint32_t stateATiles;          // state pass Phase A: tiles of the key channels per chunk, both AIVs together
+                                   // (the simulator's plan, bridge.sim_tiles; 2 = one [C, d_k / 2] tile per AIV)
     uint32_t ubBytes;              // UB the Vector side allocates
     float scale;
     uint64_t svBytes;              // one copy of SV (there are two)
@@ -90,7 +92,8 @@ inline uint32_t KdaV5WsElemBytes(const KdaChunkV5TilingData& t, uint32_t i)
 }
 
 // Fills `t`; nullptr, or a one-line reason the shape is not supported.
-inline const char* KdaChunkV5Tiling(const KdaShape& s, uint32_t aicNum, uint32_t ubCapacity, KdaChunkV5TilingData& t)
+inline const char* KdaChunkV5Tiling(const KdaShape& s, uint32_t aicNum, uint32_t ubCapacity, KdaChunkV5TilingData& t,
+                                    uint32_t stateATiles = 2)
 {
     if (const char* why = KdaCheckShape(s, aicNum)) return why;
     t = KdaChunkV5TilingData{};
@@ -112,6 +115,12 @@ inline const char* KdaChunkV5Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     t.pairs4 = t.micros * (t.micros - 1) / 2;
     t.stateParts = s.transferBytes == 4 ? 1 : 2;
     t.qaCols = t.stateParts * s.dk + s.chunk;
+    // State Phase A along the key channels (the last axis, as the simulator tiles): an even count, each AIV its
+    // half, every tile's rows 32-byte aligned in the transfer type.
+    if (stateATiles < 2 || stateATiles % 2 != 0 || s.dk % stateATiles != 0 ||
+        (s.dk / stateATiles) * s.transferBytes % 32 != 0)
+        return "state.A tiles must be even, divide d_k, and give 32-byte aligned rows";
+    t.stateATiles = stateATiles;
 
     // Vector tiles (fp32): Phase A of either pass on this AIV's key channels [C, d_k / 2]; the rows of A of one
     // sub-chunk [16, C]; the micro-diagonal tiles [16, d_k]; E and G [C / 2, d_v]; the off-diagonal blocks.

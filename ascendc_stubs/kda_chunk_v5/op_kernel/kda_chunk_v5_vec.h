@@ -261,23 +261,28 @@ private:
     __aicore__ inline void StateA(uint32_t seq, uint32_t t, uint32_t item, uint32_t buf)
     {
         const KdaChunkV5TilingData& td = *td_;
-        const uint32_t C = td.chunk, dk = td.dk, dh = dk / 2, c0 = sub_ * dh, n = C * dh, last = (C - 1) * dh;
+        const uint32_t C = td.chunk, dk = td.dk, dh = dk / 2, w = dk / td.stateATiles, n = C * w, last = (C - 1) * w;
         LocalTensor<float> gc = calc_[0], kf = calc_[1], qf = calc_[2], fac = calc_[3], x = calc_[4];
-        Cumsum(gc, seq, t, c0, dh, 0, C);
-        Exp(gamma_[buf * dh], gc[last], dh);
-        io_.Load(kf, kGm_[Tok(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
-        io_.Load(qf, qGm_[Tok(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
-        Muls(qf, qf, td.scale, n);
-        Exp(fac, gc, n);
-        Mul(x, kf, fac, n);
-        io_.Store(ws_.Get(KDA5_K_SCALED)[c0], x, C, dh, dk);
-        Mul(x, qf, fac, n);
-        for (uint32_t part = 0; part < td.stateParts; ++part)
-            io_.Store(ws_.QA(item)[part * dk + c0], x, C, dh, td.qaCols);
-        for (uint32_t i = 0; i < C; ++i) Sub(fac[i * dh], gc[last], gc[i * dh], dh);
-        Exp(fac, fac, n);
-        Mul(x, kf, fac, n);
-        io_.Store(ws_.KDecay(buf)[c0], x, C, dh, dk);
+        if (sub_ == 0) KDA_PHASE_RUN("state.A");
+        // The simulator's tiles along the key channels: td.stateATiles of width w per chunk, this AIV's half of them.
+        for (uint32_t c0 = sub_ * dh; c0 < (sub_ + 1) * dh; c0 += w) {
+            KDA_TILE("state.A", C, w, 5ull * n * sizeof(float));   // the five work tiles this tile uses
+            Cumsum(gc, seq, t, c0, w, 0, C);
+            Exp(gamma_[buf * dh + c0 - sub_ * dh], gc[last], w);
+            io_.Load(kf, kGm_[Tok(seq, t, 0, dk) + c0], C, w, td.heads * dk);
+            io_.Load(qf, qGm_[Tok(seq, t, 0, dk) + c0], C, w, td.heads * dk);
+            Muls(qf, qf, td.scale, n);
+            Exp(fac, gc, n);
+            Mul(x, kf, fac, n);
+            io_.Store(ws_.Get(KDA5_K_SCALED)[c0], x, C, w, dk);
+            Mul(x, qf, fac, n);
+            for (uint32_t part = 0; part < td.stateParts; ++part)
+                io_.Store(ws_.QA(item)[part * dk + c0], x, C, w, td.qaCols);
+            for (uint32_t i = 0; i < C; ++i) Sub(fac[i * w], gc[last], gc[i * w], w);
+            Exp(fac, fac, n);
+            Mul(x, kf, fac, n);
+            io_.Store(ws_.KDecay(buf)[c0], x, C, w, dk);
+        }
     }
     // Phase E: V_pseudo = U - WS, this AIV's rows, below the state in this chunk's SV copy.
     __aicore__ inline void StateE(uint32_t buf)
