@@ -339,3 +339,22 @@ def test_msprof_summary_becomes_calibration_rows(tmp_path, capsys):
     assert conv.main(["--summary", str(bad), "--data", str(tmp_path / "in"), "--kernel", "v3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and "KdaChunkV4" in err[0] and "'v9'" in err[1] and "Task Duration(us)" in err[2]
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_v3_phase_a_tiles_as_the_simulator_plans(emu, tmp_path, dtype):
+    """v3's Phase A runs in the 910B2 plan's tiles (bridge.tiles_option -> --tiles A=N): the emulation records as
+    many per chunk as the plan, the plan's shape [sequence, C, d_k / N], each tile's UB within the capacity, and
+    the outputs still match the recurrence. G, which the simulator also tiles (along d_v), does not follow the plan
+    (ascendc_stubs/README.md, "Tiling of the real buffers")."""
+    plans = bridge.sim_plans("v3", heads=2, chunks=4, dtype=dtype)
+    assert {k for k, p in plans.items() if p["tiles"] > 1} == {"A", "G"}
+    assert plans["A"]["tiles"] == {"fp32": 8, "bf16": 4}[dtype]
+    _, res = _run(emu.runners["v3"], tmp_path, dtype=dtype, aic=3, extra=bridge.tiles_option("kda_chunk_v3", plans))
+    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
+    use = res.report["tiles"]["A"]
+    assert use["runs"] == 2 * 4 and use["tiles"] == plans["A"]["tiles"] * use["runs"], use
+    assert [1, *use["shape"]] == plans["A"]["tile_shape"]
+    assert use["ub_bytes"] <= res.report["capacities"]["ub"] == plans["A"]["capacity_bytes"]
+    for ref, got in _parity(tmp_path):
+        assert_close("v3 tiled", ref, got)

@@ -9,11 +9,17 @@
 struct KdaChunkV3Emu {
     static constexpr const char* kName = "kda_chunk_v3";
     using Tiling = KdaChunkV3TilingData;
-    struct Extra {};
-    static bool Option(Extra&, const std::string&, const std::string&) { return false; }
-    static const char* MakeTiling(const KdaShape& shape, const Extra&, uint32_t aic, uint32_t ub, Tiling& td)
+    // --tiles A=N: the simulator's tile count of Phase A (bridge.tiles_option); no other phase follows it.
+    struct Extra { uint32_t phaseATiles = 2; };
+    static bool Option(Extra& e, const std::string& flag, const std::string& value)
     {
-        return KdaChunkV3Tiling(shape, aic, ub, td);
+        if (flag != "--tiles" || value.rfind("A=", 0) != 0) return false;
+        e.phaseATiles = static_cast<uint32_t>(std::strtoul(value.c_str() + 2, nullptr, 10));
+        return true;
+    }
+    static const char* MakeTiling(const KdaShape& shape, const Extra& e, uint32_t aic, uint32_t ub, Tiling& td)
+    {
+        return KdaChunkV3Tiling(shape, aic, ub, td, e.phaseATiles);
     }
     // One region per workspace tensor, slot and core, named as the simulator names the hand-offs; W is the
     // Cube's own scratch.
@@ -47,7 +53,7 @@ struct KdaChunkV3Emu {
         for (uint32_t i = 0; i < KDA_WS_COUNT; ++i)
             json += (i ? ", \"" : "\"") + std::string(KdaWsName(i)) + "\": " +
                     std::to_string(uint64_t(KdaWsRows(td, i)) * KdaWsCols(td, i) * td.transferBytes);
-        return json + "}";
+        return json + "}" + kda_tiles::Json();
     }
 };
 

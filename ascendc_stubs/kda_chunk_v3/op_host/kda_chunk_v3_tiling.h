@@ -31,6 +31,8 @@ struct KdaChunkV3TilingData {
     uint32_t slots;                // workspace slots per core (2 = ping/pong, as the simulator plans)
     uint32_t calcElems;            // fp32 elements of each Vector work tile (UB)
     uint32_t stateTileRows;        // rows of S per Phase G tile
+    uint32_t phaseATiles;          // Phase A: tiles of the key channels per chunk, both AIVs together (the
+                                   // simulator's plan, bridge.tiles_option; 2 = one [C, d_k / 2] tile per AIV)
     uint32_t ubBytes;              // UB the Vector side allocates
     float scale;                   // multiplies q (FLA: d_k ** -0.5)
     uint64_t wsCoreBytes;          // user workspace per AI core
@@ -64,9 +66,15 @@ inline const char* KdaWsName(uint32_t i)
 }
 
 // Fills `t`; returns nullptr, or a one-line reason the shape is not supported.
-inline const char* KdaChunkV3Tiling(const KdaShape& s, uint32_t aicNum, uint32_t ubCapacity, KdaChunkV3TilingData& t)
+inline const char* KdaChunkV3Tiling(const KdaShape& s, uint32_t aicNum, uint32_t ubCapacity, KdaChunkV3TilingData& t,
+                                    uint32_t phaseATiles = 2)
 {
     if (const char* why = KdaCheckShape(s, aicNum)) return why;
+    // Phase A along the key channels (the last axis, as the simulator tiles): an even count, each AIV its half,
+    // every tile's rows 32-byte aligned in the transfer type.
+    if (phaseATiles < 2 || phaseATiles % 2 != 0 || s.dk % phaseATiles != 0 ||
+        (s.dk / phaseATiles) * s.transferBytes % 32 != 0)
+        return "A tiles must be even, divide d_k, and give 32-byte aligned rows";
     t = KdaChunkV3TilingData{};
     t.batch = s.batch; t.seqLen = s.seqLen; t.heads = s.heads; t.dk = s.dk; t.dv = s.dv; t.chunk = s.chunk;
     t.numChunks = s.seqLen / s.chunk;
@@ -76,6 +84,7 @@ inline const char* KdaChunkV3Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     t.hasInitialState = s.hasInitialState ? 1 : 0;
     t.gateIsLog = s.gateIsLog ? 1 : 0;
     t.slots = s.slots;
+    t.phaseATiles = phaseATiles;
     t.scale = s.scale;
 
     // Vector tiles: every phase's working set per AIV fits calcElems fp32 values (see op_kernel).

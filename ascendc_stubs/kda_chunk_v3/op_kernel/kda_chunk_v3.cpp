@@ -19,6 +19,7 @@
 #include "lib/matmul_intf.h"
 #include "kda_kernel_io.h"
 #include "kda_sync.h"
+#include "kda_tiles.h"
 #include "../op_host/kda_chunk_v3_tiling.h"
 
 namespace kda_v3 {
@@ -189,29 +190,34 @@ private:
     __aicore__ inline void PhaseA(uint32_t seq, uint32_t t, uint32_t slot)
     {
         const KdaChunkV3TilingData& td = *td_;
-        const uint32_t C = td.chunk, dk = td.dk, dh = dk / 2, c0 = sub_ * dh, dvh = td.dv / 2;
-        const uint32_t n = C * dh, last = (C - 1) * dh;
+        const uint32_t C = td.chunk, dk = td.dk, dh = dk / 2, dvh = td.dv / 2, w = dk / td.phaseATiles;
+        const uint32_t n = C * w, last = (C - 1) * w;
         LocalTensor<float> gc = calc_[0], kf = calc_[1], qf = calc_[2], tmp = calc_[3];
-        io_.Load(gc, gGm_[TokenOffset(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
-        if (!td.gateIsLog) Ln(gc, gc, n);                       // the document's g = log(alpha)
-        for (uint32_t i = 1; i < C; ++i) Add(gc[i * dh], gc[i * dh], gc[(i - 1) * dh], dh);   // cumsum over tokens
-        Exp(gamma_[(t % 2) * dh], gc[last], dh);                // gamma_C, ping/pong: G(t-1) still needs its own
-        io_.Load(kf, kGm_[TokenOffset(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
-        io_.Load(qf, qGm_[TokenOffset(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
-        Exp(tmp, gc, n);                                        // Gamma
-        Muls(qf, qf, td.scale, n);
-        Mul(qf, qf, tmp, n);
-        io_.Store(ws_.Get(KDA_WS_Q_SCALED, slot)[c0], qf, C, dh, dk);
-        Mul(tmp, kf, tmp, n);
-        io_.Store(ws_.Get(KDA_WS_K_SCALED, slot)[c0], tmp, C, dh, dk);
-        Muls(tmp, gc, -1.0f, n);
-        Exp(tmp, tmp, n);                                       // Gamma_inv
-        Mul(tmp, kf, tmp, n);
-        io_.Store(ws_.Get(KDA_WS_K_DIV, slot)[c0], tmp, C, dh, dk);
-        for (uint32_t i = 0; i < C; ++i) Sub(tmp[i * dh], gc[last], gc[i * dh], dh);   // gc_C - gc
-        Exp(tmp, tmp, n);                                       // decay to the chunk's end
-        Mul(tmp, kf, tmp, n);
-        io_.Store(ws_.Get(KDA_WS_K_DECAY, slot)[c0], tmp, C, dh, dk);
+        if (sub_ == 0) KDA_PHASE_RUN("A");
+        // The simulator's tiles along the key channels: td.phaseATiles of width w per chunk, this AIV's half of them.
+        for (uint32_t c0 = sub_ * dh; c0 < (sub_ + 1) * dh; c0 += w) {
+            KDA_TILE("A", C, w, 4ull * n * sizeof(float));      // the four work tiles this tile uses
+            io_.Load(gc, gGm_[TokenOffset(seq, t, 0, dk) + c0], C, w, td.heads * dk);
+            if (!td.gateIsLog) Ln(gc, gc, n);                       // the document's g = log(alpha)
+            for (uint32_t i = 1; i < C; ++i) Add(gc[i * w], gc[i * w], gc[(i - 1) * w], w);   // cumsum over tokens
+            Exp(gamma_[(t % 2) * dh + c0 - sub_ * dh], gc[last], w);   // gamma_C, ping/pong: G(t-1) needs its own
+            io_.Load(kf, kGm_[TokenOffset(seq, t, 0, dk) + c0], C, w, td.heads * dk);
+            io_.Load(qf, qGm_[TokenOffset(seq, t, 0, dk) + c0], C, w, td.heads * dk);
+            Exp(tmp, gc, n);                                        // Gamma
+            Muls(qf, qf, td.scale, n);
+            Mul(qf, qf, tmp, n);
+            io_.Store(ws_.Get(KDA_WS_Q_SCALED, slot)[c0], qf, C, w, dk);
+            Mul(tmp, kf, tmp, n);
+            io_.Store(ws_.Get(KDA_WS_K_SCALED, slot)[c0], tmp, C, w, dk);
+            Muls(tmp, gc, -1.0f, n);
+            Exp(tmp, tmp, n);                                       // Gamma_inv
+            Mul(tmp, kf, tmp, n);
+            io_.Store(ws_.Get(KDA_WS_K_DIV, slot)[c0], tmp, C, w, dk);
+            for (uint32_t i = 0; i < C; ++i) Sub(tmp[i * w], gc[last], gc[i * w], w);   // gc_C - gc
+            Exp(tmp, tmp, n);                                       // decay to the chunk's end
+            Mul(tmp, kf, tmp, n);
+            io_.Store(ws_.Get(KDA_WS_K_DECAY, slot)[c0], tmp, C, w, dk);
+        }
         // V rides on ① as in the simulator's graph (which flags it redundant: the Cube could load it from GM).
         io_.Load(gc, vGm_[TokenOffset(seq, t, 0, td.dv) + sub_ * dvh], C, dvh, td.heads * td.dv);
         io_.Store(ws_.Get(KDA_WS_V, slot)[sub_ * dvh], gc, C, dvh, td.dv);
