@@ -1,7 +1,7 @@
 // Host runner for the emulated kda_chunk_v3 (the shared runner, ascendc_stubs/common/kda_emu_runner.h, with
 // v3's tiling, workspace regions and kernel entry). On an NPU the aclnn / kernel-launch app plays this role.
 //
-//   kda_chunk_v3_emu --data DIR --out DIR [--slots 1|2] [--timeout-ms N] [--aic N]
+//   kda_chunk_v3_emu --data DIR --out DIR [--slots 1|2] [--timeout-ms N] [--aic N] [--tiles A=N]
 // Exit status: 0 ok, 2 bad input, 3 a check failed (race, rule, bounds...), 4 hang.
 #include "op_kernel/kda_chunk_v3.cpp"   // one translation unit, as CPU-debug builds of a kernel do
 #include "kda_emu_runner.h"

@@ -1,7 +1,7 @@
 // Host runner for the emulated kda_chunk_v5 (the shared runner, ascendc_stubs/common/kda_emu_runner.h, with v5's
 // tiling, workspace regions and kernel entry). On an NPU the aclnn / kernel-launch app plays this role.
 //
-//   kda_chunk_v5_emu --data DIR --out DIR [--timeout-ms N] [--aic N]      (--slots is accepted and ignored)
+//   kda_chunk_v5_emu --data DIR --out DIR [--timeout-ms N] [--aic N] [--tiles state.A=N]   (--slots is ignored)
 // Exit status: 0 ok, 2 bad input, 3 a check failed (race, rule, bounds...), 4 hang.
 #include "op_kernel/kda_chunk_v5.cpp"   // one translation unit, as CPU-debug builds of a kernel do
 #include "kda_emu_runner.h"
