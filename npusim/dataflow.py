@@ -332,6 +332,14 @@ class Checker:
             if info.name not in self.kept:
                 self.kept.append(info.name)
 
+    def _state_through_gm(self, state: StateSpec) -> None:
+        """A state made and read on the Cube alone goes L0C -> FixPipe -> GM -> L1 between chunks (A2 has no
+        L0C -> L1: asc-devkit's asc_copy_l0c2l1 lists A3 only): its readers load it from GM."""
+        for rec in (r for r in self.steps if isinstance(r, _PhaseRec) and r.name in state.readers):
+            for b in (b for b in rec.bufs.values() if b.source == "state"):
+                b.source = "gm"
+            rec.gm_read_bytes += state.nbytes
+
     def _locals(self, phase: _PhaseRec) -> tuple[Local, ...]:
         out = []
         for key, b in phase.bufs.items():
@@ -370,6 +378,9 @@ class Checker:
                 rec.gm_write_bytes += info.numel * itemsize(self.precision.of(name))
 
         units = {p.name: p.unit for p in self.steps if isinstance(p, _PhaseRec)}
+        if state_spec is not None and units[state_spec.producer] == CUBE and all(
+                units[r] == CUBE for r in state_spec.readers):
+            self._state_through_gm(state_spec)
         for s in self.steps:         # payloads no phase on the consumer's unit reads
             if isinstance(s, _SyncRec):
                 unit = s.consumer.unit

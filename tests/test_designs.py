@@ -22,7 +22,7 @@ def _check(version, gates, dtype, B=2, T=200, H=2, d=32):
     x = make_inputs(B, T, H, d, d, gates, 0, True)
     ref_o, ref_S = naive_recurrent_kda(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, True, dtype=torch.float64)
     precision = None
-    if gates == "slow" and dtype == "bf16":
+    if gates == "slow" and dtype == "bf16" and version in SLOW_BF16:     # mform passes with its defaults
         precision = Precision("bf16", SLOW_BF16[version], state="fp32")
     o, S = kda.chunk_kda(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, True, version=version,
                          transfer_dtype=dtype, precision=precision)
@@ -34,7 +34,7 @@ def _check(version, gates, dtype, B=2, T=200, H=2, d=32):
     return compare(ref_o, o), compare(ref_S, S)
 
 
-@pytest.mark.parametrize("version", ["fla", "v5"])
+@pytest.mark.parametrize("version", ["fla", "v5", "mform"])
 @pytest.mark.parametrize("gates", ["seed", "kimi", "strong", "slow"])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
 def test_designs_match_the_recurrence(version, gates, dtype):
@@ -44,7 +44,7 @@ def test_designs_match_the_recurrence(version, gates, dtype):
         assert po.rel_rms_err < 1e-5 and ps.rel_rms_err < 1e-5
 
 
-@pytest.mark.parametrize("version", ["fla", "v5", "v4"])
+@pytest.mark.parametrize("version", ["fla", "v5", "v4", "mform"])
 def test_cu_seqlens_runs_each_sequence_on_its_own(version):
     lengths = [70, 5, 130]
     x = make_inputs(1, sum(lengths), 2, 16, 16, "kimi", 1, False)
@@ -111,3 +111,33 @@ def test_cli_varlen_and_bad_shapes(capsys):
         assert main(["--no-numerics", *args]) == 2
         err = capsys.readouterr().err.strip()
         assert msg in err and len(err.splitlines()) == 1
+
+
+def test_mform_keeps_its_state_on_the_cube_through_gm():
+    """The state pass is one Cube phase: no hand-off, the state reloaded from GM each chunk (L0C -> FixPipe ->
+    GM -> L1 on A2) beside T and C_state, H stored. By hand, bf16, d = 128, one tile (loads, MACs and the
+    FixPipe store one after another): MTE2 96 KiB at 57.6 GB/s, [128 x 256] @ [256 x 128] at 4096 MACs a
+    cycle plus the 100-cycle matmul overhead at 1.8 GHz, FixPipe 32 KiB at 115.2 GB/s."""
+    from kda.api import record_graphs
+    from kda.programs import get_design
+    from npusim import build_template, load_profile
+    graphs, _ = record_graphs(get_design("mform"), chunk_size=64, d_k=128, d_v=128, precision=Precision("bf16"))
+    state = graphs[1]
+    (phase,) = state.phases
+    assert phase.unit == "cube" and not state.syncs
+    assert phase.gm_read_bytes == 3 * 128 * 128 * 2 and phase.gm_write_bytes == 128 * 128 * 2
+    assert phase.ops[0].macs == 128 * 128 * 256 and phase.ops[0].operand_bytes == 2
+    tpl = build_template(state, load_profile("ascend-910b2"))
+    (node,) = tpl.nodes
+    expect = 3 * 32768 / 57.6e3 + (128 * 128 * 256 / 4096 + 100) / 1.8e3 + 32768 / 115.2e3
+    assert node.busy_us == pytest.approx(expect, rel=1e-6)
+
+
+def test_a_state_handed_between_units_is_not_reloaded():
+    """v5's state pass hands its state over a link: no Cube phase loads it from GM as well."""
+    from kda.api import record_graphs
+    from kda.programs import get_design
+    graphs, _ = record_graphs(get_design("v5"), chunk_size=64, d_k=128, d_v=128,
+                              precision=Precision("bf16", state="fp32"))
+    d2 = next(p for p in graphs[1].phases if p.name == "D2")
+    assert d2.gm_read_bytes == 0

@@ -1,10 +1,11 @@
 """The designs, one file per design. A new design is a new file registered here.
 
-v1-v4 are per-chunk phase programs (one fused pass each); `fla` and `v5` are designs of several passes
+v1-v4 are per-chunk phase programs (one fused pass each); `fla`, `v5` and `mform` are designs of several passes
 (npusim/schedule.py)."""
 from npusim.schedule import Design, single_pass
 
 from .fla import FLA
+from .mform import MFORM
 from .v1 import kda_chunk_v1
 from .v2 import kda_chunk_v2
 from .v3 import kda_chunk_v3
@@ -12,7 +13,8 @@ from .v4 import kda_chunk_v4
 from .v5 import V5
 
 PROGRAMS = {p.name: p for p in (kda_chunk_v1, kda_chunk_v2, kda_chunk_v3, kda_chunk_v4)}
-DESIGNS: dict[str, Design] = {**{name: single_pass(p) for name, p in PROGRAMS.items()}, FLA.name: FLA, V5.name: V5}
+DESIGNS: dict[str, Design] = {**{name: single_pass(p) for name, p in PROGRAMS.items()}, FLA.name: FLA, V5.name: V5,
+                               MFORM.name: MFORM}
 
 
 def get_program(version: str):

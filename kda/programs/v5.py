@@ -51,52 +51,85 @@ def cross_factors(x_sub, q_sub, g_sub, pairs):
     return k_left, q_left, k_right
 
 
-@phase_program("v5.intra", returns=("M", "A_qk"))
-def v5_intra(npu, Q, K, g, beta, scale):
-    """Per (sequence, chunk): M = (I + StrictTril(beta K K^T decayed))^-1 Diag(beta) and A_qk."""
+def intra_factors(Q, K, gc, scale):
+    """Phase A's math: Q scaled, the cross-block factors at both levels and the 4 x 4 micro-diagonal blocks
+    formed pair by pair. Returns (Qs, factors for the Cube, kk_blocks, qk_blocks)."""
     S, n = sub_chunks(K.shape[-2])
     s, m = sub_chunks_of(S)
     pairs, pairs4 = block_pairs(n), block_pairs(m)
-    left, left4 = [i - 1 for i, _ in pairs], [i - 1 for i, _ in pairs4]
     row, col = lower_pairs(s)
     flat = [i * s + j for i, j in zip(row, col)]
+    Qs = Q * scale
+    g16, K16, Q16 = (x.unflatten(-2, (n, S)) for x in (gc, K, Qs))
+    K_left, Q_left, K_right = cross_factors(K16, Q16, g16, pairs)            # between 16-wide sub-chunks
+    g4, K4, Q4 = (x.unflatten(-2, (m, s)) for x in (g16, K16, Q16))
+    K_left4, Q_left4, K_right4 = cross_factors(K4, Q4, g4, pairs4)          # between 4-wide micro-chunks
+    decay_ij = (g4[..., row, :] - g4[..., col, :]).exp()                     # micro-diagonal, pair by pair
+    K_j_decayed = K4[..., col, :] * decay_ij
+    kk = (K4[..., row, :] * K_j_decayed).sum(-1)
+    qk = (Q4[..., row, :] * K_j_decayed).sum(-1)
+    kk_blocks = kk.new_zeros(kk.shape[:-1] + (s * s,))
+    kk_blocks[..., flat] = kk
+    qk_blocks = qk.new_zeros(qk.shape[:-1] + (s * s,))
+    qk_blocks[..., flat] = qk
+    return Qs, (K_left, Q_left, K_right, K_left4, Q_left4, K_right4), kk_blocks, qk_blocks
+
+
+def off_diagonal_blocks(C: int, K_left, Q_left, K_right, K_left4, Q_left4, K_right4):
+    """Phase B's math: the blocks between sub-chunks and between micro-chunks, as Cube matmuls."""
+    S, n = sub_chunks(C)
+    _, m = sub_chunks_of(S)
+    left, left4 = [i - 1 for i, _ in block_pairs(n)], [i - 1 for i, _ in block_pairs(m)]
+    return (K_left[..., left, :, :] @ K_right.mT, Q_left[..., left, :, :] @ K_right.mT,
+            K_left4[..., left4, :, :] @ K_right4.mT, Q_left4[..., left4, :, :] @ K_right4.mT)
+
+
+def assemble_and_invert_diagonal(npu, kk_blocks, qk_blocks, off, beta):
+    """Phase C's math: A_kk (times beta) and A_qk assembled from their blocks, the 16-wide diagonal blocks of
+    A_kk inverted side by side. Returns (Ai_diag, A_neg, D_beta, A_qk)."""
+    A_kk_off, A_qk_off, A_kk_off4, A_qk_off4 = off
+    C = beta.shape[-1]
+    S, n = sub_chunks(C)
+    s, m = sub_chunks_of(S)
+    pairs, pairs4 = block_pairs(n), block_pairs(m)
+    A_kk_16 = assemble(kk_blocks.unflatten(-1, (s, s)), A_kk_off4, pairs4)   # [.., n, S, S]
+    A_kk = assemble(A_kk_16, A_kk_off, pairs).tril(-1) * beta[..., :, None]
+    A_qk = assemble(assemble(qk_blocks.unflatten(-1, (s, s)), A_qk_off4, pairs4), A_qk_off, pairs)
+    A_diag = torch.stack([A_kk[..., i * S:(i + 1) * S, i * S:(i + 1) * S] for i in range(n)], -3)
+    Ai_diag = npu.forward_substitution(A_diag)                                # 15 steps, n blocks at once
+    A_neg = -A_kk
+    D_beta = beta[..., None, :] * torch.eye(C, dtype=beta.dtype, device=beta.device)
+    return Ai_diag, A_neg, D_beta, A_qk
+
+
+def inverse_times_beta(Ai_diag, A_neg, D_beta):
+    """Phase D's math: the 16-wide inverses merged into (I + StrictTril(A_kk))^-1 by Cube matmuls (FLA's
+    solve_tril), times Diag(beta)."""
+    S, n = sub_chunks(A_neg.shape[-1])
+    zero = torch.zeros_like(A_neg[..., :S, :S])
+    Ai = [[Ai_diag[..., i, :, :] if i == j else zero for j in range(n)] for i in range(n)]
+    merge_inverse(Ai, blocks(A_neg, n, S), n)
+    return torch.cat([torch.cat(Ai[i], -1) for i in range(n)], -2) @ D_beta
+
+
+@phase_program("v5.intra", returns=("M", "A_qk"))
+def v5_intra(npu, Q, K, g, beta, scale):
+    """Per (sequence, chunk): M = (I + StrictTril(beta K K^T decayed))^-1 Diag(beta) and A_qk."""
     with npu.vec("A"):
         gc = g.cumsum(-2)
-        Qs = Q * scale
-        g16, K16, Q16 = (x.unflatten(-2, (n, S)) for x in (gc, K, Qs))
-        K_left, Q_left, K_right = cross_factors(K16, Q16, g16, pairs)            # between 16-wide sub-chunks
-        g4, K4, Q4 = (x.unflatten(-2, (m, s)) for x in (g16, K16, Q16))
-        K_left4, Q_left4, K_right4 = cross_factors(K4, Q4, g4, pairs4)          # between 4-wide micro-chunks
-        decay_ij = (g4[..., row, :] - g4[..., col, :]).exp()                     # micro-diagonal, pair by pair
-        K_j_decayed = K4[..., col, :] * decay_ij
-        kk = (K4[..., row, :] * K_j_decayed).sum(-1)
-        qk = (Q4[..., row, :] * K_j_decayed).sum(-1)
-        kk_blocks = kk.new_zeros(kk.shape[:-1] + (s * s,))
-        kk_blocks[..., flat] = kk
-        qk_blocks = qk.new_zeros(qk.shape[:-1] + (s * s,))
-        qk_blocks[..., flat] = qk
+        Qs, factors, kk_blocks, qk_blocks = intra_factors(Q, K, gc, scale)
+        K_left, Q_left, K_right, K_left4, Q_left4, K_right4 = factors
     npu.sync(K_left, Q_left, K_right, K_left4, Q_left4, K_right4)                 # ①
     npu.keep(kk_blocks, qk_blocks)
     with npu.cube("B"):
-        A_kk_off = K_left[..., left, :, :] @ K_right.mT
-        A_qk_off = Q_left[..., left, :, :] @ K_right.mT
-        A_kk_off4 = K_left4[..., left4, :, :] @ K_right4.mT
-        A_qk_off4 = Q_left4[..., left4, :, :] @ K_right4.mT
+        A_kk_off, A_qk_off, A_kk_off4, A_qk_off4 = off_diagonal_blocks(K.shape[-2], *factors)
     npu.sync(A_kk_off, A_qk_off, A_kk_off4, A_qk_off4)                            # ②
     with npu.vec("C"):
-        A_kk_16 = assemble(kk_blocks.unflatten(-1, (s, s)), A_kk_off4, pairs4)   # [.., n, S, S]
-        A_kk = assemble(A_kk_16, A_kk_off, pairs).tril(-1) * beta[..., :, None]
-        A_qk = assemble(assemble(qk_blocks.unflatten(-1, (s, s)), A_qk_off4, pairs4), A_qk_off, pairs)
-        A_diag = torch.stack([A_kk[..., i * S:(i + 1) * S, i * S:(i + 1) * S] for i in range(n)], -3)
-        Ai_diag = npu.forward_substitution(A_diag)                                # 15 steps, n blocks at once
-        A_neg = -A_kk
-        D_beta = beta[..., None, :] * torch.eye(K.shape[-2], dtype=beta.dtype, device=beta.device)
+        Ai_diag, A_neg, D_beta, A_qk = assemble_and_invert_diagonal(
+            npu, kk_blocks, qk_blocks, (A_kk_off, A_qk_off, A_kk_off4, A_qk_off4), beta)
     npu.sync(Ai_diag, A_neg, D_beta)                                              # ③
     with npu.cube("D"):
-        zero = torch.zeros_like(A_neg[..., :S, :S])
-        Ai = [[Ai_diag[..., i, :, :] if i == j else zero for j in range(n)] for i in range(n)]
-        merge_inverse(Ai, blocks(A_neg, n, S), n)
-        M = torch.cat([torch.cat(Ai[i], -1) for i in range(n)], -2) @ D_beta
+        M = inverse_times_beta(Ai_diag, A_neg, D_beta)
     return M, A_qk
 
 
