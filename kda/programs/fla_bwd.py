@@ -24,7 +24,7 @@ from npusim.schedule import CHUNKS, SEQUENTIAL, Design, Pass
 
 from .fla import FLA
 from .v4 import block_pairs, sub_chunks
-from .v4_bwd import blocks
+from .v4_bwd import blocks, safe_factors
 
 
 @phase_program("fla.bwd_dv_local", returns=("dV_local",))
@@ -75,26 +75,8 @@ def bwd_intra(npu, Q, K, V, gc, beta, A_inv, H, V_new, dVp, dS_end, dO, scale):
     S, R, Vp, dS = H, A_inv, V_new, dS_end
 
     with npu.vec("factors"):
-        Gamma = gc.exp()
-        K_scaled = K * Gamma
-        K_scaled_neg = -K_scaled
-        Qs = Q * scale
-        Q_scaled = Qs * Gamma
-        gc_C = gc[..., -1:, :]
-        decay_to_end = (gc_C - gc).exp()
-        K_decay = K * decay_to_end
-        gamma_C = gc_C.exp()
-        g_sub = gc.unflatten(-2, (n, S_))
-        K_sub = K.unflatten(-2, (n, S_))
-        Qs_sub = Qs.unflatten(-2, (n, S_))
-        beta_sub = beta.unflatten(-1, (n, S_))[..., :, :, None]
-        ref = g_sub[..., :1, :]
-        to_ref = (g_sub - ref).exp()                                   # exp(gc_i - r_I) <= 1
-        K_left = (K_sub * to_ref)[..., 1:, :, :]
-        Q_left = (Qs_sub * to_ref)[..., 1:, :, :]
-        Kb_left_neg = -(K_left * beta_sub[..., 1:, :, :])
-        right_decay = (ref[..., pair_i, :, :] - g_sub[..., pair_j, :, :]).exp()   # exp(r_I - gc_J) <= 1
-        K_right = K_sub[..., pair_j, :, :] * right_decay
+        (Gamma, K_scaled, K_scaled_neg, Qs, Q_scaled, gc_C, decay_to_end, K_decay, gamma_C, g_sub, K_sub, Qs_sub,
+         beta_sub, ref, to_ref, K_left, Q_left, Kb_left_neg, right_decay, K_right) = safe_factors(Q, K, gc, beta, scale)
         M = R * beta[..., None, :]
     npu.sync(K_scaled_neg, Q_scaled, K_decay, K_left, Q_left, Kb_left_neg, K_right, M)      # ①
     npu.keep(Gamma, K_scaled, Qs, Q_scaled, K_decay, decay_to_end, gamma_C, g_sub, K_sub, Qs_sub, beta_sub, to_ref,

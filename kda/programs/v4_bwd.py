@@ -49,6 +49,38 @@ def blocks(X: torch.Tensor, n: int, S: int) -> torch.Tensor:
     return X.unflatten(-2, (n, S)).unflatten(-1, (n, S)).transpose(-3, -2)
 
 
+def safe_factors(Q, K, gc, beta, scale):
+    """The forward operands a backward chunk recomputes, every exponent <= 0 (v4's 16-wide reference points):
+    Gamma, K_scaled (and its negative), Qs, Q_scaled, gc_C, decay_to_end, K_decay, gamma_C, the sub-chunk
+    views g_sub, K_sub, Qs_sub, beta_sub, ref, to_ref, the cross-block factors K_left, Q_left,
+    Kb_left_neg (A = A_kk * beta_i, the sign of dA), right_decay and K_right."""
+    S_, n = sub_chunks(Q.shape[-2])
+    pairs = block_pairs(n)
+    pair_i, pair_j = [i for i, _ in pairs], [j for _, j in pairs]
+    Gamma = gc.exp()
+    K_scaled = K * Gamma
+    K_scaled_neg = -K_scaled
+    Qs = Q * scale
+    Q_scaled = Qs * Gamma
+    gc_C = gc[..., -1:, :]
+    decay_to_end = (gc_C - gc).exp()
+    K_decay = K * decay_to_end
+    gamma_C = gc_C.exp()
+    g_sub = gc.unflatten(-2, (n, S_))
+    K_sub = K.unflatten(-2, (n, S_))
+    Qs_sub = Qs.unflatten(-2, (n, S_))
+    beta_sub = beta.unflatten(-1, (n, S_))[..., :, :, None]
+    ref = g_sub[..., :1, :]
+    to_ref = (g_sub - ref).exp()                                   # exp(gc_i - r_I) <= 1
+    K_left = (K_sub * to_ref)[..., 1:, :, :]
+    Q_left = (Qs_sub * to_ref)[..., 1:, :, :]
+    Kb_left_neg = -(K_left * beta_sub[..., 1:, :, :])              # A = A_kk * beta_i, sign of dA
+    right_decay = (ref[..., pair_i, :, :] - g_sub[..., pair_j, :, :]).exp()   # exp(r_I - gc_J) <= 1
+    K_right = K_sub[..., pair_j, :, :] * right_decay
+    return (Gamma, K_scaled, K_scaled_neg, Qs, Q_scaled, gc_C, decay_to_end, K_decay, gamma_C, g_sub, K_sub, Qs_sub,
+            beta_sub, ref, to_ref, K_left, Q_left, Kb_left_neg, right_decay, K_right)
+
+
 @phase_program("v4", returns=("dQ", "dK", "dV", "dg", "dbeta", "dS_prev"), state=("dS", "dS_prev"),
                resident=("Q_scaled", "K_decay"), state_for_bf16="fp32",
                forward="v4")
@@ -68,26 +100,8 @@ def kda_chunk_v4_bwd(npu, Q, K, V, g, beta, H, dO, dS, scale):
     # Phase A: Vec, v4's forward operands (every exponent <= 0) and the factors the gradients need
     with npu.vec("A"):
         gc = g.cumsum(-2)
-        Gamma = gc.exp()
-        K_scaled = K * Gamma
-        K_scaled_neg = -K_scaled
-        Qs = Q * scale
-        Q_scaled = Qs * Gamma
-        gc_C = gc[..., -1:, :]
-        decay_to_end = (gc_C - gc).exp()
-        K_decay = K * decay_to_end
-        gamma_C = gc_C.exp()
-        g_sub = gc.unflatten(-2, (n, S_))
-        K_sub = K.unflatten(-2, (n, S_))
-        Qs_sub = Qs.unflatten(-2, (n, S_))
-        beta_sub = beta.unflatten(-1, (n, S_))[..., :, :, None]
-        ref = g_sub[..., :1, :]
-        to_ref = (g_sub - ref).exp()                                   # exp(gc_i - r_I) <= 1
-        K_left = (K_sub * to_ref)[..., 1:, :, :]
-        Q_left = (Qs_sub * to_ref)[..., 1:, :, :]
-        Kb_left_neg = -(K_left * beta_sub[..., 1:, :, :])              # A = A_kk * beta_i, sign of dA
-        right_decay = (ref[..., pair_i, :, :] - g_sub[..., pair_j, :, :]).exp()   # exp(r_I - gc_J) <= 1
-        K_right = K_sub[..., pair_j, :, :] * right_decay
+        (Gamma, K_scaled, K_scaled_neg, Qs, Q_scaled, gc_C, decay_to_end, K_decay, gamma_C, g_sub, K_sub, Qs_sub,
+         beta_sub, ref, to_ref, K_left, Q_left, Kb_left_neg, right_decay, K_right) = safe_factors(Q, K, gc, beta, scale)
         decay_ij = (g_sub[..., row, :] - g_sub[..., col, :]).exp()
         K_j_decayed = K_sub[..., col, :] * decay_ij
         kk = (K_sub[..., row, :] * K_j_decayed).sum(-1)
