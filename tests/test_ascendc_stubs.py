@@ -358,3 +358,29 @@ def test_v3_phase_a_tiles_as_the_simulator_plans(emu, tmp_path, dtype):
     assert use["ub_bytes"] <= res.report["capacities"]["ub"] == plans["A"]["capacity_bytes"]
     for ref, got in _parity(tmp_path):
         assert_close("v3 tiled", ref, got)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_v4_phase_a_tiles_as_the_simulator_plans(emu, tmp_path, dtype):
+    """v4's Phase A diagonal blocks run in the 910B2 plan's tiles (--tiles A=8): 8 key-channel slices per chunk of
+    the [n, 136, d_k] products (n = 4 sub-chunks, 16 x 17 / 2 pairs each), each split between the AIVs by
+    sub-chunk. The emulation records the plan's count and shape, the UB a tile takes on one AIV (hand-counted
+    below) within the capacity, and the outputs still match the recurrence; a count that does not divide d_k is
+    refused in one line."""
+    plans = bridge.sim_plans("v4", heads=2, chunks=4, dtype=dtype)
+    assert {k for k, p in plans.items() if p["tiles"] > 1} == {"A", "G"}
+    assert plans["A"]["tiles"] == 8 and plans["A"]["tile_shape"] == [1, 4, 136, 16]
+    _, res = _run(emu.runners["v4"], tmp_path, dtype=dtype, aic=3, extra=bridge.tiles_option("kda_chunk_v4", plans))
+    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
+    use = res.report["tiles"]["A"]
+    assert use["runs"] == 2 * 4 and use["tiles"] == 8 * use["runs"], use
+    assert [1, *use["shape"]] == plans["A"]["tile_shape"]
+    # one AIV, one tile: g, K, Q, the decay factors and a product, [16, 16] fp32 each; the sums of its 2
+    # sub-chunks and one tile's part, each 2 x 136 entries (A_kk, A_qk) 32 bytes apart
+    assert use["ub_bytes"] == 5 * 16 * 16 * 4 + 3 * 2 * 136 * 32
+    assert use["ub_bytes"] <= res.report["ub_plan_bytes"] <= res.report["capacities"]["ub"] == plans["A"]["capacity_bytes"]
+    _assert_exp_factors_at_most_one("v4", res)
+    for ref, got in _parity(tmp_path):
+        assert_close("v4 tiled", ref, got)
+    bad = bridge.run(emu.runners["v4"], tmp_path / "in", tmp_path / "bad", aic=3, extra=("--tiles", "A=3"))
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "A tiles" in bad.stderr

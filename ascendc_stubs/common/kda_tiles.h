@@ -3,20 +3,26 @@
 #include <cstdint>
 
 // Tile use, recorded by the host emulation only (report.json "tiles"): per phase ("state.A"), tiles run, phase
-// runs (one per chunk, counted by AIV 0), the tile shape and the UB bytes one tile's buffers take.
+// runs (one per chunk, counted by AIV 0), the tile shape (the simulator's tile_shape without its leading
+// sequence axis) and the UB bytes one tile's buffers take on one AIV (the largest seen).
+//   KDA_TILE(key, ubBytes, dims...)   one tile of shape dims... ran
+//   KDA_PHASE_RUN(key)                 one run of the phase (a chunk)
 #if !defined(__CCE_AICORE__)
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 namespace kda_tiles {
-struct Use { uint64_t tiles = 0, runs = 0; uint32_t rows = 0, cols = 0; uint64_t ubBytes = 0; };
+struct Use { uint64_t tiles = 0, runs = 0; std::vector<uint32_t> shape; uint64_t ubBytes = 0; };
 inline std::mutex& Mu() { static std::mutex m; return m; }
 inline std::map<std::string, Use>& Log() { static std::map<std::string, Use> l; return l; }
-inline void Tile(const char* key, uint32_t rows, uint32_t cols, uint64_t ubBytes)
+inline void Tile(const char* key, uint64_t ubBytes, std::initializer_list<uint32_t> shape)
 {
     std::lock_guard<std::mutex> g(Mu());
     Use& u = Log()[key];
-    ++u.tiles; u.rows = rows; u.cols = cols;
+    ++u.tiles;
+    u.shape.assign(shape.begin(), shape.end());
     if (ubBytes > u.ubBytes) u.ubBytes = ubBytes;
 }
 inline void Run(const char* key) { std::lock_guard<std::mutex> g(Mu()); ++Log()[key].runs; }
@@ -24,16 +30,19 @@ inline std::string Json()
 {
     std::lock_guard<std::mutex> g(Mu());
     std::string json = ", \"tiles\": {";
-    for (const auto& [k, u] : Log())
+    for (const auto& [k, u] : Log()) {
+        std::string shape;
+        for (uint32_t d : u.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
         json += (json.back() == '{' ? "\"" : ", \"") + k + "\": {\"tiles\": " + std::to_string(u.tiles) +
-                ", \"runs\": " + std::to_string(u.runs) + ", \"shape\": [" + std::to_string(u.rows) + ", " +
-                std::to_string(u.cols) + "], \"ub_bytes\": " + std::to_string(u.ubBytes) + "}";
+                ", \"runs\": " + std::to_string(u.runs) + ", \"shape\": [" + shape + "], \"ub_bytes\": " +
+                std::to_string(u.ubBytes) + "}";
+    }
     return json + "}";
 }
 }  // namespace kda_tiles
-#define KDA_TILE(key, rows, cols, ubBytes) kda_tiles::Tile(key, rows, cols, ubBytes)
+#define KDA_TILE(key, ubBytes, ...) kda_tiles::Tile(key, ubBytes, {__VA_ARGS__})
 #define KDA_PHASE_RUN(key) kda_tiles::Run(key)
 #else
-#define KDA_TILE(key, rows, cols, ubBytes)
+#define KDA_TILE(key, ubBytes, ...)
 #define KDA_PHASE_RUN(key)
 #endif

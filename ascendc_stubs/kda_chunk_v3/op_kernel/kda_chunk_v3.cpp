@@ -196,7 +196,7 @@ private:
         if (sub_ == 0) KDA_PHASE_RUN("A");
         // The simulator's tiles along the key channels: td.phaseATiles of width w per chunk, this AIV's half of them.
         for (uint32_t c0 = sub_ * dh; c0 < (sub_ + 1) * dh; c0 += w) {
-            KDA_TILE("A", C, w, 4ull * n * sizeof(float));      // the four work tiles this tile uses
+            KDA_TILE("A", 4ull * n * sizeof(float), C, w);      // the four work tiles this tile uses
             io_.Load(gc, gGm_[TokenOffset(seq, t, 0, dk) + c0], C, w, td.heads * dk);
             if (!td.gateIsLog) Ln(gc, gc, n);                       // the document's g = log(alpha)
             for (uint32_t i = 1; i < C; ++i) Add(gc[i * w], gc[i * w], gc[(i - 1) * w], w);   // cumsum over tokens

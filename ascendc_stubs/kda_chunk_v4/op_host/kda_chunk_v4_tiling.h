@@ -45,6 +45,9 @@ struct KdaChunkV4TilingData {
     uint32_t stateParts;           // 1: the Cube reads S in the transfer type; 2 (bf16 default): S_hi + S_lo
     uint32_t calcElems;            // fp32 elements of each Vector work tile (UB)
     uint32_t stateTileRows;        // rows of S per Phase G tile
+    uint32_t diagTiles;            // Phase A's diagonal blocks: tiles of the key channels per chunk, each [n, 136, d_k /
+                                   // diagTiles] products split between the AIVs by sub-chunk (the simulator's plan,
+                                   // bridge.tiles_option; 1 = every key channel at once)
     uint32_t ubBytes;              // UB the Vector side allocates
     float scale;                   // multiplies q (FLA: d_k ** -0.5)
     uint64_t wsCoreBytes;          // user workspace per AI core
@@ -90,13 +93,16 @@ inline bool KdaV4WsIsPrivate(uint32_t i)
 }
 
 // Fills `t`; returns nullptr, or a one-line reason the shape is not supported. stateParts: 0 = the default
-// (2 with bf16 transfers, 1 with fp32), or 1 / 2.
+// (2 with bf16 transfers, 1 with fp32), or 1 / 2. diagTiles: the key-channel tiles of Phase A's diagonal blocks.
 inline const char* KdaChunkV4Tiling(const KdaShape& s, uint32_t aicNum, uint32_t ubCapacity, uint32_t stateParts,
-                                    KdaChunkV4TilingData& t)
+                                    KdaChunkV4TilingData& t, uint32_t diagTiles = 1)
 {
     if (const char* why = KdaCheckShape(s, aicNum)) return why;
     if (stateParts > 2) return "state parts must be 1 or 2";
     if (stateParts == 2 && s.transferBytes == 4) return "with fp32 transfers the state is one fp32 part";
+    // Every AIV runs every tile (on its sub-chunks), so any count that divides d_k into 32-byte aligned rows.
+    if (diagTiles == 0 || s.dk % diagTiles != 0 || (s.dk / diagTiles) * s.transferBytes % 32 != 0)
+        return "A tiles must divide d_k and give 32-byte aligned rows";
     t = KdaChunkV4TilingData{};
     t.batch = s.batch; t.seqLen = s.seqLen; t.heads = s.heads; t.dk = s.dk; t.dv = s.dv; t.chunk = s.chunk;
     t.numChunks = s.seqLen / s.chunk;
@@ -112,6 +118,7 @@ inline const char* KdaChunkV4Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     t.subChunks = s.chunk / KDA4_SUB;
     t.pairs = t.subChunks * (t.subChunks - 1) / 2;
     t.stateParts = stateParts != 0 ? stateParts : (s.transferBytes == 4 ? 1 : 2);
+    t.diagTiles = diagTiles;
 
     // Vector tiles: every phase's working set per AIV fits calcElems fp32 values (see op_kernel).
     const uint32_t C = s.chunk, S = t.sub, dh = s.dk / 2, dvh = s.dv / 2, ch = s.chunk / 2;
@@ -121,9 +128,10 @@ inline const char* KdaChunkV4Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     t.calcElems = calc;
     t.stateTileRows = calc / s.dv < dh ? calc / s.dv : dh;
     // 2 VECIN + 2 VECOUT queue buffers + 5 work tiles (fp32) + gamma_C ping/pong + beta of a chunk + identity
-    // + this AIV's A_qk_diag blocks (kept from Phase A to C) + one ReduceSum result per (i, j <= i) of a
-    // block, for A_kk and A_qk, 32 bytes apart + the ReduceSum work buffer
-    const uint64_t sums = uint64_t(S) * (S + 1) * 8;
+    // + this AIV's A_qk_diag blocks (kept from Phase A to C) + one sum per (i, j <= i) of a block, for A_kk and
+    // A_qk, 32 bytes apart: over every tile for each of this AIV's sub-chunks, and one tile's part + the
+    // ReduceSum work buffer
+    const uint64_t sums = uint64_t(S) * (S + 1) * 8 * (t.subChunks / 2 + 1);
     const uint64_t ub = 9ull * calc * 4 + KdaAlign(2ull * dh * 4, 32) + KdaAlign(C * 4ull, 32) +
                         KdaAlign(uint64_t(C) * ch * 4, 32) + KdaAlign(uint64_t(t.subChunks / 2) * S * S * 4, 32) +
                         sums * 4 + KdaAlign(((s.dk + 63) / 64 + 7) / 8 * 8 * 4, 32);

@@ -28,6 +28,7 @@
 #include "lib/matmul_intf.h"
 #include "kda_kernel_io.h"
 #include "kda_sync.h"
+#include "kda_tiles.h"
 #include "../op_host/kda_chunk_v4_tiling.h"
 
 namespace kda_v4 {
@@ -177,13 +178,17 @@ public:
         pipe->InitBuffer(betaBuf_, C * sizeof(float));
         pipe->InitBuffer(eyeBuf_, C * ch * sizeof(float));
         pipe->InitBuffer(qkDiagBuf_, td.subChunks / 2 * S * S * sizeof(float));   // this AIV's A_qk_diag, A -> C
-        pipe->InitBuffer(sumBuf_, S * (S + 1) * 8 * sizeof(float));    // ReduceSum results, 32 bytes apart
+        // the diagonal blocks' sums, 32 bytes apart: per sub-chunk of this AIV over every tile, and one tile's part
+        pipe->InitBuffer(sumBuf_, (td.subChunks / 2) * S * (S + 1) * 8 * sizeof(float));
+        pipe->InitBuffer(partBuf_, S * (S + 1) * 8 * sizeof(float));
         pipe->InitBuffer(workBuf_, ((td.dk + 63) / 64 + 7) / 8 * 8 * sizeof(float));   // a partial sum per 64
         for (int i = 0; i < 5; ++i) calc_[i] = calcBuf_[i].template Get<float>();
         gamma_ = gammaBuf_.template Get<float>();
         beta_ = betaBuf_.template Get<float>();
         qkDiag_ = qkDiagBuf_.template Get<float>();
         sums_ = sumBuf_.template Get<float>();
+        part_ = partBuf_.template Get<float>();
+        Duplicate(part_, 0.0f, S * (S + 1) * 8);            // ReduceSum writes one float per 32 bytes
         work_ = workBuf_.template Get<float>();
         // this AIV's columns of the identity [C, C/2], the start of every forward substitution (Phase C)
         const uint32_t c0 = sub_ * ch;
@@ -270,43 +275,59 @@ private:
         PhaseADiagonal(seq, t);
     }
 
-    // Phase A, diagonal blocks of this AIV's sub-chunks, every key channel: for j <= i in sub-chunk I,
+    // Phase A, diagonal blocks of this AIV's sub-chunks: for j <= i in sub-chunk I,
     //   A_kk[i, j] = sum_d K_i K_j exp(gc_i - gc_j),   A_qk[i, j] = sum_d scale Q_i K_j exp(gc_i - gc_j),
-    // with gc_i - gc_j (<= 0) from the cumulative sum restarted at the sub-chunk's first row. Per column j, as
-    // FLA's diagonal path: one [16 - j, d_k] tile of decay factors, then one ReduceSum per entry.
-    // A_kk's blocks go to the Vector's own A_kk_diag (for Phase C); A_qk's stay in UB until Phase C sends them.
+    // with gc_i - gc_j (<= 0) from the cumulative sum restarted at the sub-chunk's first row. The simulator's
+    // tiles: td.diagTiles key-channel slices of width w, each the products of every sub-chunk's 16 * 17 / 2 pairs
+    // ([n, 136, w]), split between the AIVs by sub-chunk as the rest of the diagonal part (AIV s takes
+    // [s n/2, (s+1) n/2), so each AIV keeps the sums its Phase C needs). Per tile, sub-chunk and column j, as FLA's
+    // diagonal path: one [16 - j, w] tile of decay factors, then one ReduceSum per entry into this tile's part;
+    // the parts add up over the tiles. A_kk's blocks go to the Vector's own A_kk_diag (for Phase C); A_qk's stay
+    // in UB until Phase C sends them.
     __aicore__ inline void PhaseADiagonal(uint32_t seq, uint32_t t)
     {
         const KdaChunkV4TilingData& td = *td_;
-        const uint32_t S = td.sub, dk = td.dk, perAiv = td.subChunks / 2, qkSums = S * (S + 1) / 2 * 8;
+        const uint32_t S = td.sub, dk = td.dk, perAiv = td.subChunks / 2, w = dk / td.diagTiles;
+        const uint32_t pairs = S * (S + 1) / 2, qkSums = pairs * 8, sumElems = 2 * qkSums;   // kk, then qk
         LocalTensor<float> gl = calc_[0], kf = calc_[1], qf = calc_[2], e = calc_[3], x = calc_[4];
-        for (uint32_t b = 0; b < perAiv; ++b) {
-            const uint32_t I = sub_ * perAiv + b, row0 = I * S;
-            io_.Load(gl, gGm_[TokenOffset(seq, t, row0, dk)], S, dk, td.heads * dk);
-            if (!td.gateIsLog) Ln(gl, gl, S * dk);
-            for (uint32_t i = 1; i < S; ++i) Add(gl[i * dk], gl[i * dk], gl[(i - 1) * dk], dk);
-            io_.Load(kf, kGm_[TokenOffset(seq, t, row0, dk)], S, dk, td.heads * dk);
-            io_.Load(qf, qGm_[TokenOffset(seq, t, row0, dk)], S, dk, td.heads * dk);
-            Muls(qf, qf, td.scale, S * dk);
-            for (uint32_t j = 0; j < S; ++j) {
-                const uint32_t rows = S - j;                    // i = j .. S-1
-                for (uint32_t i = j; i < S; ++i) Sub(e[(i - j) * dk], gl[i * dk], gl[j * dk], dk);
-                Exp(e, e, rows * dk);                           // exp(gc_i - gc_j) <= 1
-                for (uint32_t i = j; i < S; ++i) Mul(e[(i - j) * dk], e[(i - j) * dk], kf[j * dk], dk);
-                Mul(x, e, kf[j * dk], rows * dk);               // K_i * K_j exp(..), rows i = j..S-1
-                for (uint32_t i = j; i < S; ++i) ReduceSum(sums_[SumSlot(i, j)], x[(i - j) * dk], work_, dk);
-                Mul(x, e, qf[j * dk], rows * dk);               // scale Q_i * K_j exp(..)
-                for (uint32_t i = j; i < S; ++i) ReduceSum(sums_[qkSums + SumSlot(i, j)], x[(i - j) * dk], work_, dk);
+        if (sub_ == 0) KDA_PHASE_RUN("A");
+        Duplicate(sums_, 0.0f, perAiv * sumElems);
+        for (uint32_t c0 = 0; c0 < dk; c0 += w) {
+            // one tile: [n, 136, w] products, both AIVs together (gl, kf, qf [16, w], e and x, the sums and a part)
+            if (sub_ == 0) KDA_TILE("A", (5ull * S * w + (perAiv + 1ull) * sumElems) * sizeof(float), td.subChunks, pairs, w);
+            for (uint32_t b = 0; b < perAiv; ++b) {
+                const uint32_t row0 = (sub_ * perAiv + b) * S;
+                io_.Load(gl, gGm_[TokenOffset(seq, t, row0, dk) + c0], S, w, td.heads * dk);
+                if (!td.gateIsLog) Ln(gl, gl, S * w);
+                for (uint32_t i = 1; i < S; ++i) Add(gl[i * w], gl[i * w], gl[(i - 1) * w], w);
+                io_.Load(kf, kGm_[TokenOffset(seq, t, row0, dk) + c0], S, w, td.heads * dk);
+                io_.Load(qf, qGm_[TokenOffset(seq, t, row0, dk) + c0], S, w, td.heads * dk);
+                Muls(qf, qf, td.scale, S * w);
+                for (uint32_t j = 0; j < S; ++j) {
+                    const uint32_t rows = S - j;                // i = j .. S-1
+                    for (uint32_t i = j; i < S; ++i) Sub(e[(i - j) * w], gl[i * w], gl[j * w], w);
+                    Exp(e, e, rows * w);                        // exp(gc_i - gc_j) <= 1
+                    for (uint32_t i = j; i < S; ++i) Mul(e[(i - j) * w], e[(i - j) * w], kf[j * w], w);
+                    Mul(x, e, kf[j * w], rows * w);             // K_i * K_j exp(..), rows i = j..S-1
+                    for (uint32_t i = j; i < S; ++i) ReduceSum(part_[SumSlot(i, j)], x[(i - j) * w], work_, w);
+                    Mul(x, e, qf[j * w], rows * w);             // scale Q_i * K_j exp(..)
+                    for (uint32_t i = j; i < S; ++i) ReduceSum(part_[qkSums + SumSlot(i, j)], x[(i - j) * w], work_, w);
+                }
+                Add(sums_[b * sumElems], sums_[b * sumElems], part_, sumElems);   // the gaps between sums are 0
             }
+        }
+        for (uint32_t b = 0; b < perAiv; ++b) {
             // the sums into [16, 16] blocks, zero above the diagonal
+            const uint32_t I = sub_ * perAiv + b;
+            const LocalTensor<float> sums = sums_[b * sumElems];
             LocalTensor<float> kk = e, qk = qkDiag_[b * S * S];
             Duplicate(kk, 0.0f, S * S);
             Duplicate(qk, 0.0f, S * S);
             PipeFence<HardEvent::V_S>();
             for (uint32_t i = 0; i < S; ++i) {
                 for (uint32_t j = 0; j <= i; ++j) {
-                    kk.SetValue(i * S + j, sums_.GetValue(SumSlot(i, j)));
-                    qk.SetValue(i * S + j, sums_.GetValue(qkSums + SumSlot(i, j)));
+                    kk.SetValue(i * S + j, sums.GetValue(SumSlot(i, j)));
+                    qk.SetValue(i * S + j, sums.GetValue(qkSums + SumSlot(i, j)));
                 }
             }
             PipeFence<HardEvent::S_V>();
@@ -432,8 +453,8 @@ private:
     GlobalTensor<T> qGm_, kGm_;
     GlobalTensor<float> gGm_, betaGm_, h0Gm_, oGm_, htGm_;
     VecIo<BUFFER_NUM> io_;   // loads through a VECIN queue, stores through a VECOUT queue, BUFFER_NUM buffers each
-    TBuf<TPosition::VECCALC> calcBuf_[5], gammaBuf_, betaBuf_, eyeBuf_, qkDiagBuf_, sumBuf_, workBuf_;
-    LocalTensor<float> calc_[5], gamma_, beta_, eye_, qkDiag_, sums_, work_;
+    TBuf<TPosition::VECCALC> calcBuf_[5], gammaBuf_, betaBuf_, eyeBuf_, qkDiagBuf_, sumBuf_, partBuf_, workBuf_;
+    LocalTensor<float> calc_[5], gamma_, beta_, eye_, qkDiag_, sums_, part_, work_;
 };
 
 template <typename T>

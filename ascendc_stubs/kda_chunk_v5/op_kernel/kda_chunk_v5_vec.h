@@ -266,7 +266,7 @@ private:
         if (sub_ == 0) KDA_PHASE_RUN("state.A");
         // The simulator's tiles along the key channels: td.stateATiles of width w per chunk, this AIV's half of them.
         for (uint32_t c0 = sub_ * dh; c0 < (sub_ + 1) * dh; c0 += w) {
-            KDA_TILE("state.A", C, w, 5ull * n * sizeof(float));   // the five work tiles this tile uses
+            KDA_TILE("state.A", 5ull * n * sizeof(float), C, w);   // the five work tiles this tile uses
             Cumsum(gc, seq, t, c0, w, 0, C);
             Exp(gamma_[buf * dh + c0 - sub_ * dh], gc[last], w);
             io_.Load(kf, kGm_[Tok(seq, t, 0, dk) + c0], C, w, td.heads * dk);
