@@ -327,7 +327,8 @@ def test_the_kernel_tiles_as_the_simulator_plans(emu, tmp_path):
     plans = bridge.sim_plans("v5", heads=2, chunks=4, dtype="bf16")
     tiled = bridge.KERNEL_TILED["kda_chunk_v5"]
     assert plans["state.A"]["tiles"] == 8                 # more than one per AIV: the plan's double buffering
-    assert {k for k, p in plans.items() if p["tiles"] > 1} - set(tiled) == {"intra.A", "state.F2"}
+    assert plans["intra.A"]["tiles"] == 2                 # the micro-diagonal products, by key-channel halves
+    assert {k for k, p in plans.items() if p["tiles"] > 1} - set(tiled) == {"state.F2"}
     _write(tmp_path, dtype="bf16")
     res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "out", aic=3, profile=profile,
                      extra=bridge.tiles_option("kda_chunk_v5", plans))
@@ -340,13 +341,19 @@ def test_the_kernel_tiles_as_the_simulator_plans(emu, tmp_path):
         assert use["tiles"] == plan["tiles"] * use["runs"], (key, use, plan["tiles"])
         assert [1, *use["shape"]] == plan["tile_shape"], (key, use, plan)
         assert use["ub_bytes"] <= cap
+    # intra.A on one AIV, one tile: g, K, Q [16, 64] and the decay factors and a product [4, 64], fp32; the sums of
+    # its 2 sub-chunks and one sub-chunk's part of the tile, each 2 (kk, qk) x 4 micro-blocks x 10 entries 32 B apart
+    assert res.report["tiles"]["intra.A"]["ub_bytes"] == (3 * 16 + 2 * 4) * 64 * 4 + 3 * 2 * 4 * 10 * 32
     assert res.report["ub_plan_bytes"] <= cap
     m, xs, o, ht = _outputs(tmp_path)
     ref_o, ref_s = _reference(m, xs)
     assert_close("o", ref_o, o), assert_close("final state", ref_s, ht)
-    # without --tiles: one [C, d_k / 2] tile per AIV, as before
+    # without --tiles: state A one [C, d_k / 2] tile per AIV, the micro-diagonal blocks every key channel at once
     res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "plain", aic=3, profile=profile)
     assert res.returncode == 0 and res.report["tiles"]["state.A"]["tiles"] == 2 * res.report["tiles"]["state.A"]["runs"]
+    assert res.report["tiles"]["intra.A"]["tiles"] == res.report["tiles"]["intra.A"]["runs"]
     # a tile count the kernel cannot run is refused by the tiling in one line
     res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "bad", aic=3, extra=("--tiles", "state.A=3"))
     assert res.returncode == 2 and "state.A tiles" in res.stderr
+    res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "bad", aic=3, extra=("--tiles", "intra.A=3"))
+    assert res.returncode == 2 and "intra.A tiles" in res.stderr

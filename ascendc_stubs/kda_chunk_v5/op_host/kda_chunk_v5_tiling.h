@@ -51,7 +51,10 @@ struct KdaChunkV5TilingData {
     uint32_t calcElems;            // fp32 elements of each Vector work tile
     uint32_t stateTileRows;        // rows of S per Phase G tile
     uint32_t stateATiles;          // state pass Phase A: tiles of the key channels per chunk, both AIVs together
-                                   // (the simulator's plan, bridge.sim_tiles; 2 = one [C, d_k / 2] tile per AIV)
+                                   // (the simulator's plan, bridge.tiles_option; 2 = one [C, d_k / 2] tile per AIV)
+    uint32_t intraATiles;          // intra pass Phase A, the micro-diagonal blocks: tiles of the key channels per
+                                   // item, each [n, m, 10, d_k / intraATiles] products split between the AIVs by
+                                   // sub-chunk (the simulator's plan; 1 = every key channel at once)
     uint32_t ubBytes;              // UB the Vector side allocates
     float scale;
     uint64_t svBytes;              // one copy of SV (there are two)
@@ -93,7 +96,7 @@ inline uint32_t KdaV5WsElemBytes(const KdaChunkV5TilingData& t, uint32_t i)
 
 // Fills `t`; nullptr, or a one-line reason the shape is not supported.
 inline const char* KdaChunkV5Tiling(const KdaShape& s, uint32_t aicNum, uint32_t ubCapacity, KdaChunkV5TilingData& t,
-                                    uint32_t stateATiles = 2)
+                                    uint32_t stateATiles = 2, uint32_t intraATiles = 1)
 {
     if (const char* why = KdaCheckShape(s, aicNum)) return why;
     t = KdaChunkV5TilingData{};
@@ -121,6 +124,10 @@ inline const char* KdaChunkV5Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
         (s.dk / stateATiles) * s.transferBytes % 32 != 0)
         return "state.A tiles must be even, divide d_k, and give 32-byte aligned rows";
     t.stateATiles = stateATiles;
+    // Intra Phase A's micro-diagonal blocks along the key channels: every AIV runs every tile (on its sub-chunks).
+    if (intraATiles == 0 || s.dk % intraATiles != 0 || (s.dk / intraATiles) * s.transferBytes % 32 != 0)
+        return "intra.A tiles must divide d_k and give 32-byte aligned rows";
+    t.intraATiles = intraATiles;
 
     // Vector tiles (fp32): Phase A of either pass on this AIV's key channels [C, d_k / 2]; the rows of A of one
     // sub-chunk [16, C]; the micro-diagonal tiles [16, d_k]; E and G [C / 2, d_v]; the off-diagonal blocks.
@@ -132,9 +139,10 @@ inline const char* KdaChunkV5Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     t.calcElems = calc;
     t.stateTileRows = calc / s.dv < dh ? calc / s.dv : dh;
     // 2 VECIN + 2 VECOUT buffers + 5 work tiles + gamma_C (two chunks: A of chunk t+1 runs before G of chunk t) + beta + the micro-diagonal sums (kk and qk, one per
-    // (i, j <= i) of a 4 x 4 block, 32 bytes apart, for this AIV's micro-chunks) + the ReduceSum work buffer
+    // (i, j <= i) of a 4 x 4 block, 32 bytes apart, for this AIV's micro-chunks, over every key-channel tile, and
+    // one sub-chunk's part of one tile) + the ReduceSum work buffer
     const uint64_t microsPerAiv = uint64_t(t.subChunks / 2) * t.micros;
-    const uint64_t sums = 2 * microsPerAiv * (KDA5_MICRO * (KDA5_MICRO + 1) / 2) * 8;
+    const uint64_t sums = 2 * (microsPerAiv + t.micros) * (KDA5_MICRO * (KDA5_MICRO + 1) / 2) * 8;
     const uint64_t ub = 9ull * calc * 4 + 2 * KdaAlign(dh * 4ull, 32) + KdaAlign(C * 4ull, 32) + sums * 4 +
                         KdaAlign(((s.dk + 63) / 64 + 7) / 8 * 8 * 4, 32);
     if (ub > ubCapacity) return "Vector work tiles do not fit the Unified Buffer: reduce d_k, d_v or the chunk";

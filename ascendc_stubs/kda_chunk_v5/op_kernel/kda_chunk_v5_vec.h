@@ -32,12 +32,15 @@ public:
         pipe->InitBuffer(betaBuf_, td.chunk * sizeof(float));
         const uint32_t microsHere = td.subChunks / 2 * td.micros, perBlock = td.micro * (td.micro + 1) / 2 * 8;
         pipe->InitBuffer(sumBuf_, 2 * microsHere * perBlock * sizeof(float));
+        pipe->InitBuffer(partBuf_, 2 * td.micros * perBlock * sizeof(float));   // one sub-chunk's, one tile
         pipe->InitBuffer(workBuf_, ((td.dk + 63) / 64 + 7) / 8 * 8 * sizeof(float));
         for (int i = 0; i < 5; ++i) calc_[i] = calcBuf_[i].template Get<float>();
         gamma_ = gammaBuf_.template Get<float>();
         beta_ = betaBuf_.template Get<float>();
         sums_ = sumBuf_.template Get<float>();
         qkSums_ = sums_[microsHere * perBlock];
+        part_ = partBuf_.template Get<float>();
+        Duplicate(part_, 0.0f, 2 * td.micros * perBlock);   // ReduceSum writes one float per 32 bytes
         work_ = workBuf_.template Get<float>();
     }
 
@@ -143,32 +146,47 @@ private:
         }
     }
 
-    // Phase A, the 4 x 4 micro-diagonal blocks of this AIV's sub-chunks, every key channel, pair by pair (FLA's
-    // diagonal path): kk[i, j] = sum_d K_i K_j exp(gc_i - gc_j), qk[i, j] = sum_d scale Q_i K_j exp(..), j <= i.
-    // The sums stay in UB (32 bytes apart) for Phase C.
+    // Phase A, the 4 x 4 micro-diagonal blocks of this AIV's sub-chunks, pair by pair (FLA's diagonal path):
+    // kk[i, j] = sum_d K_i K_j exp(gc_i - gc_j), qk[i, j] = sum_d scale Q_i K_j exp(..), j <= i. The simulator's
+    // tiles: td.intraATiles key-channel slices of width w, each the products of every sub-chunk's m micro-chunks
+    // x 10 pairs ([n, m, 10, w]), split between the AIVs by sub-chunk (AIV s takes [s n/2, (s+1) n/2): the sums
+    // it keeps are those its Phase C needs). Per slice and sub-chunk, one ReduceSum per entry into the slice's
+    // part; the parts add up in UB (32 bytes apart) for Phase C.
     __aicore__ inline void IntraMicroDiagonal(uint32_t seq, uint32_t t)
     {
         const KdaChunkV5TilingData& td = *td_;
         const uint32_t S = td.sub, s = td.micro, dk = td.dk, half = td.subChunks / 2, perBlock = s * (s + 1) / 2 * 8;
+        const uint32_t w = dk / td.intraATiles, perSub = td.micros * perBlock;   // one sub-chunk's kk (or qk) sums
         LocalTensor<float> gl = calc_[0], kf = calc_[1], qf = calc_[2], e = calc_[3], x = calc_[4];
-        for (uint32_t b = 0; b < half; ++b) {
-            const uint32_t I = sub_ * half + b;
-            Cumsum(gl, seq, t, 0, dk, I * S, S);      // restarted at the sub-chunk: only differences are used
-            io_.Load(kf, kGm_[Tok(seq, t, I * S, dk)], S, dk, td.heads * dk);
-            io_.Load(qf, qGm_[Tok(seq, t, I * S, dk)], S, dk, td.heads * dk);
-            Muls(qf, qf, td.scale, S * dk);
-            for (uint32_t a = 0; a < td.micros; ++a) {
-                const uint32_t r0 = a * s, mb = (b * td.micros + a) * perBlock;
-                for (uint32_t j = 0; j < s; ++j) {
-                    const uint32_t rows = s - j;          // i = j .. s-1
-                    for (uint32_t i = j; i < s; ++i) Sub(e[(i - j) * dk], gl[(r0 + i) * dk], gl[(r0 + j) * dk], dk);
-                    Exp(e, e, rows * dk);
-                    for (uint32_t i = j; i < s; ++i) Mul(e[(i - j) * dk], e[(i - j) * dk], kf[(r0 + j) * dk], dk);
-                    Mul(x, e, kf[(r0 + j) * dk], rows * dk);
-                    for (uint32_t i = j; i < s; ++i) ReduceSum(sums_[mb + SumSlot(i, j)], x[(i - j) * dk], work_, dk);
-                    Mul(x, e, qf[(r0 + j) * dk], rows * dk);
-                    for (uint32_t i = j; i < s; ++i) ReduceSum(qkSums_[mb + SumSlot(i, j)], x[(i - j) * dk], work_, dk);
+        if (sub_ == 0) KDA_PHASE_RUN("intra.A");
+        Duplicate(sums_, 0.0f, 2 * half * perSub);
+        for (uint32_t c0 = 0; c0 < dk; c0 += w) {
+            // one tile, both AIVs together: g, K, Q [16, w] and e, x [4, w] per sub-chunk, the sums and a part
+            if (sub_ == 0)
+                KDA_TILE("intra.A", ((3ull * S + 2ull * s) * w + 2ull * (half + 1) * perSub) * sizeof(float),
+                         td.subChunks, td.micros, s * (s + 1) / 2, w);
+            for (uint32_t b = 0; b < half; ++b) {
+                const uint32_t I = sub_ * half + b;
+                Cumsum(gl, seq, t, c0, w, I * S, S);  // restarted at the sub-chunk: only differences are used
+                io_.Load(kf, kGm_[Tok(seq, t, I * S, dk) + c0], S, w, td.heads * dk);
+                io_.Load(qf, qGm_[Tok(seq, t, I * S, dk) + c0], S, w, td.heads * dk);
+                Muls(qf, qf, td.scale, S * w);
+                for (uint32_t a = 0; a < td.micros; ++a) {
+                    const uint32_t r0 = a * s, mb = a * perBlock;
+                    for (uint32_t j = 0; j < s; ++j) {
+                        const uint32_t rows = s - j;      // i = j .. s-1
+                        for (uint32_t i = j; i < s; ++i) Sub(e[(i - j) * w], gl[(r0 + i) * w], gl[(r0 + j) * w], w);
+                        Exp(e, e, rows * w);
+                        for (uint32_t i = j; i < s; ++i) Mul(e[(i - j) * w], e[(i - j) * w], kf[(r0 + j) * w], w);
+                        Mul(x, e, kf[(r0 + j) * w], rows * w);
+                        for (uint32_t i = j; i < s; ++i) ReduceSum(part_[mb + SumSlot(i, j)], x[(i - j) * w], work_, w);
+                        Mul(x, e, qf[(r0 + j) * w], rows * w);
+                        for (uint32_t i = j; i < s; ++i)
+                            ReduceSum(part_[perSub + mb + SumSlot(i, j)], x[(i - j) * w], work_, w);
+                    }
                 }
+                Add(sums_[b * perSub], sums_[b * perSub], part_, perSub);               // the gaps are 0
+                Add(qkSums_[b * perSub], qkSums_[b * perSub], part_[perSub], perSub);
             }
         }
     }
@@ -351,8 +369,8 @@ private:
     GlobalTensor<T> qGm_, kGm_;
     GlobalTensor<float> gGm_, betaGm_, h0Gm_, htGm_;
     VecIo<BUFFER_NUM> io_;
-    TBuf<TPosition::VECCALC> calcBuf_[5], gammaBuf_, betaBuf_, sumBuf_, workBuf_;
-    LocalTensor<float> calc_[5], gamma_, beta_, sums_, qkSums_, work_;
+    TBuf<TPosition::VECCALC> calcBuf_[5], gammaBuf_, betaBuf_, sumBuf_, partBuf_, workBuf_;
+    LocalTensor<float> calc_[5], gamma_, beta_, sums_, qkSums_, part_, work_;
 };
 
 }  // namespace kda_v5
