@@ -343,10 +343,9 @@ def test_msprof_summary_becomes_calibration_rows(tmp_path, capsys):
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_v3_phase_a_tiles_as_the_simulator_plans(emu, tmp_path, dtype):
-    """v3's Phase A runs in the 910B2 plan's tiles (bridge.tiles_option -> --tiles A=N): the emulation records as
-    many per chunk as the plan, the plan's shape [sequence, C, d_k / N], each tile's UB within the capacity, and
-    the outputs still match the recurrence. G, which the simulator also tiles (along d_v), does not follow the plan
-    (ascendc_stubs/README.md, "Tiling of the real buffers")."""
+    """v3's Phase A runs in the 910B2 plan's tiles (bridge.tiles_option -> --tiles A=N,G=N): the emulation records
+    as many per chunk as the plan, the plan's shape [sequence, C, d_k / N], each tile's UB within the capacity, and
+    the outputs still match the recurrence. G, the only other phase the simulator tiles: see the test below."""
     plans = bridge.sim_plans("v3", heads=2, chunks=4, dtype=dtype)
     assert {k for k, p in plans.items() if p["tiles"] > 1} == {"A", "G"}
     assert plans["A"]["tiles"] == {"fp32": 8, "bf16": 4}[dtype]
@@ -384,3 +383,27 @@ def test_v4_phase_a_tiles_as_the_simulator_plans(emu, tmp_path, dtype):
         assert_close("v4 tiled", ref, got)
     bad = bridge.run(emu.runners["v4"], tmp_path / "in", tmp_path / "bad", aic=3, extra=("--tiles", "A=3"))
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "A tiles" in bad.stderr
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_phase_g_tiles_as_the_simulator_plans(emu, tmp_path, version, dtype):
+    """Phase G's state update runs in the plan's tiles: S [d_k, d_v] cut along d_v (fp32 4 x [128, 32], bf16
+    2 x [128, 64]), each tile split between the AIVs by rows (each its 64 key channels). The emulation records the
+    count and shape, the UB a tile's work buffers take on one AIV (hand-counted below), and the outputs match the
+    recurrence. One [128, 128] tile (--tiles G=1) would need [64, 128] = 8,192 fp32 values per work buffer, twice
+    the 4,096 a work tile holds: the tiling refuses it in one line."""
+    plans = bridge.sim_plans(version, heads=2, chunks=4, dtype=dtype)
+    w = {"fp32": 32, "bf16": 64}[dtype]
+    assert plans["G"]["tiles"] == 128 // w and plans["G"]["tile_shape"] == [1, 128, w]
+    _, res = _run(emu.runners[version], tmp_path, dtype=dtype, aic=3, extra=bridge.tiles_option(bridge.KERNELS[version], plans))
+    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
+    use = res.report["tiles"]["G"]
+    assert use["runs"] == 2 * 4 and use["tiles"] == plans["G"]["tiles"] * use["runs"], use
+    assert [1, *use["shape"]] == plans["G"]["tile_shape"]
+    # S_prev and S_delta, [64, w] fp32 each; v4 with bf16 transfers also S - bf16(S) for the state's second part
+    buffers = 3 if version == "v4" and dtype == "bf16" else 2
+    assert use["ub_bytes"] == buffers * 64 * w * 4 <= res.report["capacities"]["ub"] == plans["G"]["capacity_bytes"]
+    for ref, got in _parity(tmp_path):
+        assert_close(f"{version} G tiled", ref, got)
+    bad = bridge.run(emu.runners[version], tmp_path / "in", tmp_path / "bad", aic=3, extra=("--tiles", "G=1"))
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "G tiles" in bad.stderr

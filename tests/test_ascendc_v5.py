@@ -344,6 +344,10 @@ def test_the_kernel_tiles_as_the_simulator_plans(emu, tmp_path):
     # intra.A on one AIV, one tile: g, K, Q [16, 64] and the decay factors and a product [4, 64], fp32; the sums of
     # its 2 sub-chunks and one sub-chunk's part of the tile, each 2 (kk, qk) x 4 micro-blocks x 10 entries 32 B apart
     assert res.report["tiles"]["intra.A"]["ub_bytes"] == (3 * 16 + 2 * 4) * 64 * 4 + 3 * 2 * 4 * 10 * 32
+    # state.G: one [128, 128] tile, [64, 128] per AIV: S and S_delta in fp32 and S_hi in bf16 (80 KiB, the five
+    # work tiles of 16 KiB that the kernel allocates)
+    assert plans["state.G"]["tiles"] == 1
+    assert res.report["tiles"]["state.G"]["ub_bytes"] == 64 * 128 * (4 + 4 + 2) == 5 * 16384
     assert res.report["ub_plan_bytes"] <= cap
     m, xs, o, ht = _outputs(tmp_path)
     ref_o, ref_s = _reference(m, xs)

@@ -46,6 +46,24 @@ struct Args {
     std::exit(2);
 }
 
+// --tiles KEY=N[,KEY=N...] (bridge.tiles_option): calls set(key, n) per item; false if an item is malformed or
+// set refuses its key.
+template <typename Set>
+inline bool ParseTiles(const std::string& value, Set set)
+{
+    size_t pos = 0;
+    while (true) {
+        const size_t end = value.find(',', pos);
+        const std::string item = value.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+        const size_t eq = item.find('=');
+        if (eq == std::string::npos) return false;
+        if (!set(item.substr(0, eq), static_cast<uint32_t>(std::strtoul(item.c_str() + eq + 1, nullptr, 10))))
+            return false;
+        if (end == std::string::npos) return true;
+        pos = end + 1;
+    }
+}
+
 // One copy of a workspace tensor of one AI core, as a named region: "core0/slot1/M" (slot < 0: resident).
 // `matrix`: the workspace matrix it is part of, where one matrix holds two tensors (an access may run on from
 // one part into the next).

@@ -46,7 +46,8 @@ __aicore__ inline uint64_t TokenOffset(const Tiling& td, uint32_t seq, uint32_t 
 
 // The Vector side's GM <-> UB traffic: every load through a VECIN queue and every store through a VECOUT
 // queue of BUFFER_NUM buffers (double buffering: MTE2/MTE3 move one tile while V works on the other).
-// Work tiles are fp32; GM holds the transfer type or fp32.
+// Work tiles are fp32; GM holds the transfer type or fp32. A tile larger than a queue buffer (tileBytes of
+// fp32) moves through it in pieces of whole rows.
 template <int BUFFER_NUM>
 class VecIo {
 public:
@@ -54,12 +55,33 @@ public:
     {
         pipe->InitBuffer(inQue_, BUFFER_NUM, tileBytes);
         pipe->InitBuffer(outQue_, BUFFER_NUM, tileBytes);
+        bufElems_ = tileBytes / sizeof(float);
     }
 
     // fp32 tile <- rows x cols of a [.., rowStride] GM matrix (S or fp32).
     template <typename S>
     __aicore__ inline void Load(const LocalTensor<float>& dst, const GlobalTensor<S>& src, uint32_t rows, uint32_t cols,
                                 uint32_t rowStride)
+    {
+        const uint32_t step = PieceRows(cols);
+        for (uint32_t r = 0; r < rows; r += step)
+            LoadPiece(dst[r * cols], src[uint64_t(r) * rowStride], rows - r < step ? rows - r : step, cols, rowStride);
+    }
+    // rows x cols of a [.., rowStride] GM matrix <- fp32 tile, rounded to S (RINT).
+    template <typename S>
+    __aicore__ inline void Store(const GlobalTensor<S>& dst, const LocalTensor<float>& src, uint32_t rows, uint32_t cols,
+                                 uint32_t rowStride)
+    {
+        const uint32_t step = PieceRows(cols);
+        for (uint32_t r = 0; r < rows; r += step)
+            StorePiece(dst[uint64_t(r) * rowStride], src[r * cols], rows - r < step ? rows - r : step, cols, rowStride);
+    }
+
+private:
+    __aicore__ inline uint32_t PieceRows(uint32_t cols) const { return bufElems_ / cols > 0 ? bufElems_ / cols : 1; }
+    template <typename S>
+    __aicore__ inline void LoadPiece(const LocalTensor<float>& dst, const GlobalTensor<S>& src, uint32_t rows,
+                                     uint32_t cols, uint32_t rowStride)
     {
         LocalTensor<S> in = inQue_.template AllocTensor<S>();
         DataCopyParams p;
@@ -74,10 +96,9 @@ public:
         else Cast(dst, in, RoundMode::CAST_NONE, rows * cols);   // both on the vector pipe, after DeQue
         inQue_.FreeTensor(in);
     }
-    // rows x cols of a [.., rowStride] GM matrix <- fp32 tile, rounded to S (RINT).
     template <typename S>
-    __aicore__ inline void Store(const GlobalTensor<S>& dst, const LocalTensor<float>& src, uint32_t rows, uint32_t cols,
-                                 uint32_t rowStride)
+    __aicore__ inline void StorePiece(const GlobalTensor<S>& dst, const LocalTensor<float>& src, uint32_t rows,
+                                      uint32_t cols, uint32_t rowStride)
     {
         LocalTensor<S> out = outQue_.template AllocTensor<S>();
         if constexpr (sizeof(S) == sizeof(float)) Muls(out.template ReinterpretCast<float>(), src, 1.0f, rows * cols);
@@ -93,9 +114,9 @@ public:
         outQue_.FreeTensor(out);
     }
 
-private:
     TQue<TPosition::VECIN, BUFFER_NUM> inQue_;
     TQue<TPosition::VECOUT, BUFFER_NUM> outQue_;
+    uint32_t bufElems_ = 0;   // fp32 elements one queue buffer holds
 };
 
 }  // namespace kda

@@ -35,6 +35,22 @@ inline const char* KdaCheckShape(const KdaShape& s, uint32_t aicNum)
 
 inline uint64_t KdaAlign(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
 
+// Phase G's tiles of the state S [d_k, d_v], cut along d_v as the simulator cuts it: n slices [d_k, d_v / n], each
+// split between the AIVs by rows (AIV s its key channels, whose gamma_C it keeps). n = 0: the fewest whose piece
+// [d_k / 2, d_v / n] fits `pieceElems` fp32 values. Returns the count, or 0 where n does not divide d_v into
+// 32-byte aligned rows (transfer type and fp32) or its piece does not fit.
+inline uint32_t KdaStateTiles(const KdaShape& s, uint32_t n, uint64_t pieceElems)
+{
+    auto fits = [&](uint32_t c) {
+        return c != 0 && s.dv % c == 0 && (s.dv / c) * s.transferBytes % 32 == 0 && (s.dv / c) * 4 % 32 == 0 &&
+               uint64_t(s.dk / 2) * (s.dv / c) <= pieceElems;
+    };
+    if (n != 0) return fits(n) ? n : 0;
+    for (uint32_t c = 1; c <= s.dv; ++c)
+        if (fits(c)) return c;
+    return 0;
+}
+
 // The Matmul tiling is made for the largest shape a kernel multiplies (M, N, K <= big); every call sets its
 // own shape with SetOrgShape / SetSingleShape (see the README: whether CANN accepts this is to be checked).
 // On the NPU, MatmulApiTiling::GetTiling overwrites this struct. For the host emulation the base block and the

@@ -1,7 +1,7 @@
 // Host runner for the emulated kda_chunk_v3 (the shared runner, ascendc_stubs/common/kda_emu_runner.h, with
 // v3's tiling, workspace regions and kernel entry). On an NPU the aclnn / kernel-launch app plays this role.
 //
-//   kda_chunk_v3_emu --data DIR --out DIR [--slots 1|2] [--timeout-ms N] [--aic N] [--tiles A=N]
+//   kda_chunk_v3_emu --data DIR --out DIR [--slots 1|2] [--timeout-ms N] [--aic N] [--tiles A=N,G=N]
 // Exit status: 0 ok, 2 bad input, 3 a check failed (race, rule, bounds...), 4 hang.
 #include "op_kernel/kda_chunk_v3.cpp"   // one translation unit, as CPU-debug builds of a kernel do
 #include "kda_emu_runner.h"
@@ -9,17 +9,20 @@
 struct KdaChunkV3Emu {
     static constexpr const char* kName = "kda_chunk_v3";
     using Tiling = KdaChunkV3TilingData;
-    // --tiles A=N: the simulator's tile count of Phase A (bridge.tiles_option); no other phase follows it.
-    struct Extra { uint32_t phaseATiles = 2; };
+    // --tiles A=N,G=N: the simulator's tile counts of Phases A and G (bridge.tiles_option).
+    struct Extra { uint32_t phaseATiles = 2, gTiles = 0; };
     static bool Option(Extra& e, const std::string& flag, const std::string& value)
     {
-        if (flag != "--tiles" || value.rfind("A=", 0) != 0) return false;
-        e.phaseATiles = static_cast<uint32_t>(std::strtoul(value.c_str() + 2, nullptr, 10));
-        return true;
+        return flag == "--tiles" && kda_emu::ParseTiles(value, [&e](const std::string& key, uint32_t n) {
+            if (key == "A") e.phaseATiles = n;
+            else if (key == "G") e.gTiles = n;
+            else return false;
+            return true;
+        });
     }
     static const char* MakeTiling(const KdaShape& shape, const Extra& e, uint32_t aic, uint32_t ub, Tiling& td)
     {
-        return KdaChunkV3Tiling(shape, aic, ub, td, e.phaseATiles);
+        return KdaChunkV3Tiling(shape, aic, ub, td, e.phaseATiles, e.gTiles);
     }
     // One region per workspace tensor, slot and core, named as the simulator names the hand-offs; W is the
     // Cube's own scratch.

@@ -1,10 +1,10 @@
 // Host runner for the emulated kda_chunk_v4 (the shared runner, ascendc_stubs/common/kda_emu_runner.h, with
 // v4's tiling, workspace regions and kernel entry). On an NPU the aclnn / kernel-launch app plays this role.
 //
-//   kda_chunk_v4_emu --data DIR --out DIR [--slots 1|2] [--timeout-ms N] [--aic N] [--state-parts 1|2] [--tiles A=N]
+//   kda_chunk_v4_emu --data DIR --out DIR [--slots 1|2] [--timeout-ms N] [--aic N] [--state-parts 1|2] [--tiles A=N,G=N]
 // --state-parts (bf16 only): 2 (default) hands the Cube the fp32 state as S_hi + S_lo; 1 as bf16(S) only.
-// --tiles A=N: the simulator's tile count of Phase A (bridge.tiles_option): N key-channel tiles of the diagonal
-// blocks per chunk.
+// --tiles A=N,G=N: the simulator's tile counts (bridge.tiles_option): N key-channel tiles of Phase A's diagonal
+// blocks per chunk; N tiles of the state along d_v in Phase G.
 // Exit status: 0 ok, 2 bad input, 3 a check failed (race, rule, bounds...), 4 hang.
 #include "op_kernel/kda_chunk_v4.cpp"   // one translation unit, as CPU-debug builds of a kernel do
 #include "kda_emu_runner.h"
@@ -15,14 +15,17 @@ struct KdaChunkV4Emu {
     struct Extra {
         uint32_t stateParts = 0;   // 0: the tiling's default
         uint32_t diagTiles = 1;    // every key channel at once
+        uint32_t gTiles = 0;       // the fewest that fit a work tile
     };
     static bool Option(Extra& e, const std::string& flag, const std::string& value)
     {
-        if (flag == "--tiles") {
-            if (value.rfind("A=", 0) != 0) return false;
-            e.diagTiles = static_cast<uint32_t>(std::strtoul(value.c_str() + 2, nullptr, 10));
-            return true;
-        }
+        if (flag == "--tiles")
+            return kda_emu::ParseTiles(value, [&e](const std::string& key, uint32_t n) {
+                if (key == "A") e.diagTiles = n;
+                else if (key == "G") e.gTiles = n;
+                else return false;
+                return true;
+            });
         if (flag != "--state-parts") return false;
         if (value != "1" && value != "2") kda_emu::BadInput(kName, "--state-parts must be 1 or 2");
         e.stateParts = value == "1" ? 1 : 2;
@@ -30,7 +33,7 @@ struct KdaChunkV4Emu {
     }
     static const char* MakeTiling(const KdaShape& shape, const Extra& e, uint32_t aic, uint32_t ub, Tiling& td)
     {
-        return KdaChunkV4Tiling(shape, aic, ub, e.stateParts, td, e.diagTiles);
+        return KdaChunkV4Tiling(shape, aic, ub, e.stateParts, td, e.diagTiles, e.gTiles);
     }
     // One region per workspace tensor, slot and core, named as the simulator names the hand-offs. A_qk is two
     // tensors in one matrix: per row, the diagonal block's 16 columns (A_qk_diag, from the Vector on ③) and

@@ -30,7 +30,9 @@ struct KdaChunkV3TilingData {
     uint32_t gateIsLog;            // g holds log decays (FLA); 0: it holds alpha, and Phase A takes Ln
     uint32_t slots;                // workspace slots per core (2 = ping/pong, as the simulator plans)
     uint32_t calcElems;            // fp32 elements of each Vector work tile (UB)
-    uint32_t stateTileRows;        // rows of S per Phase G tile
+    uint32_t stateTileRows;        // rows of S per tile of S := h0
+    uint32_t gTiles;               // Phase G: tiles of S along d_v per chunk, [d_k, d_v / gTiles] each, split between
+                                   // the AIVs by rows (the simulator's plan, bridge.tiles_option)
     uint32_t phaseATiles;          // Phase A: tiles of the key channels per chunk, both AIVs together (the
                                    // simulator's plan, bridge.tiles_option; 2 = one [C, d_k / 2] tile per AIV)
     uint32_t ubBytes;              // UB the Vector side allocates
@@ -67,7 +69,7 @@ inline const char* KdaWsName(uint32_t i)
 
 // Fills `t`; returns nullptr, or a one-line reason the shape is not supported.
 inline const char* KdaChunkV3Tiling(const KdaShape& s, uint32_t aicNum, uint32_t ubCapacity, KdaChunkV3TilingData& t,
-                                    uint32_t phaseATiles = 2)
+                                    uint32_t phaseATiles = 2, uint32_t gTiles = 0)
 {
     if (const char* why = KdaCheckShape(s, aicNum)) return why;
     // Phase A along the key channels (the last axis, as the simulator tiles): an even count, each AIV its half,
@@ -95,6 +97,10 @@ inline const char* KdaChunkV3Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     if (C * dvh > calc) calc = C * dvh;
     t.calcElems = calc;
     t.stateTileRows = calc / s.dv < dh ? calc / s.dv : dh;
+    // G's pieces [d_k / 2, d_v / gTiles] go in one work tile each (0: the fewest that do)
+    t.gTiles = KdaStateTiles(s, gTiles, calc);
+    if (t.gTiles == 0)
+        return "G tiles must divide d_v into 32-byte aligned rows whose [d_k / 2, d_v / N] pieces fit a work tile";
     // 2 VECIN + 2 VECOUT queue buffers + 4 work tiles (fp32) + gamma_C ping/pong + beta of a chunk + identity
     const uint64_t ub = 8ull * calc * 4 + KdaAlign(2ull * dh * 4, 32) + KdaAlign(C * 4ull, 32) +
                         KdaAlign(uint64_t(C) * ch * 4, 32);

@@ -266,12 +266,15 @@ private:
         io_.Store(ws_.Get(KDA_WS_A_QK, slot)[r0 * C], calc_[3], ch, C, C);
     }
 
-    // Phase G: O = O_inter + O_intra (this AIV's rows, to o); S_new = Diag(gamma_C) S_prev + S_delta (this
-    // AIV's key channels), into the workspace, or for the last chunk into ht (rounded to T as the state is).
+    // Phase G: O = O_inter + O_intra (this AIV's rows, to o); S_new = Diag(gamma_C) S_prev + S_delta in the
+    // simulator's tiles: td.gTiles slices of d_v, [d_k, w] each, split between the AIVs by rows (this AIV's key
+    // channels, whose gamma_C it keeps), into the workspace, or for the last chunk into ht (rounded to T as the
+    // state is).
     __aicore__ inline void PhaseG(uint32_t seq, uint32_t t, uint32_t slot, bool lastChunk)
     {
         const KdaChunkV3TilingData& td = *td_;
         const uint32_t C = td.chunk, ch = C / 2, r0 = sub_ * ch, dv = td.dv, dh = td.dk / 2, k0 = sub_ * dh;
+        const uint32_t w = dv / td.gTiles, n = dh * w;
         io_.Load(calc_[0], ws_.Get(KDA_WS_O_INTER, slot)[r0 * dv], ch, dv, dv);
         io_.Load(calc_[1], ws_.Get(KDA_WS_O_INTRA, slot)[r0 * dv], ch, dv, dv);
         Add(calc_[0], calc_[0], calc_[1], ch * dv);
@@ -279,21 +282,23 @@ private:
         const LocalTensor<float> gamma = gamma_[(t % 2) * dh];
         PipeFence<HardEvent::V_S>();                            // gamma_C (Phase A, vector) is read as scalars
         const uint64_t htBase = uint64_t(seq) * td.dk * dv;
-        for (uint32_t r = 0; r < dh; r += td.stateTileRows) {
-            const uint32_t n = dh - r < td.stateTileRows ? dh - r : td.stateTileRows, row = k0 + r;
-            io_.Load(calc_[0], ws_.Get(KDA_WS_S, slot)[row * dv], n, dv, dv);
-            io_.Load(calc_[1], ws_.Get(KDA_WS_S_DELTA, slot)[row * dv], n, dv, dv);
-            for (uint32_t j = 0; j < n; ++j) Muls(calc_[0][j * dv], calc_[0][j * dv], gamma.GetValue(r + j), dv);
-            Add(calc_[0], calc_[0], calc_[1], n * dv);
+        if (sub_ == 0) KDA_PHASE_RUN("G");
+        for (uint32_t c0 = 0; c0 < dv; c0 += w) {
+            if (sub_ == 0) KDA_TILE("G", 2ull * n * sizeof(float), td.dk, w);   // both AIVs; two work tiles each
+            const uint64_t at = uint64_t(k0) * dv + c0;
+            io_.Load(calc_[0], ws_.Get(KDA_WS_S, slot)[at], dh, w, dv);
+            io_.Load(calc_[1], ws_.Get(KDA_WS_S_DELTA, slot)[at], dh, w, dv);
+            for (uint32_t j = 0; j < dh; ++j) Muls(calc_[0][j * w], calc_[0][j * w], gamma.GetValue(j), w);
+            Add(calc_[0], calc_[0], calc_[1], n);
             if (!lastChunk) {
-                io_.Store(ws_.Get(KDA_WS_S, slot)[row * dv], calc_[0], n, dv, dv);
+                io_.Store(ws_.Get(KDA_WS_S, slot)[at], calc_[0], dh, w, dv);
             } else {
                 if constexpr (sizeof(T) != sizeof(float)) {    // the state is kept in T between chunks
                     LocalTensor<T> rounded = calc_[1].template ReinterpretCast<T>();
-                    Cast(rounded, calc_[0], RoundMode::CAST_RINT, n * dv);
-                    Cast(calc_[0], rounded, RoundMode::CAST_NONE, n * dv);
+                    Cast(rounded, calc_[0], RoundMode::CAST_RINT, n);
+                    Cast(calc_[0], rounded, RoundMode::CAST_NONE, n);
                 }
-                io_.Store(htGm_[htBase + uint64_t(row) * dv], calc_[0], n, dv, dv);
+                io_.Store(htGm_[htBase + at], calc_[0], dh, w, dv);
             }
         }
     }

@@ -44,7 +44,9 @@ struct KdaChunkV4TilingData {
     uint32_t sub, subChunks, pairs;    // 16, n = C / 16, P = n (n - 1) / 2
     uint32_t stateParts;           // 1: the Cube reads S in the transfer type; 2 (bf16 default): S_hi + S_lo
     uint32_t calcElems;            // fp32 elements of each Vector work tile (UB)
-    uint32_t stateTileRows;        // rows of S per Phase G tile
+    uint32_t stateTileRows;        // rows of S per tile of S := h0
+    uint32_t gTiles;               // Phase G: tiles of S along d_v per chunk, [d_k, d_v / gTiles] each, split between
+                                   // the AIVs by rows (the simulator's plan, bridge.tiles_option)
     uint32_t diagTiles;            // Phase A's diagonal blocks: tiles of the key channels per chunk, each [n, 136, d_k /
                                    // diagTiles] products split between the AIVs by sub-chunk (the simulator's plan,
                                    // bridge.tiles_option; 1 = every key channel at once)
@@ -95,7 +97,7 @@ inline bool KdaV4WsIsPrivate(uint32_t i)
 // Fills `t`; returns nullptr, or a one-line reason the shape is not supported. stateParts: 0 = the default
 // (2 with bf16 transfers, 1 with fp32), or 1 / 2. diagTiles: the key-channel tiles of Phase A's diagonal blocks.
 inline const char* KdaChunkV4Tiling(const KdaShape& s, uint32_t aicNum, uint32_t ubCapacity, uint32_t stateParts,
-                                    KdaChunkV4TilingData& t, uint32_t diagTiles = 1)
+                                    KdaChunkV4TilingData& t, uint32_t diagTiles = 1, uint32_t gTiles = 0)
 {
     if (const char* why = KdaCheckShape(s, aicNum)) return why;
     if (stateParts > 2) return "state parts must be 1 or 2";
@@ -127,6 +129,10 @@ inline const char* KdaChunkV4Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     for (uint32_t n : needs) calc = n > calc ? n : calc;          // C, E, G; the diagonal blocks; A's blocks
     t.calcElems = calc;
     t.stateTileRows = calc / s.dv < dh ? calc / s.dv : dh;
+    // G's pieces [d_k / 2, d_v / gTiles] go in one work tile each (0: the fewest that do)
+    t.gTiles = KdaStateTiles(s, gTiles, calc);
+    if (t.gTiles == 0)
+        return "G tiles must divide d_v into 32-byte aligned rows whose [d_k / 2, d_v / N] pieces fit a work tile";
     // 2 VECIN + 2 VECOUT queue buffers + 5 work tiles (fp32) + gamma_C ping/pong + beta of a chunk + identity
     // + this AIV's A_qk_diag blocks (kept from Phase A to C) + one sum per (i, j <= i) of a block, for A_kk and
     // A_qk, 32 bytes apart: over every tile for each of this AIV's sub-chunks, and one tile's part + the

@@ -387,26 +387,31 @@ private:
         io_.Store(ws_.Get(KDA4_WS_V_PSEUDO, slot)[r0 * dv], calc_[0], ch, dv, dv);
     }
 
-    // Phase G: O = O_inter + O_intra (this AIV's rows, to o); S_new = Diag(gamma_C) S_prev + S_delta (this
-    // AIV's key channels) in fp32, to the workspace (WriteState), or for the last chunk to ht.
+    // Phase G: O = O_inter + O_intra (this AIV's rows, to o); S_new = Diag(gamma_C) S_prev + S_delta in fp32, in
+    // the simulator's tiles: td.gTiles slices of d_v, [d_k, w] each, split between the AIVs by rows (this AIV's
+    // key channels, whose gamma_C it keeps), to the workspace (WriteState), or for the last chunk to ht.
     __aicore__ inline void PhaseG(uint32_t seq, uint32_t t, uint32_t slot, bool lastChunk)
     {
         const KdaChunkV4TilingData& td = *td_;
         const uint32_t ch = td.chunk / 2, r0 = sub_ * ch, dv = td.dv, dh = td.dk / 2, k0 = sub_ * dh;
+        const uint32_t w = dv / td.gTiles, n = dh * w;
         io_.Load(calc_[0], ws_.Get(KDA4_WS_O_INTER, slot)[r0 * dv], ch, dv, dv);
         io_.Load(calc_[1], ws_.Get(KDA4_WS_O_INTRA, slot)[r0 * dv], ch, dv, dv);
         Add(calc_[0], calc_[0], calc_[1], ch * dv);
         io_.Store(oGm_[TokenOffset(seq, t, r0, dv)], calc_[0], ch, dv, td.heads * dv);
         const LocalTensor<float> gamma = gamma_[(t % 2) * dh];
         PipeFence<HardEvent::V_S>();                            // gamma_C (Phase A, vector) is read as scalars
-        for (uint32_t r = 0; r < dh; r += td.stateTileRows) {
-            const uint32_t n = dh - r < td.stateTileRows ? dh - r : td.stateTileRows, row = k0 + r;
-            io_.Load(calc_[0], StateFp32()[row * dv], n, dv, dv);
-            io_.Load(calc_[1], ws_.Get(KDA4_WS_S_DELTA, slot)[row * dv], n, dv, dv);
-            for (uint32_t j = 0; j < n; ++j) Muls(calc_[0][j * dv], calc_[0][j * dv], gamma.GetValue(r + j), dv);
-            Add(calc_[0], calc_[0], calc_[1], n * dv);
-            if (lastChunk) io_.Store(htGm_[uint64_t(seq) * td.dk * dv + uint64_t(row) * dv], calc_[0], n, dv, dv);
-            else WriteState(row, n, calc_[0]);
+        if (sub_ == 0) KDA_PHASE_RUN("G");
+        for (uint32_t c0 = 0; c0 < dv; c0 += w) {
+            // both AIVs; two work tiles each, three where WriteState splits S into S_hi and S_lo
+            const uint32_t work = !kFloatTransfers && td.stateParts == 2 && !lastChunk ? 3 : 2;
+            if (sub_ == 0) KDA_TILE("G", uint64_t(work) * n * sizeof(float), td.dk, w);
+            io_.Load(calc_[0], StateFp32()[uint64_t(k0) * dv + c0], dh, w, dv);
+            io_.Load(calc_[1], ws_.Get(KDA4_WS_S_DELTA, slot)[uint64_t(k0) * dv + c0], dh, w, dv);
+            for (uint32_t j = 0; j < dh; ++j) Muls(calc_[0][j * w], calc_[0][j * w], gamma.GetValue(j), w);
+            Add(calc_[0], calc_[0], calc_[1], n);
+            if (lastChunk) io_.Store(htGm_[uint64_t(seq) * td.dk * dv + uint64_t(k0) * dv + c0], calc_[0], dh, w, dv);
+            else WriteState(k0, dh, c0, w, calc_[0]);
         }
     }
 
@@ -419,7 +424,7 @@ private:
             const uint32_t n = dh - r < td.stateTileRows ? dh - r : td.stateTileRows, row = k0 + r;
             if (td.hasInitialState) io_.Load(calc_[0], h0Gm_[uint64_t(seq) * td.dk * dv + uint64_t(row) * dv], n, dv, dv);
             else Duplicate(calc_[0], 0.0f, n * dv);
-            WriteState(row, n, calc_[0]);
+            WriteState(row, n, 0, dv, calc_[0]);
         }
     }
 
@@ -428,21 +433,22 @@ private:
     {
         return ws_.GetFloat(kFloatTransfers ? KDA4_WS_S : KDA4_WS_S_FP32);
     }
-    // Rows row..row+n of the state s (fp32 tile): the fp32 state for the next Phase G, and S for the Cube
-    // (③): with bf16 transfers S_hi = bf16(s) and, with two parts, S_lo = bf16(s - S_hi) below it.
-    __aicore__ inline void WriteState(uint32_t row, uint32_t n, const LocalTensor<float>& s)
+    // Rows row..row+n, columns col..col+w of the state s (fp32 tile [n, w]): the fp32 state for the next Phase G,
+    // and S for the Cube (③): with bf16 transfers S_hi = bf16(s) and, with two parts, S_lo = bf16(s - S_hi) below it.
+    __aicore__ inline void WriteState(uint32_t row, uint32_t n, uint32_t col, uint32_t w, const LocalTensor<float>& s)
     {
         const uint32_t dv = td_->dv;
-        io_.Store(StateFp32()[row * dv], s, n, dv, dv);
+        const uint64_t at = uint64_t(row) * dv + col;
+        io_.Store(StateFp32()[at], s, n, w, dv);
         if constexpr (!kFloatTransfers) {
             const GlobalTensor<T> cubeState = ws_.Get(KDA4_WS_S, 0);
-            io_.Store(cubeState[row * dv], s, n, dv, dv);                  // S_hi, rounded to T
+            io_.Store(cubeState[at], s, n, w, dv);                         // S_hi, rounded to T
             if (td_->stateParts == 2) {
                 const LocalTensor<T> hi = calc_[1].template ReinterpretCast<T>();
-                Cast(hi, s, RoundMode::CAST_RINT, n * dv);
-                Cast(calc_[2], hi, RoundMode::CAST_NONE, n * dv);
-                Sub(calc_[2], s, calc_[2], n * dv);                         // what the rounding lost
-                io_.Store(cubeState[(td_->dk + row) * dv], calc_[2], n, dv, dv);   // S_lo
+                Cast(hi, s, RoundMode::CAST_RINT, n * w);
+                Cast(calc_[2], hi, RoundMode::CAST_NONE, n * w);
+                Sub(calc_[2], s, calc_[2], n * w);                          // what the rounding lost
+                io_.Store(cubeState[uint64_t(td_->dk) * dv + at], calc_[2], n, w, dv);   // S_lo
             }
         }
     }

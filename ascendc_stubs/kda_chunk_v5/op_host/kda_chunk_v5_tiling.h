@@ -49,7 +49,9 @@ struct KdaChunkV5TilingData {
     uint32_t stateParts;           // 1 (fp32), 2 (bf16: the fp32 state as S_hi + S_lo for the Cube)
     uint32_t qaCols;               // parts d_k + C
     uint32_t calcElems;            // fp32 elements of each Vector work tile
-    uint32_t stateTileRows;        // rows of S per Phase G tile
+    uint32_t stateTileRows;        // rows of S per tile of S := h0
+    uint32_t gTiles;               // state pass Phase G: tiles of S along d_v per chunk, [d_k, d_v / gTiles] each,
+                                   // split between the AIVs by rows (the simulator's plan, bridge.tiles_option)
     uint32_t stateATiles;          // state pass Phase A: tiles of the key channels per chunk, both AIVs together
                                    // (the simulator's plan, bridge.tiles_option; 2 = one [C, d_k / 2] tile per AIV)
     uint32_t intraATiles;          // intra pass Phase A, the micro-diagonal blocks: tiles of the key channels per
@@ -96,7 +98,7 @@ inline uint32_t KdaV5WsElemBytes(const KdaChunkV5TilingData& t, uint32_t i)
 
 // Fills `t`; nullptr, or a one-line reason the shape is not supported.
 inline const char* KdaChunkV5Tiling(const KdaShape& s, uint32_t aicNum, uint32_t ubCapacity, KdaChunkV5TilingData& t,
-                                    uint32_t stateATiles = 2, uint32_t intraATiles = 1)
+                                    uint32_t stateATiles = 2, uint32_t intraATiles = 1, uint32_t gTiles = 0)
 {
     if (const char* why = KdaCheckShape(s, aicNum)) return why;
     t = KdaChunkV5TilingData{};
@@ -138,6 +140,10 @@ inline const char* KdaChunkV5Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     for (uint32_t n : needs) calc = n > calc ? n : calc;
     t.calcElems = calc;
     t.stateTileRows = calc / s.dv < dh ? calc / s.dv : dh;
+    // G's pieces [d_k / 2, d_v / gTiles] take two neighbouring work tiles each (S, S_delta; S_hi in a fifth)
+    t.gTiles = KdaStateTiles(s, gTiles, 2ull * calc);
+    if (t.gTiles == 0)
+        return "state.G tiles must divide d_v into 32-byte aligned rows whose [d_k / 2, d_v / N] pieces fit two work tiles";
     // 2 VECIN + 2 VECOUT buffers + 5 work tiles + gamma_C (two chunks: A of chunk t+1 runs before G of chunk t) + beta + the micro-diagonal sums (kk and qk, one per
     // (i, j <= i) of a 4 x 4 block, 32 bytes apart, for this AIV's micro-chunks, over every key-channel tile, and
     // one sub-chunk's part of one tile) + the ReduceSum work buffer

@@ -27,14 +27,15 @@ public:
         htGm_.SetGlobalBuffer((__gm__ float*)ht);
         const uint32_t tileBytes = td.calcElems * sizeof(float);
         io_.Init(pipe, tileBytes);
-        for (int i = 0; i < 5; ++i) pipe->InitBuffer(calcBuf_[i], tileBytes);
+        // five work tiles in one buffer: Phase G takes two neighbours as one tile where the plan's piece is larger
+        pipe->InitBuffer(calcBuf_, 5 * tileBytes);
         pipe->InitBuffer(gammaBuf_, 2 * td.dk / 2 * sizeof(float));   // two chunks' gamma_C
         pipe->InitBuffer(betaBuf_, td.chunk * sizeof(float));
         const uint32_t microsHere = td.subChunks / 2 * td.micros, perBlock = td.micro * (td.micro + 1) / 2 * 8;
         pipe->InitBuffer(sumBuf_, 2 * microsHere * perBlock * sizeof(float));
         pipe->InitBuffer(partBuf_, 2 * td.micros * perBlock * sizeof(float));   // one sub-chunk's, one tile
         pipe->InitBuffer(workBuf_, ((td.dk + 63) / 64 + 7) / 8 * 8 * sizeof(float));
-        for (int i = 0; i < 5; ++i) calc_[i] = calcBuf_[i].template Get<float>();
+        for (uint32_t i = 0; i < 5; ++i) calc_[i] = calcBuf_.template Get<float>()[i * td.calcElems];
         gamma_ = gammaBuf_.template Get<float>();
         beta_ = betaBuf_.template Get<float>();
         sums_ = sumBuf_.template Get<float>();
@@ -312,21 +313,28 @@ private:
         Sub(calc_[0], calc_[0], calc_[1], ch * dv);
         io_.Store(ws_.SV(buf)[(kS + r0) * dv], calc_[0], ch, dv, dv);
     }
-    // Phase G: S_new = Diag(gamma_C) S_prev + S_delta, this AIV's rows of S, in fp32, S_prev from SV copy `buf`;
-    // to the other copy (WriteState) or, after the last chunk, to ht.
+    // Phase G: S_new = Diag(gamma_C) S_prev + S_delta in fp32, S_prev from SV copy `buf`, in the simulator's tiles:
+    // td.gTiles slices of d_v, [d_k, w] each, split between the AIVs by rows (this AIV's key channels, whose gamma_C
+    // it keeps); to the other copy (WriteState) or, after the last chunk, to ht. A piece [d_k / 2, w] may take two
+    // neighbouring work tiles (calc_[0..1] and calc_[2..3]; the tiling checks it), and moves through the queues in
+    // pieces of whole rows.
     __aicore__ inline void StateG(uint32_t seq, uint32_t buf, bool lastChunk)
     {
         const KdaChunkV5TilingData& td = *td_;
-        const uint32_t dv = td.dv, dh = td.dk / 2, k0 = sub_ * dh;
+        const uint32_t dv = td.dv, dh = td.dk / 2, k0 = sub_ * dh, w = dv / td.gTiles, n = dh * w;
+        LocalTensor<float> s = calc_[0], delta = calc_[2];
         PipeFence<HardEvent::V_S>();                   // gamma_C (Phase A, vector) is read as scalars
-        for (uint32_t r = 0; r < dh; r += td.stateTileRows) {
-            const uint32_t n = dh - r < td.stateTileRows ? dh - r : td.stateTileRows, row = k0 + r;
-            io_.Load(calc_[0], StateFp32(buf)[row * dv], n, dv, dv);
-            io_.Load(calc_[1], ws_.Get(KDA5_S_DELTA)[row * dv], n, dv, dv);
-            for (uint32_t j = 0; j < n; ++j) Muls(calc_[0][j * dv], calc_[0][j * dv], gamma_.GetValue(buf * dh + r + j), dv);
-            Add(calc_[0], calc_[0], calc_[1], n * dv);
-            if (lastChunk) io_.Store(htGm_[uint64_t(seq) * td.dk * dv + uint64_t(row) * dv], calc_[0], n, dv, dv);
-            else WriteState(buf ^ 1u, row, n, calc_[0]);
+        if (sub_ == 0) KDA_PHASE_RUN("state.G");
+        for (uint32_t c0 = 0; c0 < dv; c0 += w) {
+            // both AIVs; S and S_delta in fp32, and with bf16 transfers S_hi in T (WriteState)
+            if (sub_ == 0) KDA_TILE("state.G", 2ull * n * sizeof(float) + (kFloatTransfers ? 0ull : n * sizeof(T)), td.dk, w);
+            const uint64_t at = uint64_t(k0) * dv + c0;
+            io_.Load(s, StateFp32(buf)[at], dh, w, dv);
+            io_.Load(delta, ws_.Get(KDA5_S_DELTA)[at], dh, w, dv);
+            for (uint32_t j = 0; j < dh; ++j) Muls(s[j * w], s[j * w], gamma_.GetValue(buf * dh + j), w);
+            Add(s, s, delta, n);
+            if (lastChunk) io_.Store(htGm_[uint64_t(seq) * td.dk * dv + at], s, dh, w, dv);
+            else WriteState(buf ^ 1u, k0, dh, c0, w, s);
         }
     }
     __aicore__ inline void InitState(uint32_t seq, uint32_t buf)
@@ -337,7 +345,7 @@ private:
             const uint32_t n = dh - r < td.stateTileRows ? dh - r : td.stateTileRows, row = k0 + r;
             if (td.hasInitialState) io_.Load(calc_[0], h0Gm_[uint64_t(seq) * td.dk * dv + uint64_t(row) * dv], n, dv, dv);
             else Duplicate(calc_[0], 0.0f, n * dv);
-            WriteState(buf, row, n, calc_[0]);
+            WriteState(buf, row, n, 0, dv, calc_[0]);
         }
     }
     // The fp32 state between chunks: S of SV copy `buf` itself with fp32 transfers, else the Vector's own S_fp32
@@ -346,20 +354,22 @@ private:
     {
         return kFloatTransfers ? ws_.template SV<float>(buf) : ws_.template Get<float>(KDA5_S_FP32);
     }
-    // Rows row..row+n of the state: the fp32 copy, and the Cube's S in SV copy `buf` (bf16: S_hi over
-    // S_lo = bf16(s - S_hi)).
-    __aicore__ inline void WriteState(uint32_t buf, uint32_t row, uint32_t n, const LocalTensor<float>& s)
+    // Rows row..row+n, columns col..col+w of the state s ([n, w] fp32, in calc_[0..1]): the fp32 copy, and the
+    // Cube's S in SV copy `buf` (bf16: S_hi over S_lo = bf16(s - S_hi); S_hi in calc_[4], S_lo in calc_[2..3]).
+    __aicore__ inline void WriteState(uint32_t buf, uint32_t row, uint32_t n, uint32_t col, uint32_t w,
+                                      const LocalTensor<float>& s)
     {
         const uint32_t dv = td_->dv;
-        io_.Store(StateFp32(buf)[row * dv], s, n, dv, dv);
+        const uint64_t at = uint64_t(row) * dv + col;
+        io_.Store(StateFp32(buf)[at], s, n, w, dv);
         if constexpr (!kFloatTransfers) {
             const GlobalTensor<T> cubeState = ws_.SV(buf);
-            io_.Store(cubeState[row * dv], s, n, dv, dv);
-            const LocalTensor<T> hi = calc_[1].template ReinterpretCast<T>();
-            Cast(hi, s, RoundMode::CAST_RINT, n * dv);
-            Cast(calc_[2], hi, RoundMode::CAST_NONE, n * dv);
-            Sub(calc_[2], s, calc_[2], n * dv);
-            io_.Store(cubeState[(td_->dk + row) * dv], calc_[2], n, dv, dv);
+            io_.Store(cubeState[at], s, n, w, dv);
+            const LocalTensor<T> hi = calc_[4].template ReinterpretCast<T>();
+            Cast(hi, s, RoundMode::CAST_RINT, n * w);
+            Cast(calc_[2], hi, RoundMode::CAST_NONE, n * w);
+            Sub(calc_[2], s, calc_[2], n * w);
+            io_.Store(cubeState[uint64_t(td_->dk) * dv + at], calc_[2], n, w, dv);
         }
     }
 
@@ -369,7 +379,7 @@ private:
     GlobalTensor<T> qGm_, kGm_;
     GlobalTensor<float> gGm_, betaGm_, h0Gm_, htGm_;
     VecIo<BUFFER_NUM> io_;
-    TBuf<TPosition::VECCALC> calcBuf_[5], gammaBuf_, betaBuf_, sumBuf_, partBuf_, workBuf_;
+    TBuf<TPosition::VECCALC> calcBuf_, gammaBuf_, betaBuf_, sumBuf_, partBuf_, workBuf_;
     LocalTensor<float> calc_[5], gamma_, beta_, sums_, qkSums_, part_, work_;
 };
 
