@@ -343,6 +343,7 @@ def test_the_kernel_tiles_as_the_simulator_plans(emu, tmp_path):
         assert use["ub_bytes"] <= cap
     # intra.A on one AIV, one tile: g, K, Q [16, 64] and the decay factors and a product [4, 64], fp32; the sums of
     # its 2 sub-chunks and one sub-chunk's part of the tile, each 2 (kk, qk) x 4 micro-blocks x 10 entries 32 B apart
+    assert res.report["tiles"]["state.A"]["ub_bytes"] == 5 * 64 * 16 * 4   # gc, K, Q and two temporaries [64, 16]
     assert res.report["tiles"]["intra.A"]["ub_bytes"] == (3 * 16 + 2 * 4) * 64 * 4 + 3 * 2 * 4 * 10 * 32
     # state.G: one [128, 128] tile, [64, 128] per AIV: S and S_delta in fp32 and S_hi in bf16 (80 KiB, the five
     # work tiles of 16 KiB that the kernel allocates)
