@@ -163,13 +163,13 @@ KERNEL_TILED = {"kda_chunk_v3": ("A", "G"), "kda_chunk_v4": ("A", "G"),
 
 
 def sim_plans(version: str, *, heads: int, chunks: int, dtype: str = "bf16", profile: str = "ascend-910b2",
-              chunk_size: int = 64) -> dict[str, dict]:
+              chunk_size: int = 64, d_k: int = 128, d_v: int = 128) -> dict[str, dict]:
     """The simulator's core-memory plan of every phase ("pass.phase" or "phase" -> PhasePlan.to_dict()): tiles,
     tile_shape, tile_bytes, capacity_bytes; {} where the design has no plan at this shape (a workspace error)."""
     from kda.evaluate import Settings, evaluate
     from kda.render_memory import plans_json
-    r = evaluate(version, Settings(heads=heads, chunks=chunks, dtype=dtype, profile=profile, chunk_size=chunk_size),
-                 timing=True)
+    r = evaluate(version, Settings(heads=heads, chunks=chunks, dtype=dtype, profile=profile, chunk_size=chunk_size,
+                                   d_k=d_k, d_v=d_v), timing=True)
     return {(f"{p['pass']}." if "pass" in p else "") + p["phase"]: p for p in plans_json(r)}
 
 
@@ -177,6 +177,18 @@ def tiles_option(kernel: str, plans: dict[str, dict]) -> tuple[str, ...]:
     """The runner's --tiles argument for the phases `kernel` tiles as the simulator plans them."""
     items = [f"{k}={plans[k]['tiles']}" for k in KERNEL_TILED.get(kernel, ()) if k in plans]
     return ("--tiles", ",".join(items)) if items else ()
+
+
+def tile_attr(phase: str) -> str:
+    """The operator attribute (kda_chunk_vN.json, op_host's OpDef) that carries a phase's tile count on the NPU:
+    "state.A" -> "state_a_tiles", "G" -> "g_tiles"."""
+    return phase.lower().replace(".", "_") + "_tiles"
+
+
+def tile_attrs(kernel: str, plans: dict[str, dict]) -> dict[str, int]:
+    """The operator attributes that make the CANN TilingFunc tile as the simulator plans: what tiles_option is to
+    the host runner, for aclnnKdaChunkV3/V4/V5 (README "On real hardware")."""
+    return {tile_attr(k): int(plans[k]["tiles"]) for k in KERNEL_TILED.get(kernel, ()) if k in plans}
 
 
 def run(exe: Path, data: Path, out: Path, *, slots: int = 2, timeout_ms: int = 2000, aic: int = 24,

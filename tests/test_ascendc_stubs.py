@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -408,3 +409,37 @@ def test_phase_g_tiles_as_the_simulator_plans(emu, tmp_path, version, dtype):
         assert_close(f"{version} G tiled", ref, got)
     bad = bridge.run(emu.runners[version], tmp_path / "in", tmp_path / "bad", aic=3, extra=("--tiles", "G=1"))
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "G tiles" in bad.stderr
+
+
+@pytest.mark.parametrize("kernel_version", ["v3", "v4", "v5"])
+def test_the_operator_takes_the_plans_tiles_as_attributes(tmp_path, capsys, kernel_version):
+    """The CANN path (not compiled here: no CANN) gets the plan's tile counts as operator attributes, one per phase
+    the kernel tiles as planned (bridge.tile_attr): the msopgen description and op_host's OpDef declare them in the
+    same order with the same defaults, and the TilingFunc reads each at its index and passes it to the tiling.
+    gen_data.py --plan writes the plan's values into meta.txt for the NPU app; they are the host runner's --tiles."""
+    kernel = bridge.KERNELS[kernel_version]
+    folder = ROOT / "ascendc_stubs" / kernel
+    desc = json.loads((folder / f"{kernel}.json").read_text())[0]["attr"]
+    src = (folder / "op_host" / f"{kernel}.cpp").read_text()
+    opdef = re.findall(r'this->Attr\("(\w+)"\)\.AttrType\((\w+)\)\.(\w+)\(([^)]*)\)', src)
+    assert [a["name"] for a in desc] == [name for name, *_ in opdef]
+    for a, (_, kind, _, default) in zip(desc, opdef):
+        assert kind == a["param_type"].upper()
+        assert default == a.get("default_value", "")
+    names = [a["name"] for a in desc]
+    read = dict(re.findall(r"GetAttrPointer<int64_t>\((\d+)\);\s*// (\w+)", src))
+    tiled = bridge.KERNEL_TILED[kernel]
+    for phase in tiled:
+        attr = bridge.tile_attr(phase)
+        assert attr in names and read.get(str(names.index(attr))) == attr, (attr, read)
+    assert len(re.findall(rf"static_cast<uint32_t>\(\*\w+Tiles\)", src)) == len(tiled)   # all passed on
+    # the plan's values, by gen_data.py --plan, as the runner's --tiles has them
+    dtype = "bf16"
+    gen = _load_script("gen_data")
+    assert gen.main(["--out", str(tmp_path / "in"), "--heads", "1", "--chunks", "2", "--dtype", dtype,
+                     "--plan", kernel_version]) == 0
+    meta = dict(line.split() for line in (tmp_path / "in" / "meta.txt").read_text().splitlines())
+    plans = bridge.sim_plans(kernel_version, heads=1, chunks=2, dtype=dtype)
+    option = dict(item.split("=") for item in bridge.tiles_option(kernel, plans)[1].split(","))
+    assert {bridge.tile_attr(k): n for k, n in option.items()} == {a: meta[a] for a in map(bridge.tile_attr, tiled)}
+    assert bridge.tile_attrs(kernel, plans) == {bridge.tile_attr(k): int(n) for k, n in option.items()}

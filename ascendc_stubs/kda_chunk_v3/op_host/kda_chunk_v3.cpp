@@ -8,7 +8,9 @@
 // Inputs (FLA's layout): q, k [B, T, H, K] and v [B, T, H, V] in fp32 or bf16 (the hand-off type);
 // g [B, T, H, K] (log decay, or alpha with gate_is_log = false), beta [B, T, H], optional h0 [B, H, K, V], fp32.
 // Outputs: o [B, T, H, V] and ht [B, H, K, V], fp32. Attributes: scale (FLA: K ** -0.5), chunk_size,
-// gate_is_log, slots (workspace slots per AI core).
+// gate_is_log, slots (workspace slots per AI core), a_tiles and g_tiles: the simulator's tile counts of Phases A
+// and G (README "Tiling of the real buffers"; bridge.tile_attrs gives them from the plan; g_tiles 0 = the fewest
+// that fit a work tile).
 #include "kda_chunk_v3_tiling.h"
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
@@ -25,6 +27,8 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t* chunk = attrs->GetAttrPointer<int64_t>(1);
     const bool* gateIsLog = attrs->GetAttrPointer<bool>(2);
     const int64_t* slots = attrs->GetAttrPointer<int64_t>(3);
+    const int64_t* aTiles = attrs->GetAttrPointer<int64_t>(4);   // a_tiles
+    const int64_t* gTiles = attrs->GetAttrPointer<int64_t>(5);   // g_tiles
     const ge::DataType dtype = context->GetInputDesc(0)->GetDataType();
     if (dtype != ge::DT_FLOAT && dtype != ge::DT_BF16) return ge::GRAPH_FAILED;
 
@@ -46,7 +50,8 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubBytes);
     KdaChunkV3TilingData* tiling = context->GetTilingData<KdaChunkV3TilingData>();
     if (tiling == nullptr) return ge::GRAPH_FAILED;
-    if (KdaChunkV3Tiling(shape, platform.GetCoreNumAic(), static_cast<uint32_t>(ubBytes), *tiling) != nullptr)
+    if (KdaChunkV3Tiling(shape, platform.GetCoreNumAic(), static_cast<uint32_t>(ubBytes), *tiling,
+                         static_cast<uint32_t>(*aTiles), static_cast<uint32_t>(*gTiles)) != nullptr)
         return ge::GRAPH_FAILED;
 
     // One Matmul object (flag ids 0-1 reserved) for all eight matmuls, tiled for the largest shape; the
@@ -113,6 +118,8 @@ public:
         this->Attr("chunk_size").AttrType(OPTIONAL).Int(64);
         this->Attr("gate_is_log").AttrType(OPTIONAL).Bool(true);
         this->Attr("slots").AttrType(OPTIONAL).Int(2);
+        this->Attr("a_tiles").AttrType(OPTIONAL).Int(2);
+        this->Attr("g_tiles").AttrType(OPTIONAL).Int(0);
         this->SetInferShape(ge::InferShape).SetInferDataType(ge::InferDataType);
         this->AICore().SetTiling(optiling::TilingFunc).AddConfig("ascend910b");
     }

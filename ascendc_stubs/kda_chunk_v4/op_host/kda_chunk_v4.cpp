@@ -10,7 +10,9 @@
 // g [B, T, H, K] (log decay, or alpha with gate_is_log = false), beta [B, T, H], optional h0 [B, H, K, V], fp32.
 // Outputs: o [B, T, H, V] and ht [B, H, K, V], fp32 (the state is fp32 between chunks). Attributes: scale
 // (FLA: K ** -0.5), chunk_size (a multiple of 32), gate_is_log, slots (workspace slots per AI core),
-// state_parts (0: default, 2 with bf16 = the Cube reads the fp32 state as S_hi + S_lo; 1 = bf16(S) only).
+// state_parts (0: default, 2 with bf16 = the Cube reads the fp32 state as S_hi + S_lo; 1 = bf16(S) only), a_tiles
+// and g_tiles: the simulator's tile counts of Phase A's diagonal blocks and of G (README "Tiling of the real
+// buffers"; bridge.tile_attrs gives them from the plan; g_tiles 0 = the fewest that fit a work tile).
 #include "kda_chunk_v4_tiling.h"
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
@@ -28,6 +30,8 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const bool* gateIsLog = attrs->GetAttrPointer<bool>(2);
     const int64_t* slots = attrs->GetAttrPointer<int64_t>(3);
     const int64_t* stateParts = attrs->GetAttrPointer<int64_t>(4);
+    const int64_t* aTiles = attrs->GetAttrPointer<int64_t>(5);   // a_tiles
+    const int64_t* gTiles = attrs->GetAttrPointer<int64_t>(6);   // g_tiles
     const ge::DataType dtype = context->GetInputDesc(0)->GetDataType();
     if (dtype != ge::DT_FLOAT && dtype != ge::DT_BF16) return ge::GRAPH_FAILED;
 
@@ -50,7 +54,8 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     KdaChunkV4TilingData* tiling = context->GetTilingData<KdaChunkV4TilingData>();
     if (tiling == nullptr) return ge::GRAPH_FAILED;
     if (KdaChunkV4Tiling(shape, platform.GetCoreNumAic(), static_cast<uint32_t>(ubBytes),
-                         static_cast<uint32_t>(*stateParts), *tiling) != nullptr)
+                         static_cast<uint32_t>(*stateParts), *tiling, static_cast<uint32_t>(*aTiles),
+                         static_cast<uint32_t>(*gTiles)) != nullptr)
         return ge::GRAPH_FAILED;
 
     // One Matmul object (flag ids 0-1 reserved) for every matmul, tiled for the largest shape (K up to 2 d_k
@@ -119,6 +124,8 @@ public:
         this->Attr("gate_is_log").AttrType(OPTIONAL).Bool(true);
         this->Attr("slots").AttrType(OPTIONAL).Int(2);
         this->Attr("state_parts").AttrType(OPTIONAL).Int(0);
+        this->Attr("a_tiles").AttrType(OPTIONAL).Int(1);
+        this->Attr("g_tiles").AttrType(OPTIONAL).Int(0);
         this->SetInferShape(ge::InferShape).SetInferDataType(ge::InferDataType);
         this->AICore().SetTiling(optiling::TilingFunc).AddConfig("ascend910b");
     }

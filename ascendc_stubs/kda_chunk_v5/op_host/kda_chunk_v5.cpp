@@ -9,8 +9,10 @@
 // Inputs (FLA's layout): q, k [B, T, H, K] and v [B, T, H, V] in fp32 or bf16 (the hand-off type);
 // g [B, T, H, K] (log decay, or alpha with gate_is_log = false), beta [B, T, H], optional h0 [B, H, K, V], fp32.
 // Outputs: o [B, T, H, V] and ht [B, H, K, V], fp32 (the state is fp32 between chunks). Attributes: scale
-// (FLA: K ** -0.5), chunk_size (a multiple of 32), gate_is_log. With bf16 the Cube reads the fp32 state as
-// S_hi + S_lo (two parts), as kda_chunk_v4 does by default.
+// (FLA: K ** -0.5), chunk_size (a multiple of 32), gate_is_log, intra_a_tiles, state_a_tiles and state_g_tiles:
+// the simulator's tile counts (README "Tiling of the real buffers"; bridge.tile_attrs gives them from the plan;
+// state_g_tiles 0 = the fewest that fit). With bf16 the Cube reads the fp32 state as S_hi + S_lo (two parts), as
+// kda_chunk_v4 does by default.
 #include "kda_chunk_v5_tiling.h"
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
@@ -26,6 +28,9 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const float* scale = attrs->GetAttrPointer<float>(0);
     const int64_t* chunk = attrs->GetAttrPointer<int64_t>(1);
     const bool* gateIsLog = attrs->GetAttrPointer<bool>(2);
+    const int64_t* intraATiles = attrs->GetAttrPointer<int64_t>(3);   // intra_a_tiles
+    const int64_t* stateATiles = attrs->GetAttrPointer<int64_t>(4);   // state_a_tiles
+    const int64_t* stateGTiles = attrs->GetAttrPointer<int64_t>(5);   // state_g_tiles
     const ge::DataType dtype = context->GetInputDesc(0)->GetDataType();
     if (dtype != ge::DT_FLOAT && dtype != ge::DT_BF16) return ge::GRAPH_FAILED;
 
@@ -47,7 +52,9 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubBytes);
     KdaChunkV5TilingData* tiling = context->GetTilingData<KdaChunkV5TilingData>();
     if (tiling == nullptr) return ge::GRAPH_FAILED;
-    if (KdaChunkV5Tiling(shape, platform.GetCoreNumAic(), static_cast<uint32_t>(ubBytes), *tiling) != nullptr)
+    if (KdaChunkV5Tiling(shape, platform.GetCoreNumAic(), static_cast<uint32_t>(ubBytes), *tiling,
+                         static_cast<uint32_t>(*stateATiles), static_cast<uint32_t>(*intraATiles),
+                         static_cast<uint32_t>(*stateGTiles)) != nullptr)
         return ge::GRAPH_FAILED;
 
     // Two Matmul objects (flag ids 0-3 reserved): mm for every workspace matmul (C in the transfer type), mmOut
@@ -122,6 +129,9 @@ public:
         this->Attr("scale").AttrType(REQUIRED).Float();
         this->Attr("chunk_size").AttrType(OPTIONAL).Int(64);
         this->Attr("gate_is_log").AttrType(OPTIONAL).Bool(true);
+        this->Attr("intra_a_tiles").AttrType(OPTIONAL).Int(1);
+        this->Attr("state_a_tiles").AttrType(OPTIONAL).Int(2);
+        this->Attr("state_g_tiles").AttrType(OPTIONAL).Int(0);
         this->SetInferShape(ge::InferShape).SetInferDataType(ge::InferDataType);
         this->AICore().SetTiling(optiling::TilingFunc).AddConfig("ascend910b");
     }
