@@ -159,7 +159,7 @@ def capacity_options(profile) -> tuple[str, ...]:
 # Phases whose tiles the kernel takes from the simulator's plan (--tiles), by kernel: "pass.phase" (v5) or "phase".
 # The others, and why they do not follow the plan, are in README "Tiling of the real buffers".
 KERNEL_TILED = {"kda_chunk_v3": ("A", "G"), "kda_chunk_v4": ("A", "G"),
-                "kda_chunk_v5": ("intra.A", "state.A", "state.G")}
+                "kda_chunk_v5": ("intra.A", "state.A", "state.G", "state.F2")}
 
 
 def sim_plans(version: str, *, heads: int, chunks: int, dtype: str = "bf16", profile: str = "ascend-910b2",

@@ -320,15 +320,16 @@ def test_runner_rejects_a_shape_it_does_not_support(emu, tmp_path):
 def test_the_kernel_tiles_as_the_simulator_plans(emu, tmp_path):
     """The 910B2 profile's core-memory plan (npusim/pipes.py plan_phase) goes to the runner as --tiles
     (bridge.tiles_option); for every phase the kernel tiles that way, the emulation records as many tiles per chunk
-    as the plan and the plan's tile shape ([sequence, rows, the last axis cut]), each tile's UB within the
-    profile's capacity, and the outputs still match the recurrence. The phases the simulator tiles and the kernel
-    does not are exactly those README "Tiling of the real buffers" names."""
+    as the plan and the plan's tile shape ([sequence, rows, the last axis cut]), each Vector tile's UB (hand-counted
+    below) within the profile's capacity, the Cube phase's Matmul tiling (F2: singleCoreN = the plan's cut of d_v)
+    and its L1 within the profile's, and the outputs still match the recurrence. Every phase the simulator tiles
+    is one of them."""
     profile = load_profile("ascend-910b2")
     plans = bridge.sim_plans("v5", heads=2, chunks=4, dtype="bf16")
     tiled = bridge.KERNEL_TILED["kda_chunk_v5"]
     assert plans["state.A"]["tiles"] == 8                 # more than one per AIV: the plan's double buffering
     assert plans["intra.A"]["tiles"] == 2                 # the micro-diagonal products, by key-channel halves
-    assert {k for k, p in plans.items() if p["tiles"] > 1} - set(tiled) == {"state.F2"}
+    assert {k for k, p in plans.items() if p["tiles"] > 1} - set(tiled) == set()
     _write(tmp_path, dtype="bf16")
     res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "out", aic=3, profile=profile,
                      extra=bridge.tiles_option("kda_chunk_v5", plans))
@@ -340,7 +341,10 @@ def test_the_kernel_tiles_as_the_simulator_plans(emu, tmp_path):
         assert use["runs"] == 2 * 4                        # sequences x chunks
         assert use["tiles"] == plan["tiles"] * use["runs"], (key, use, plan["tiles"])
         assert [1, *use["shape"]] == plan["tile_shape"], (key, use, plan)
-        assert use["ub_bytes"] <= cap
+        if plan["unit"] == "vec":
+            assert use["ub_bytes"] <= cap
+        else:
+            assert use["l1_bytes"] <= res.report["capacities"]["l1"] == plan["capacity_bytes"] == 512 * 1024
     # intra.A on one AIV, one tile: g, K, Q [16, 64] and the decay factors and a product [4, 64], fp32; the sums of
     # its 2 sub-chunks and one sub-chunk's part of the tile, each 2 (kk, qk) x 4 micro-blocks x 10 entries 32 B apart
     assert res.report["tiles"]["state.A"]["ub_bytes"] == 5 * 64 * 16 * 4   # gc, K, Q and two temporaries [64, 16]
@@ -349,10 +353,20 @@ def test_the_kernel_tiles_as_the_simulator_plans(emu, tmp_path):
     # work tiles of 16 KiB that the kernel allocates)
     assert plans["state.G"]["tiles"] == 1
     assert res.report["tiles"]["state.G"]["ub_bytes"] == 64 * 128 * (4 + 4 + 2) == 5 * 16384
+    # state.F2: 2 Matmul calls per chunk of 64 columns of O each; mmOut's L1, K = 2 d_k + C = 320 in 5 blocks of 64:
+    # A 5 x [128, 64], B 5 x [64, 64] (base N cut to 64 with singleCoreN), bf16; with mm's (5 x [128, 64] each) the AIC's
+    assert plans["state.F2"]["tile_shape"] == [1, 128, 64]
+    assert res.report["tiles"]["state.F2"]["l1_bytes"] == (5 * 128 * 64 + 5 * 64 * 64) * 2
+    assert set(res.report["l1_peak_bytes"].values()) == {(5 * 128 * 64 + 5 * 64 * 64) * 2 + 2 * 5 * 128 * 64 * 2}
     assert res.report["ub_plan_bytes"] <= cap
     m, xs, o, ht = _outputs(tmp_path)
     ref_o, ref_s = _reference(m, xs)
     assert_close("o", ref_o, o), assert_close("final state", ref_s, ht)
+    # F2 in one call instead of two: every column of O is the same sum, so o is the same to the bit
+    one = bridge.tiles_option("kda_chunk_v5", plans)[1].replace("state.F2=2", "state.F2=1")
+    res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "f2", aic=3, profile=profile, extra=("--tiles", one))
+    assert res.returncode == 0 and res.report["tiles"]["state.F2"]["shape"] == [128, 128]
+    assert (tmp_path / "f2" / "o.bin").read_bytes() == (tmp_path / "out" / "o.bin").read_bytes()
     # without --tiles: state A one [C, d_k / 2] tile per AIV, the micro-diagonal blocks every key channel at once
     res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "plain", aic=3, profile=profile)
     assert res.returncode == 0 and res.report["tiles"]["state.A"]["tiles"] == 2 * res.report["tiles"]["state.A"]["runs"]
@@ -362,3 +376,5 @@ def test_the_kernel_tiles_as_the_simulator_plans(emu, tmp_path):
     assert res.returncode == 2 and "state.A tiles" in res.stderr
     res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "bad", aic=3, extra=("--tiles", "intra.A=3"))
     assert res.returncode == 2 and "intra.A tiles" in res.stderr
+    res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "bad", aic=3, extra=("--tiles", "state.F2=3"))
+    assert res.returncode == 2 and "state.F2 tiles" in res.stderr

@@ -73,4 +73,20 @@ inline void KdaFillMatmulTiling(TCubeTiling& mm, uint32_t big, uint32_t elemByte
     mm.depthA1 = mm.depthB1 = kBlocks;
     mm.dbL0A = mm.dbL0B = mm.dbL0C = 2;
 }
+
+// The tiling of a matmul whose calls each compute `singleN` columns of C (the simulator's cut of N): singleCoreN,
+// and base blocks no wider (host stand-in as above; on the NPU MatmulApiTiling::SetShape(.., singleN, ..) asks
+// GetTiling for the same).
+inline void KdaCutMatmulTilingN(TCubeTiling& mm, uint32_t singleN)
+{
+    mm.singleCoreN = static_cast<int32_t>(singleN);
+    if (mm.baseN > mm.singleCoreN) mm.baseN = mm.singleCoreN;
+}
+
+// The L1 a TCubeTiling keeps (the emulation's estimate, as REGIST_MATMUL_OBJ checks it): depthA1 blocks of
+// baseM x baseK of A and depthB1 blocks of baseN x baseK of B, elemBytes each.
+inline uint64_t KdaMatmulL1Bytes(const TCubeTiling& mm, uint32_t elemBytes)
+{
+    return (uint64_t(mm.depthA1) * mm.baseM * mm.baseK + uint64_t(mm.depthB1) * mm.baseN * mm.baseK) * elemBytes;
+}
 #endif

@@ -1,7 +1,7 @@
 // Host runner for the emulated kda_chunk_v5 (the shared runner, ascendc_stubs/common/kda_emu_runner.h, with v5's
 // tiling, workspace regions and kernel entry). On an NPU the aclnn / kernel-launch app plays this role.
 //
-//   kda_chunk_v5_emu --data DIR --out DIR [--timeout-ms N] [--aic N] [--tiles intra.A=N,state.A=N,state.G=N]   (--slots is ignored)
+//   kda_chunk_v5_emu --data DIR --out DIR [--timeout-ms N] [--aic N] [--tiles intra.A=N,state.A=N,state.G=N,state.F2=N]   (--slots is ignored)
 // Exit status: 0 ok, 2 bad input, 3 a check failed (race, rule, bounds...), 4 hang.
 #include "op_kernel/kda_chunk_v5.cpp"   // one translation unit, as CPU-debug builds of a kernel do
 #include "kda_emu_runner.h"
@@ -9,21 +9,23 @@
 struct KdaChunkV5Emu {
     static constexpr const char* kName = "kda_chunk_v5";
     using Tiling = KdaChunkV5TilingData;
-    // --tiles PASS.PHASE=N[,...]: the simulator's tile counts (bridge.tiles_option) of intra.A, state.A, state.G.
-    struct Extra { uint32_t stateATiles = 2, intraATiles = 1, gTiles = 0; };
+    // --tiles PASS.PHASE=N[,...]: the simulator's tile counts (bridge.tiles_option) of intra.A, state.A, state.G,
+    // state.F2.
+    struct Extra { uint32_t stateATiles = 2, intraATiles = 1, gTiles = 0, f2Tiles = 1; };
     static bool Option(Extra& e, const std::string& flag, const std::string& value)
     {
         return flag == "--tiles" && kda_emu::ParseTiles(value, [&e](const std::string& key, uint32_t n) {
             if (key == "state.A") e.stateATiles = n;
             else if (key == "intra.A") e.intraATiles = n;
             else if (key == "state.G") e.gTiles = n;
+            else if (key == "state.F2") e.f2Tiles = n;
             else return false;
             return true;
         });
     }
     static const char* MakeTiling(const KdaShape& shape, const Extra& e, uint32_t aic, uint32_t ub, Tiling& td)
     {
-        return KdaChunkV5Tiling(shape, aic, ub, td, e.stateATiles, e.intraATiles, e.gTiles);
+        return KdaChunkV5Tiling(shape, aic, ub, td, e.stateATiles, e.intraATiles, e.gTiles, e.f2Tiles);
     }
     // Per core: one region per workspace tensor, named as the simulator names the hand-offs; the Cube's and the
     // Vector's own tensors are Private. The inverse's block columns: Ai_diag[j] (the Vector's, ③) over A_inv's

@@ -9,7 +9,8 @@
 // Inputs (FLA's layout): q, k [B, T, H, K] and v [B, T, H, V] in fp32 or bf16 (the hand-off type);
 // g [B, T, H, K] (log decay, or alpha with gate_is_log = false), beta [B, T, H], optional h0 [B, H, K, V], fp32.
 // Outputs: o [B, T, H, V] and ht [B, H, K, V], fp32 (the state is fp32 between chunks). Attributes: scale
-// (FLA: K ** -0.5), chunk_size (a multiple of 32), gate_is_log, intra_a_tiles, state_a_tiles and state_g_tiles:
+// (FLA: K ** -0.5), chunk_size (a multiple of 32), gate_is_log, intra_a_tiles, state_a_tiles, state_g_tiles and
+// state_f2_tiles (F2 in state_f2_tiles Matmul calls, mmTilingOut's singleCoreN = d_v / state_f2_tiles):
 // the simulator's tile counts (README "Tiling of the real buffers"; bridge.tile_attrs gives them from the plan;
 // state_g_tiles 0 = the fewest that fit). With bf16 the Cube reads the fp32 state as S_hi + S_lo (two parts), as
 // kda_chunk_v4 does by default.
@@ -31,6 +32,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t* intraATiles = attrs->GetAttrPointer<int64_t>(3);   // intra_a_tiles
     const int64_t* stateATiles = attrs->GetAttrPointer<int64_t>(4);   // state_a_tiles
     const int64_t* stateGTiles = attrs->GetAttrPointer<int64_t>(5);   // state_g_tiles
+    const int64_t* stateF2Tiles = attrs->GetAttrPointer<int64_t>(6);  // state_f2_tiles
     const ge::DataType dtype = context->GetInputDesc(0)->GetDataType();
     if (dtype != ge::DT_FLOAT && dtype != ge::DT_BF16) return ge::GRAPH_FAILED;
 
@@ -54,7 +56,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     if (tiling == nullptr) return ge::GRAPH_FAILED;
     if (KdaChunkV5Tiling(shape, platform.GetCoreNumAic(), static_cast<uint32_t>(ubBytes), *tiling,
                          static_cast<uint32_t>(*stateATiles), static_cast<uint32_t>(*intraATiles),
-                         static_cast<uint32_t>(*stateGTiles)) != nullptr)
+                         static_cast<uint32_t>(*stateGTiles), static_cast<uint32_t>(*stateF2Tiles)) != nullptr)
         return ge::GRAPH_FAILED;
 
     // Two Matmul objects (flag ids 0-3 reserved): mm for every workspace matmul (C in the transfer type), mmOut
@@ -63,6 +65,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     // length (orgKc) where it differs from B's. Operands may be transposed (isTrans).
     const auto mmType = dtype == ge::DT_FLOAT ? matmul_tiling::DataType::DT_FLOAT : matmul_tiling::DataType::DT_BF16;
     const int32_t big = tiling->mmTiling.M;
+    const int32_t f2N = tiling->mmTilingOut.singleCoreN;   // d_v / state_f2_tiles, from KdaChunkV5Tiling
     TCubeTiling* out[2] = {&tiling->mmTiling, &tiling->mmTilingOut};
     for (int i = 0; i < 2; ++i) {
         matmul_tiling::MatmulApiTiling mm(platform);
@@ -71,7 +74,8 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
         mm.SetCType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND,
                     i == 0 ? mmType : matmul_tiling::DataType::DT_FLOAT);
         mm.SetBias(false);
-        mm.SetShape(big, big, big);
+        // mmOut's calls each compute singleCoreN = d_v / state_f2_tiles columns of O (the plan's cut, KdaChunkV5Tiling)
+        mm.SetShape(big, i == 0 ? big : f2N, big);
         mm.SetOrgShape(big, big, big);
         mm.SetBufferSpace(-1, -1, -1);
         if (mm.GetTiling(*out[i]) == -1) return ge::GRAPH_FAILED;
@@ -132,6 +136,7 @@ public:
         this->Attr("intra_a_tiles").AttrType(OPTIONAL).Int(1);
         this->Attr("state_a_tiles").AttrType(OPTIONAL).Int(2);
         this->Attr("state_g_tiles").AttrType(OPTIONAL).Int(0);
+        this->Attr("state_f2_tiles").AttrType(OPTIONAL).Int(1);
         this->SetInferShape(ge::InferShape).SetInferDataType(ge::InferDataType);
         this->AICore().SetTiling(optiling::TilingFunc).AddConfig("ascend910b");
     }

@@ -50,6 +50,8 @@ struct KdaChunkV5TilingData {
     uint32_t qaCols;               // parts d_k + C
     uint32_t calcElems;            // fp32 elements of each Vector work tile
     uint32_t stateTileRows;        // rows of S per tile of S := h0
+    uint32_t f2Tiles;              // state pass Phase F2: O's columns per chunk in f2Tiles Matmul calls of
+                                   // mmTilingOut.singleCoreN = d_v / f2Tiles each (the simulator's plan)
     uint32_t gTiles;               // state pass Phase G: tiles of S along d_v per chunk, [d_k, d_v / gTiles] each,
                                    // split between the AIVs by rows (the simulator's plan, bridge.tiles_option)
     uint32_t stateATiles;          // state pass Phase A: tiles of the key channels per chunk, both AIVs together
@@ -98,7 +100,8 @@ inline uint32_t KdaV5WsElemBytes(const KdaChunkV5TilingData& t, uint32_t i)
 
 // Fills `t`; nullptr, or a one-line reason the shape is not supported.
 inline const char* KdaChunkV5Tiling(const KdaShape& s, uint32_t aicNum, uint32_t ubCapacity, KdaChunkV5TilingData& t,
-                                    uint32_t stateATiles = 2, uint32_t intraATiles = 1, uint32_t gTiles = 0)
+                                    uint32_t stateATiles = 2, uint32_t intraATiles = 1, uint32_t gTiles = 0,
+                                    uint32_t f2Tiles = 1)
 {
     if (const char* why = KdaCheckShape(s, aicNum)) return why;
     t = KdaChunkV5TilingData{};
@@ -130,6 +133,10 @@ inline const char* KdaChunkV5Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     if (intraATiles == 0 || s.dk % intraATiles != 0 || (s.dk / intraATiles) * s.transferBytes % 32 != 0)
         return "intra.A tiles must divide d_k and give 32-byte aligned rows";
     t.intraATiles = intraATiles;
+    // F2 along d_v: each call's N a whole number of 16-wide Cube fractals
+    if (f2Tiles == 0 || s.dv % f2Tiles != 0 || (s.dv / f2Tiles) % 16 != 0)
+        return "state.F2 tiles must divide d_v into multiples of 16 columns";
+    t.f2Tiles = f2Tiles;
 
     // Vector tiles (fp32): Phase A of either pass on this AIV's key channels [C, d_k / 2]; the rows of A of one
     // sub-chunk [16, C]; the micro-diagonal tiles [16, d_k]; E and G [C / 2, d_v]; the off-diagonal blocks.
@@ -170,6 +177,7 @@ inline const char* KdaChunkV5Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     if (s.dv > big) big = s.dv;
     KdaFillMatmulTiling(t.mmTiling, big, s.transferBytes);
     KdaFillMatmulTiling(t.mmTilingOut, big, s.transferBytes);
+    KdaCutMatmulTilingN(t.mmTilingOut, s.dv / f2Tiles);   // F2: one call per d_v / f2Tiles columns of O
     return nullptr;
 }
 

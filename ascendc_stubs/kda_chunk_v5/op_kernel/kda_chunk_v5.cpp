@@ -183,13 +183,18 @@ private:
                dv, C);
     }
 
-    // State F2: O = [Q_scaled | A_qk] [S ; V_pseudo], one accumulation over K = parts d_k + C, to the output in fp32.
+    // State F2: O = [Q_scaled | A_qk] [S ; V_pseudo], one accumulation over K = parts d_k + C, to the output in fp32,
+    // in the simulator's tiles: the state cut along d_v, one Matmul call per mmTilingOut.singleCoreN columns.
     __aicore__ inline void StateF2(uint32_t seq, uint32_t t, uint32_t item, uint32_t buf)
     {
         const KdaChunkV5TilingData& td = *td_;
-        const uint32_t C = td.chunk, dv = td.dv;
-        MatMul(mmOut, oGm_[TokenOffset(td, seq, t, 0, dv)], td.heads * dv, ws_.QA(item), td.qaCols, false, ws_.SV(buf),
-               dv, false, C, dv, td.qaCols);
+        const uint32_t C = td.chunk, dv = td.dv, n = static_cast<uint32_t>(td.mmTilingOut.singleCoreN);
+        KDA_PHASE_RUN("state.F2");
+        for (uint32_t c0 = 0; c0 < dv; c0 += n) {
+            KDA_CUBE_TILE("state.F2", KdaMatmulL1Bytes(td.mmTilingOut, sizeof(T)), td.dk, n);   // S's [d_k, n]
+            MatMul(mmOut, oGm_[TokenOffset(td, seq, t, 0, dv) + c0], td.heads * dv, ws_.QA(item), td.qaCols, false,
+                   ws_.SV(buf)[c0], dv, false, C, n, td.qaCols);
+        }
     }
 
     const KdaChunkV5TilingData* td_ = nullptr;
