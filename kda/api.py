@@ -216,7 +216,8 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
             transfer_dtype: str | torch.dtype | None = None, precision: Precision | None = None,
             compute_dtype: torch.dtype = torch.float32, program=None, out_dtype: torch.dtype | None = None,
             progress: Callable[[int, int], None] | None = None, cu_seqlens=None, design=None, fast: bool = True,
-            graphs: bool | None = None, block: int = 16, check_every: int | None = None) -> Execution:
+            graphs: bool | None = None, block: int = 16, check_every: int | None = None,
+            pipeline: bool | None = None) -> Execution:
     """Run a KDA design over a whole batch; see the module docstring. Every tensor is made on the inputs'
     device. For a one-pass design, chunks are cut from the inputs `block` at a time, so memory beyond the
     inputs and the output stays at a few chunks' worth. `fast=False` runs every chunk through the recording
@@ -237,7 +238,7 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
             return _execute_design(design, q, k, v, g, beta, scale, initial_state, chunk_size=chunk_size,
                                    transfer_dtype=transfer_dtype, precision=precision,
                                    compute_dtype=compute_dtype, out_dtype=out_dtype, progress=progress,
-                                   fast=fast, cuda_graphs=graphs)
+                                   fast=fast, cuda_graphs=graphs, pipeline=pipeline)
         program = design.passes[0].program
     precision = _precision(q, transfer_dtype, precision, compute_dtype, program)
     cd = precision.compute
@@ -290,7 +291,7 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
     with torch.no_grad():
         if check_every is None:
             check_every = 1 if device.type == "cpu" else 64
-        S = ex.run(chunk, S, NT, emit, fast=fast, graphs=graphs, check_every=check_every)
+        S = ex.run(chunk, S, NT, emit, fast=fast, graphs=graphs, check_every=check_every, pipeline=pipeline)
     result = Execution(o, S.reshape(B, H, K, V), graph, ex.first_nonfinite, precision, NT, C,
                        (q, k, v, g, beta, initial_state))
     result.replay = ex.replay_mode
@@ -329,7 +330,8 @@ def _chunked(x: torch.Tensor, C: int, dtype: torch.dtype, round_to=None) -> torc
 
 
 def _execute_design(design, q, k, v, g, beta, scale, initial_state, *, chunk_size, transfer_dtype, precision,
-                    compute_dtype, out_dtype, progress, fast: bool = True, cuda_graphs: bool | None = None) -> Execution:
+                    compute_dtype, out_dtype, progress, fast: bool = True, cuda_graphs: bool | None = None,
+                    pipeline: bool | None = None) -> Execution:
     """A design of several passes (kda/multipass.py): every tensor between passes is kept for the whole batch."""
     B, T, H, K, V = q.shape[0], q.shape[1], q.shape[2], q.shape[3], v.shape[-1]
     state_program = (design.state_pass or design.passes[0]).program
@@ -344,7 +346,8 @@ def _execute_design(design, q, k, v, g, beta, scale, initial_state, *, chunk_siz
     graphs, executors = record_passes(design, pool, S, precision, {"g": "fp32", "beta": "fp32"},
                                       {"chunk_size": C, "d_k": K, "d_v": V})
     with torch.no_grad():
-        pool, S, nonfinite = run_passes(design, executors, pool, S, precision, progress, fast, cuda_graphs)
+        pool, S, nonfinite = run_passes(design, executors, pool, S, precision, progress, fast, cuda_graphs,
+                                             pipeline)
     NT = pool["Q"].shape[1]
     o = pool["O"].reshape(B, H, NT * C, V)[:, :, :T].transpose(1, 2).to(out_dtype or cd)
     main = next((g_ for g_, p in zip(graphs, design.passes) if p.program.state is not None), graphs[-1])

@@ -98,7 +98,7 @@ class Replay:
     """Runs an Executor's recorded program over chunks on the fast path. `inputs_of(t)` gives chunk t's
     inputs, `emit(t, outputs)` takes its outputs before the next chunk runs (graph outputs are reused)."""
 
-    def __init__(self, executor, *, check_every: int = 1, graphs: bool = False):
+    def __init__(self, executor, *, check_every: int = 1, graphs: bool = False, pipeline: bool | None = None):
         if executor.graph is None:
             raise RuntimeError("Replay before Executor.record")
         self.ex = executor
@@ -109,8 +109,10 @@ class Replay:
         self.state_target = rounding_target(p, p.state_type, cd)
         self.check_every = max(1, check_every)
         self.graphs = graphs
+        self.pipeline = pipeline      # split the step over two threads (CPU); None: where torch has >= 2
         self.eyes: dict = {}
-        self.mode = "eager"           # "eager" or "cuda-graph"; `fallback` says why a graph was not used
+        self.mode = "eager"           # "eager", "cuda-graph" or "pipelined"; `fallback` says why not the
+        #                               graph or the pipeline
         self.fallback: str | None = None
         self._graph: CudaGraphStep | None = None
 
@@ -155,23 +157,60 @@ class Replay:
             emit: Callable[[int, dict], None]):
         """Compute chunks 0..chunks-1 from `state`; returns the final state."""
         ex = self.ex
+        pipe = self._pipeline(inputs_of, state, chunks)
         start, saved, flags = 0, state, []
-        for t in range(chunks):
-            watching = ex.first_nonfinite is None
-            outputs, state, flag = self.step(inputs_of(t), state, watching)
-            emit(t, outputs)
-            if not watching:
-                continue
-            flags.append(flag)
-            if len(flags) >= self.check_every or t == chunks - 1:
-                bad = _first_true(flags)
-                if bad is not None:
-                    self._name(inputs_of, saved, start, start + bad)
-                # eagerly each chunk makes a new state; a graph keeps it in one buffer, which the next
-                # chunk overwrites: then the state at the window's start is copied
-                copy = self._graph is not None and state is not None
-                start, saved, flags = t + 1, (state.clone() if copy else state), []
+        try:
+            for t in range(chunks):
+                watching = ex.first_nonfinite is None
+                if pipe is not None:
+                    outputs, state, flag = pipe.step(t, state)
+                else:
+                    outputs, state, flag = self.step(inputs_of(t), state, watching)
+                emit(t, outputs)
+                if not watching:
+                    continue
+                flags.append(flag)
+                if len(flags) >= self.check_every or t == chunks - 1:
+                    bad = _first_true(flags)
+                    if bad is not None:
+                        if pipe is not None:        # naming re-runs chunks here: the worker stops first
+                            pipe.close()
+                            pipe = None
+                        self._name(inputs_of, saved, start, start + bad)
+                    # eagerly each chunk makes a new state; a graph keeps it in one buffer, which the next
+                    # chunk overwrites: then the state at the window's start is copied
+                    copy = self._graph is not None and state is not None
+                    start, saved, flags = t + 1, (state.clone() if copy else state), []
+        finally:
+            if pipe is not None:
+                pipe.close()
         return state
+
+    def _pipeline(self, inputs_of, state, chunks: int):
+        """The step split over two threads (npusim/pipeline.py), with chunk 0 computed while the split is
+        recorded; None where it does not apply, with `fallback` saying why where it was asked for."""
+        ex = self.ex
+        wanted = self.pipeline if self.pipeline is not None else torch.get_num_threads() >= 2
+        if not wanted or chunks < 2 or ex.first_nonfinite is not None:
+            return None
+        first = inputs_of(0)
+        tensors = [v for v in first.values() if isinstance(v, torch.Tensor)]
+        why = ("CUDA graphs asked for" if self.graphs else
+               "not on the CPU" if tensors and tensors[0].device.type != "cpu" else
+               "narrow accumulation" if ex.precision.narrow_accumulation else None)
+        if why is None:
+            from .hoist import Tape, Untapeable
+            try:
+                tape, result = Tape.capture(lambda i, s: self.eager_step(i, s, True), first, state)
+            except Untapeable as err:
+                why = str(err)
+        if why is not None:
+            if self.pipeline:
+                self.fallback = f"not pipelined: {why}"
+            return None
+        from .pipeline import Pipeline
+        self.mode, self.tape = "pipelined", tape
+        return Pipeline(tape, inputs_of, chunks, result)
 
     def _name(self, inputs_of, state, start: int, bad: int) -> None:
         """Re-run chunks start..bad-1 from `state` (deterministic: the same state again), then chunk `bad`

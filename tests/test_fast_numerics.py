@@ -22,19 +22,23 @@ def same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.view(torch.int32), b.view(torch.int32))
 
 
-def _both(x, **kw):
+def _both(x, pipeline=None, **kw):
     slow = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, fast=False, **kw)
-    fast = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, fast=True, **kw)
+    fast = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, fast=True, pipeline=pipeline, **kw)
     return slow, fast
 
 
+MODE = {False: "eager", True: "pipelined"}      # the step whole, or split over two threads (npusim/hoist.py)
+
+
+@pytest.mark.parametrize("pipeline", [False, True])
 @pytest.mark.parametrize("version", ["v3", "v4"])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
-def test_fast_path_gives_the_same_bits(version, dtype):
+def test_fast_path_gives_the_same_bits(version, dtype, pipeline):
     # 200 tokens: 4 chunks, the last one padded; blocks of 3 chunks cross a block boundary
     x = _inputs()
-    slow, fast = _both(x, version=version, transfer_dtype=dtype, block=3)
-    assert slow.replay == "recording runtime" and fast.replay == "eager"
+    slow, fast = _both(x, pipeline, version=version, transfer_dtype=dtype, block=3)
+    assert slow.replay == "recording runtime" and fast.replay == MODE[pipeline]
     assert same(slow.o, fast.o) and same(slow.final_state, fast.final_state)
     assert slow.nonfinite == fast.nonfinite
     # v3's K_div overflows fp16 with these slow gates (README, the stability grid); nothing else does
@@ -44,7 +48,8 @@ def test_fast_path_gives_the_same_bits(version, dtype):
 @pytest.mark.parametrize("version", ["v1", "v2"])
 def test_fast_path_gives_the_same_bits_v1_v2(version):
     x = _inputs(tokens=128, heads=2, batch=1)
-    slow, fast = _both(x, version=version, transfer_dtype="bf16")
+    slow, fast = _both(x, True, version=version, transfer_dtype="bf16")
+    assert fast.replay == "pipelined"
     assert same(slow.o, fast.o) and same(slow.final_state, fast.final_state)
 
 
@@ -79,22 +84,26 @@ def _late_overflow(tokens=5 * 64, heads=2):
     return q, k, v, g, beta
 
 
+@pytest.mark.parametrize("pipeline", [False, True])
 @pytest.mark.parametrize("check_every", [1, 4])
-def test_the_watch_names_where_inf_first_appears(check_every):
+def test_the_watch_names_where_inf_first_appears(check_every, pipeline):
     q, k, v, g, beta = _late_overflow()
     assert 0.5 * 64 > math.log(65504)                  # the premise: e^32 is no fp16 number
     slow = execute(q, k, v, g, beta, transfer_dtype="fp16", fast=False)
-    fast = execute(q, k, v, g, beta, transfer_dtype="fp16", fast=True, check_every=check_every)
+    fast = execute(q, k, v, g, beta, transfer_dtype="fp16", fast=True, check_every=check_every,
+                   pipeline=pipeline)
+    assert fast.replay == MODE[pipeline]
     nf = fast.nonfinite
     assert (nf.chunk, nf.where, nf.tensor, nf.sequence) == (2, "sync ① (fp16)", "K_div", 1)
     assert slow.nonfinite == nf
     assert same(slow.o, fast.o)
 
 
-def test_the_watch_finds_an_overflow_inside_a_phase():
+@pytest.mark.parametrize("pipeline", [False, True])
+def test_the_watch_finds_an_overflow_inside_a_phase(pipeline):
     # FLA's -5*sigmoid gates: exp(-gc) overflows fp32 in Phase A of the first chunk (Gamma_inv)
     x = make_inputs(1, 128, 2, 32, 32, "kimi", 0)
-    slow, fast = _both(x, version="v3", transfer_dtype="fp32")
+    slow, fast = _both(x, pipeline, version="v3", transfer_dtype="fp32")
     assert fast.nonfinite == slow.nonfinite
     assert fast.nonfinite.where == "Phase A" and fast.nonfinite.chunk == 0
 
@@ -143,13 +152,14 @@ def test_a_graph_that_cannot_be_captured_says_why_and_runs_eagerly():
     assert same(ex.o, want.o)
 
 
+@pytest.mark.parametrize("pipeline", [False, True])
 @pytest.mark.parametrize("version", ["fla", "v5"])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_multi_pass_designs_replay_their_state_pass_fast(version, dtype):
+def test_multi_pass_designs_replay_their_state_pass_fast(version, dtype, pipeline):
     # the sequential (state) pass of a design of several passes runs through the fast replay: same bits
     x = _inputs(tokens=200)
-    slow, fast = _both(x, version=version, transfer_dtype=dtype)
-    assert fast.replay == "eager" and slow.replay == "recording runtime"
+    slow, fast = _both(x, pipeline, version=version, transfer_dtype=dtype)
+    assert fast.replay == MODE[pipeline] and slow.replay == "recording runtime"
     assert same(slow.o, fast.o) and same(slow.final_state, fast.final_state)
     assert slow.nonfinite == fast.nonfinite is None
 
