@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from npusim import NpuSimError, load_profile, shipped_profiles
+from npusim import NpuSimError, keep_freed_memory, load_profile, shipped_profiles
 
 from .api import KdaInputError
 from .device import resolve_device
@@ -170,7 +170,9 @@ def _settings(args) -> Settings:
         raise KdaInputError("--no-numerics replays timing only: it takes no --inputs")
     if args.no_numerics and args.attribution:
         raise KdaInputError("--attribution reruns the numerics: it does not go with --no-numerics")
-    resolve_device(args.device)          # one line if torch cannot use it, before anything runs
+    device = resolve_device(args.device)  # one line if torch cannot use it, before anything runs
+    if device.type == "cpu":
+        keep_freed_memory()              # chunk-sized tensors reuse freed memory (npusim/memory.py)
     workspace = {k: v for k, v in (("slots", args.slots), ("slot_kib", args.slot_kib),
                                    ("resident_kib", args.resident_kib)) if v is not None}
     resident = None

@@ -10,6 +10,7 @@ them and the cross-core syncs, that executes phase programs with real tensor mat
 """
 from .engine import OWN, RIDE, Run, Template, Trace, TraceEvent, build_template, simulate
 from .errors import DataflowError, NpuSimError, ProfileError, WorkspaceError
+from .memory import keep_freed_memory
 from .graph import CUBE, VEC, Payload, Phase, PhaseGraph, StateSpec, Sync
 from .precision import DTYPES, Precision
 from .profile import Profile, load_profile, shipped_profiles
@@ -23,5 +24,5 @@ __all__ = [
     "Payload", "Phase", "PhaseGraph", "StateSpec", "Sync", "Precision",
     "Profile", "load_profile", "shipped_profiles",
     "Report", "Run", "Template", "Trace", "TraceEvent", "build_report", "build_template", "run_and_report",
-    "simulate",
+    "simulate", "keep_freed_memory",
 ]
