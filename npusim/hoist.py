@@ -229,6 +229,11 @@ class Tape:
             (self.after if d else self.ahead).append(c)
         self.dependent = dep
         self.size = len(self.values)
+        # what the state-dependent half reads of the other's: the rest is let go once a chunk is started,
+        # so that chunks waiting ahead hold only that (and the allocator reuses the rest while it is warm)
+        needed = {i for c in self.after for i in c.reads}
+        needed.update(r.i for r in (*self.outputs.values(), self.new_state, self.flag) if isinstance(r, _Slot))
+        self.drop = [i for i in range(self.size) if i not in needed]
         self.values, self.slot = [], {}       # the captured chunk's tensors are no longer needed
 
     # -- replay ----------------------------------------------------------------------------------------
@@ -239,6 +244,8 @@ class Tape:
             values[i] = inputs[name]
         for c in self.ahead:
             c.run(values)
+        for i in self.drop:
+            values[i] = None
         return values
 
     def finish(self, values: list, state):

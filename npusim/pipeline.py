@@ -23,7 +23,7 @@ class Pipeline:
     `step(t, state)` finishes chunk t (in order)."""
 
     def __init__(self, tape: Tape, inputs_of: Callable[[int], dict], chunks: int, first: tuple,
-                 depth: int = 3):
+                 depth: int = 6):
         self.tape, self.inputs_of, self.chunks, self.first, self.depth = tape, inputs_of, chunks, first, depth
         self.cond = threading.Condition()
         self.cut = threading.Lock()            # inputs_of is called by one thread at a time
