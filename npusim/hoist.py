@@ -136,7 +136,7 @@ class Tape:
 
     # -- capture ---------------------------------------------------------------------------------------
     @classmethod
-    def capture(cls, step, inputs: dict, state, output_names=None):
+    def capture(cls, step, inputs: dict, state):
         """Run `step(inputs, state)` recording its calls; returns (tape, step's result). The result is a
         (dict of tensors, tensor or None, tensor or None), as `Replay.eager_step` returns."""
         tape = cls()
