@@ -193,11 +193,13 @@ class Replay:
         wanted = self.pipeline if self.pipeline is not None else torch.get_num_threads() >= 2
         if not wanted or chunks < 2 or ex.first_nonfinite is not None:
             return None
-        first = inputs_of(0)
-        tensors = [v for v in first.values() if isinstance(v, torch.Tensor)]
         why = ("CUDA graphs asked for" if self.graphs else
-               "not on the CPU" if tensors and tensors[0].device.type != "cpu" else
                "narrow accumulation" if ex.precision.narrow_accumulation else None)
+        if why is None:
+            first = inputs_of(0)
+            tensors = [v for v in first.values() if isinstance(v, torch.Tensor)]
+            if tensors and tensors[0].device.type != "cpu":
+                why = "not on the CPU"
         if why is None:
             from .hoist import Tape, Untapeable
             try:
