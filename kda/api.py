@@ -223,8 +223,10 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
     inputs and the output stays at a few chunks' worth. `fast=False` runs every chunk through the recording
     runtime (the reference path); `graphs` (default: on CUDA) captures the chunk step as a CUDA graph; the
     inf/NaN flags are read every `check_every` chunks (default: every chunk on the CPU, every 64 elsewhere,
-    where each read waits for the device). `cu_seqlens` (FLA's varlen: q is [1, sum of lengths, H, K])
-    gives each sequence's start and end."""
+    where each read waits for the device); `pipeline` (default: on the CPU where torch has two threads or
+    more) runs the chunk step's state-independent calls ahead on a second thread (npusim/pipeline.py), the
+    same bits. `cu_seqlens` (FLA's varlen: q is [1, sum of lengths, H, K]) gives each sequence's start and
+    end."""
     if cu_seqlens is not None:
         return _execute_varlen(q, k, v, g, beta, scale, initial_state, cu_seqlens, version=version,
                                chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
@@ -347,7 +349,7 @@ def _execute_design(design, q, k, v, g, beta, scale, initial_state, *, chunk_siz
                                       {"chunk_size": C, "d_k": K, "d_v": V})
     with torch.no_grad():
         pool, S, nonfinite = run_passes(design, executors, pool, S, precision, progress, fast, cuda_graphs,
-                                             pipeline)
+                                        pipeline)
     NT = pool["Q"].shape[1]
     o = pool["O"].reshape(B, H, NT * C, V)[:, :, :T].transpose(1, 2).to(out_dtype or cd)
     main = next((g_ for g_, p in zip(graphs, design.passes) if p.program.state is not None), graphs[-1])

@@ -52,7 +52,8 @@ def record_passes(design: Design, pool: dict, state: torch.Tensor | None, precis
 
 def run_passes(design: Design, executors: list[Executor], pool: dict, state: torch.Tensor | None,
                precision: Precision, progress=None, fast: bool = True,
-               graphs: bool | None = None, pipeline: bool | None = None) -> tuple[dict, torch.Tensor | None, Nonfinite | None]:
+               graphs: bool | None = None,
+               pipeline: bool | None = None) -> tuple[dict, torch.Tensor | None, Nonfinite | None]:
     """Run every pass over the pool; returns (pool with every pass's outputs, final state, first inf/NaN).
     `fast`, `graphs` and `pipeline`: how the sequential passes replay their chunks (see _run_sequential)."""
     N, NT = pool["Q"].shape[:2]
@@ -104,7 +105,8 @@ def _run_items(p: Pass, ex: Executor, pool: dict, N: int, NT: int) -> dict:
 def _run_sequential(p: Pass, ex: Executor, pool: dict, state, NT: int, progress, fast: bool = True,
                     graphs: bool | None = None, pipeline: bool | None = None) -> tuple[dict, torch.Tensor]:
     """A SEQUENTIAL pass: chunk after chunk through Executor.run (the fast replay unless `fast` is False; a
-    CUDA graph on CUDA unless `graphs` says otherwise); each chunk's outputs go straight into [N, NT, ...]."""
+    CUDA graph on CUDA unless `graphs` says otherwise; on the CPU split over two threads unless `pipeline` is
+    False); each chunk's outputs go straight into [N, NT, ...]."""
     args = _args(p, pool)
     out: dict[str, torch.Tensor] = {}
 
