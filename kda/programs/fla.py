@@ -20,7 +20,7 @@ import torch
 from npusim import phase_program
 from npusim.schedule import CHUNKS, SEQUENTIAL, Design, Pass
 
-from .v4 import assemble, block_pairs, lower_pairs, sub_chunks
+from .v4 import assemble, block_pairs, diagonal_blocks, sub_chunks
 
 
 @phase_program("fla.cumsum", returns=("gc",))
@@ -38,8 +38,6 @@ def scaled_dot_kkt(npu, Q, K, gc, beta, scale):
     pairs = block_pairs(n)
     pair_i, pair_j = [i for i, _ in pairs], [j for _, j in pairs]
     left_of_pair = [i - 1 for i in pair_i]
-    row, col = lower_pairs(S)
-    flat = [i * S + j for i, j in zip(row, col)]
     with npu.vec("factors"):
         g_sub = gc.unflatten(-2, (n, S))
         K_sub = K.unflatten(-2, (n, S))
@@ -49,14 +47,7 @@ def scaled_dot_kkt(npu, Q, K, gc, beta, scale):
         K_left = (K_sub * to_ref)[..., 1:, :, :]
         Q_left = (Qs_sub * to_ref)[..., 1:, :, :]
         K_right = K_sub[..., pair_j, :, :] * (ref[..., pair_i, :, :] - g_sub[..., pair_j, :, :]).exp()
-        decay_ij = (g_sub[..., row, :] - g_sub[..., col, :]).exp()     # diagonal blocks, pair by pair
-        K_j_decayed = K_sub[..., col, :] * decay_ij
-        kk = (K_sub[..., row, :] * K_j_decayed).sum(-1)
-        qk = (Qs_sub[..., row, :] * K_j_decayed).sum(-1)
-        kk_blocks = kk.new_zeros(kk.shape[:-1] + (S * S,))
-        kk_blocks[..., flat] = kk
-        qk_blocks = qk.new_zeros(qk.shape[:-1] + (S * S,))
-        qk_blocks[..., flat] = qk
+        kk_blocks, qk_blocks = diagonal_blocks(K_sub, Qs_sub, g_sub)  # diagonal blocks, pair by pair
         A_kk_diag = kk_blocks.unflatten(-1, (S, S))
         A_qk_diag = qk_blocks.unflatten(-1, (S, S))
     npu.sync(K_left, Q_left, K_right)

@@ -70,6 +70,23 @@ def assemble(diag: torch.Tensor, off: torch.Tensor, pairs: list[tuple[int, int]]
     return torch.cat(rows, -2)
 
 
+def diagonal_blocks(K_sub, Qs_sub, g_sub):
+    """The diagonal blocks of K K^T and Q K^T decayed, entry by entry inside each sub-chunk along dim -2:
+    exp(gc_i - gc_j) for j <= i (every exponent <= 0), as flat [.., n, S * S] (the upper triangle zero)."""
+    S = K_sub.shape[-2]
+    row, col = lower_pairs(S)
+    flat = [i * S + j for i, j in zip(row, col)]
+    decay_ij = (g_sub[..., row, :] - g_sub[..., col, :]).exp()          # [.., n, S(S+1)/2, d_k]
+    K_j_decayed = K_sub[..., col, :] * decay_ij
+    kk = (K_sub[..., row, :] * K_j_decayed).sum(-1)
+    qk = (Qs_sub[..., row, :] * K_j_decayed).sum(-1)
+    kk_blocks = kk.new_zeros(kk.shape[:-1] + (S * S,))
+    kk_blocks[..., flat] = kk
+    qk_blocks = qk.new_zeros(qk.shape[:-1] + (S * S,))
+    qk_blocks[..., flat] = qk
+    return kk_blocks, qk_blocks
+
+
 @phase_program("v4", returns=("O", "S_new"), state=("S_prev", "S_new"), resident=("Q_scaled", "K_decay"),
                state_for_bf16="fp32")
 def kda_chunk_v4(npu, Q, K, V, g, beta, S_prev, scale):
@@ -78,8 +95,6 @@ def kda_chunk_v4(npu, Q, K, V, g, beta, S_prev, scale):
     pairs = block_pairs(n)
     pair_i, pair_j = [i for i, _ in pairs], [j for _, j in pairs]
     left_of_pair = [i - 1 for i in pair_i]          # K_left / Q_left hold sub-chunks 1..n-1
-    row, col = lower_pairs(S)
-    flat = [i * S + j for i, j in zip(row, col)]
 
     # Phase A: Vec pre-processing; all exponents are <= 0
     with npu.vec("A"):
@@ -99,15 +114,7 @@ def kda_chunk_v4(npu, Q, K, V, g, beta, S_prev, scale):
         K_left = (K_sub * to_ref)[..., 1:, :, :]    # left operands of the off-diagonal blocks, per I
         Q_left = (Qs_sub * to_ref)[..., 1:, :, :]
         K_right = K_sub[..., pair_j, :, :] * (ref[..., pair_i, :, :] - g_sub[..., pair_j, :, :]).exp()  # per (I, J)
-        # diagonal blocks, entry by entry: exp(gc_i - gc_j) for j <= i in the same sub-chunk
-        decay_ij = (g_sub[..., row, :] - g_sub[..., col, :]).exp()          # [.., n, S(S+1)/2, d_k]
-        K_j_decayed = K_sub[..., col, :] * decay_ij
-        kk = (K_sub[..., row, :] * K_j_decayed).sum(-1)
-        qk = (Qs_sub[..., row, :] * K_j_decayed).sum(-1)
-        kk_blocks = kk.new_zeros(kk.shape[:-1] + (S * S,))
-        kk_blocks[..., flat] = kk
-        qk_blocks = qk.new_zeros(qk.shape[:-1] + (S * S,))
-        qk_blocks[..., flat] = qk
+        kk_blocks, qk_blocks = diagonal_blocks(K_sub, Qs_sub, g_sub)    # exp(gc_i - gc_j), j <= i, entry by entry
         A_kk_diag = kk_blocks.unflatten(-1, (S, S))     # [.., n, S, S]; only j < i is used
         A_qk_diag = qk_blocks.unflatten(-1, (S, S))     # j <= i: the causal mask is built in
     npu.sync(K_scaled, Q_scaled, K_decay, K_left, Q_left, K_right)     # ①

@@ -41,7 +41,7 @@ import torch
 from npusim import phase_program
 from npusim.schedule import FUSED, Design, Pass
 
-from .v4 import assemble, block_pairs, lower_pairs, sub_chunks
+from .v4 import assemble, block_pairs, diagonal_blocks, lower_pairs, sub_chunks
 
 
 def blocks(X: torch.Tensor, n: int, S: int) -> torch.Tensor:
@@ -93,23 +93,14 @@ def kda_chunk_v4_bwd(npu, Q, K, V, g, beta, H, dO, dS, scale):
     left_of_pair = [i - 1 for i in pair_i]
     rows_of = [[p for p, (i, _) in enumerate(pairs) if i == I] for I in range(1, n)]   # pairs per row block
     cols_of = [[p for p, (_, j) in enumerate(pairs) if j == J] for J in range(n - 1)]  # pairs per column block
-    row, col = lower_pairs(S_)
     diag = list(range(n))
-    flat = [i * S_ + j for i, j in zip(row, col)]
 
     # Phase A: Vec, v4's forward operands (every exponent <= 0) and the factors the gradients need
     with npu.vec("A"):
         gc = g.cumsum(-2)
         (Gamma, K_scaled, K_scaled_neg, Qs, Q_scaled, gc_C, decay_to_end, K_decay, gamma_C, g_sub, K_sub, Qs_sub,
          beta_sub, ref, to_ref, K_left, Q_left, Kb_left_neg, right_decay, K_right) = safe_factors(Q, K, gc, beta, scale)
-        decay_ij = (g_sub[..., row, :] - g_sub[..., col, :]).exp()
-        K_j_decayed = K_sub[..., col, :] * decay_ij
-        kk = (K_sub[..., row, :] * K_j_decayed).sum(-1)
-        qk = (Qs_sub[..., row, :] * K_j_decayed).sum(-1)
-        kk_blocks = kk.new_zeros(kk.shape[:-1] + (S_ * S_,))
-        kk_blocks[..., flat] = kk
-        qk_blocks = qk.new_zeros(qk.shape[:-1] + (S_ * S_,))
-        qk_blocks[..., flat] = qk
+        kk_blocks, qk_blocks = diagonal_blocks(K_sub, Qs_sub, g_sub)
         A_kk_diag = kk_blocks.unflatten(-1, (S_, S_))
         A_qk_diag = qk_blocks.unflatten(-1, (S_, S_))
     npu.sync(K_scaled_neg, Q_scaled, K_decay, K_left, Q_left, Kb_left_neg, K_right)          # ①

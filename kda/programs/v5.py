@@ -33,7 +33,7 @@ from npusim import phase_program
 from npusim.schedule import BARRIER, CHUNKS, SEQUENTIAL, Design, Pass
 
 from .fla import blocks, merge_inverse
-from .v4 import assemble, block_pairs, lower_pairs, sub_chunks
+from .v4 import assemble, block_pairs, diagonal_blocks, sub_chunks
 
 MICRO = 4         # micro-chunk width inside a 16-wide sub-chunk
 
@@ -57,21 +57,12 @@ def intra_factors(Q, K, gc, scale):
     S, n = sub_chunks(K.shape[-2])
     s, m = sub_chunks_of(S)
     pairs, pairs4 = block_pairs(n), block_pairs(m)
-    row, col = lower_pairs(s)
-    flat = [i * s + j for i, j in zip(row, col)]
     Qs = Q * scale
     g16, K16, Q16 = (x.unflatten(-2, (n, S)) for x in (gc, K, Qs))
     K_left, Q_left, K_right = cross_factors(K16, Q16, g16, pairs)            # between 16-wide sub-chunks
     g4, K4, Q4 = (x.unflatten(-2, (m, s)) for x in (g16, K16, Q16))
     K_left4, Q_left4, K_right4 = cross_factors(K4, Q4, g4, pairs4)          # between 4-wide micro-chunks
-    decay_ij = (g4[..., row, :] - g4[..., col, :]).exp()                     # micro-diagonal, pair by pair
-    K_j_decayed = K4[..., col, :] * decay_ij
-    kk = (K4[..., row, :] * K_j_decayed).sum(-1)
-    qk = (Q4[..., row, :] * K_j_decayed).sum(-1)
-    kk_blocks = kk.new_zeros(kk.shape[:-1] + (s * s,))
-    kk_blocks[..., flat] = kk
-    qk_blocks = qk.new_zeros(qk.shape[:-1] + (s * s,))
-    qk_blocks[..., flat] = qk
+    kk_blocks, qk_blocks = diagonal_blocks(K4, Q4, g4)                     # micro-diagonal, pair by pair
     return Qs, (K_left, Q_left, K_right, K_left4, Q_left4, K_right4), kk_blocks, qk_blocks
 
 
