@@ -146,7 +146,7 @@ def _run_events(run: Run, label: str | None, pid_base: int, heads: int | None, f
     for nd in nodes:
         for d in nd.deps:
             consumers[d].append(nd.index)
-    slot_names = _slot_names(run.profile.workspace.slots)
+    slot_names = _slot_names(run.slots)
 
     # tracks: tid per (core, track); the same tids on every core
     tids = {("unit", CUBE): 1}

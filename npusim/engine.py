@@ -54,6 +54,12 @@ class Run:
         return self.makespan_us + self.profile.chip.launch_overhead_us
 
     @property
+    def slots(self) -> int:
+        """Workspace slots of the busiest core: the profile's ping/pong for each lane it interleaves."""
+        per_core = -(-self.sequences // self.cores_used)
+        return self.profile.workspace.slots * min(self.interleave, per_core)
+
+    @property
     def waves(self) -> int:
         return -(-self.sequences // self.cores_used)
 
@@ -95,25 +101,31 @@ class _Server:
         self.busy = 0.0
 
 
+def core_order(seqs: Sequence[int], counts, interleave: int) -> list[tuple[int, int, int]]:
+    """(sequence, chunk, lane) in the order a core takes them: `interleave` sequences at a time, their chunks
+    alternating (s0 c0, s1 c0, s0 c1, ...); `counts[s]` is sequence s's number of chunks."""
+    out = []
+    for g in range(0, len(seqs), interleave):
+        group = seqs[g:g + interleave]
+        for t in range(max(counts[s] for s in group)):
+            out.extend((s, t, lane) for lane, s in enumerate(group) if t < counts[s])
+    return out
+
+
 class _Core:
     """One AI core: its instances (sequence, chunk) in order, dependency counters, servers and slots.
 
     With `interleave` = N the core takes its sequences N at a time and alternates their chunks
     (s0 c0, s1 c0, s0 c1, s1 c1, ...), each filling the others' hand-off gaps; every lane (position in
-    the group) has a resident region of its own, so write-after-read edges link a lane's instances."""
+    the group) has a resident region of its own, so write-after-read edges link a lane's instances, and
+    the core's workspace holds the profile's ping/pong slots once per lane (Run.slots), granted in the
+    alternating order."""
 
     def __init__(self, model: "_Model", index: int, seqs: list[int], copies: int = 1):
         self.model, self.index, self.copies = model, index, copies
-        counts, n_lanes = model.chunk_counts, model.interleave
-        self.inst_seq, self.inst_chunk, lane_of = [], [], []
-        for g in range(0, len(seqs), n_lanes):
-            group = seqs[g:g + n_lanes]
-            for t in range(max(counts[s] for s in group)):
-                for lane, s in enumerate(group):
-                    if t < counts[s]:
-                        self.inst_seq.append(s)
-                        self.inst_chunk.append(t)
-                        lane_of.append(lane)
+        n_lanes = model.interleave
+        order = core_order(seqs, model.chunk_counts, n_lanes)
+        self.inst_seq, self.inst_chunk, lane_of = ([x[i] for x in order] for i in range(3))
         n_inst = len(self.inst_seq)
         self.inst_first = [t == 0 for t in self.inst_chunk]
         # successors in other instances: the same sequence's next chunk (state), the lane's next instance (WAR)
@@ -130,7 +142,8 @@ class _Core:
         self.server_of = [self.servers[r] for r in model.resource_of]
         self.slot_of = [-1] * n_inst
         self.stretch: dict[tuple[int, int], float] = {}   # (instance, node) -> HBM stretch of its pipes (trace)
-        self.slot_bytes = [0] * max(model.slots, 1)
+        slots = model.slots * min(n_lanes, len(seqs))          # the profile's ping/pong for each lane in use
+        self.slot_bytes = [0] * max(slots, 1)
         if model.serial:
             model.env.process(model.run_serial(self))
             return
@@ -142,7 +155,7 @@ class _Core:
                     base = succ * n
                     for k in range(n):
                         self.remaining[base + k] += into[k]
-        self.free_slots = list(range(model.slots)) if model.use_slots else []
+        self.free_slots = list(range(slots)) if model.use_slots else []
         self.next_grant = 0
         if model.use_slots:
             for i in range(n_inst):

@@ -19,7 +19,7 @@ import math
 import weakref
 from dataclasses import asdict, dataclass, field
 
-from .engine import PHASE, Run
+from .engine import PHASE, Run, core_order
 
 Interval = tuple[float, float]
 CUBE_UNIT, VEC_UNIT = "cube", "vec"
@@ -280,6 +280,18 @@ def state_cycle_us(tpl, warm: int = 8, measure: int = 16) -> float:
     return (marks[1] - marks[0]) / measure if tpl.state_edges else 0.0
 
 
+def _engine_order(keys, interleave: int) -> tuple[list[tuple[int, int]], dict]:
+    """A core's (seq, chunk) pairs in the engine's order, and each one's predecessor in its lane."""
+    count: dict[int, int] = {}
+    for s, _ in keys:
+        count[s] = count.get(s, 0) + 1
+    order, lane_prev, last = [], {}, {}
+    for s, t, lane in core_order(sorted(count), count, interleave):
+        lane_prev[(s, t)], last[lane] = last.get(lane), (s, t)
+        order.append((s, t))
+    return order, lane_prev
+
+
 def critical_path(run: Run, events=None) -> CriticalPath:
     """Walk back from the event that ends last through the predecessor that freed each event last."""
     tpl, events = run.template, events or _events(run)
@@ -290,7 +302,10 @@ def critical_path(run: Run, events=None) -> CriticalPath:
     insts: dict[int, list[tuple[int, int]]] = {}       # per core: (seq, chunk) in the engine's order
     for e in events:
         insts.setdefault(e.core, set()).add((e.seq, e.chunk))
-    insts = {c: sorted(v) for c, v in insts.items()}
+    lanes = {c: min(run.interleave, len({s for s, _ in v})) for c, v in insts.items()}
+    orders = {c: _engine_order(v, run.interleave) for c, v in insts.items()}
+    insts = {c: o for c, (o, _) in orders.items()}
+    war_prev = {c: w for c, (_, w) in orders.items()}
     pos = {(c, key): i for c, keys in insts.items() for i, key in enumerate(keys)}
     state_in: list[list[int]] = [[] for _ in range(n)]
     war_in: list[list[int]] = [[] for _ in range(n)]
@@ -309,7 +324,6 @@ def critical_path(run: Run, events=None) -> CriticalPath:
             prev_on_unit[id(b)] = a
     # slot grants: the j-th slot release on a core (in completion order) grants instance j + slots
     grant_from: dict[tuple[int, int], object] = {}
-    slots = run.profile.workspace.slots
     if not run.serial and tpl.slot_release is not None:
         releases: dict[int, list] = {}
         tr = run.trace
@@ -317,6 +331,7 @@ def critical_path(run: Run, events=None) -> CriticalPath:
             if k == tpl.slot_release:
                 releases.setdefault(core, []).append(at[(seq, chunk, k)])
         for core, lst in releases.items():
+            slots = run.profile.workspace.slots * lanes[core]      # the profile's pair for each lane
             for j, e in enumerate(lst):
                 if j + slots < len(insts[core]):
                     grant_from[(core, j + slots)] = e
@@ -338,15 +353,13 @@ def critical_path(run: Run, events=None) -> CriticalPath:
         for d in tpl.nodes[e.index].deps:
             p = at[(e.seq, e.chunk, d)]
             out.append((p.end, p, "data"))
-        if i > 0:
-            s, t = insts[e.core][i - 1]
-            for a in war_in[e.index]:
-                p = at[(s, t, a)]
-                out.append((p.end, p, "war"))
-            if s == e.seq:
-                for a in state_in[e.index]:
-                    p = at[(s, t, a)]
-                    out.append((p.end, p, "state"))
+        w = war_prev[e.core][(e.seq, e.chunk)]             # the lane's instance before
+        for a in war_in[e.index] if w is not None else ():
+            p = at[(w[0], w[1], a)]
+            out.append((p.end, p, "war"))
+        for a in state_in[e.index] if e.chunk > 0 else ():  # the sequence's chunk before
+            p = at[(e.seq, e.chunk - 1, a)]
+            out.append((p.end, p, "state"))
         if e.index == 0 and (e.core, i) in grant_from:
             p = grant_from[(e.core, i)]
             out.append((p.end, p, "slot"))

@@ -91,8 +91,9 @@ def test_critical_path_spans_the_run_for_any_program(toy_profile, case):
     c = case
     graph, profile = graph_and_profile(toy_profile, c)
     tpl = build_template(graph, profile, c["handoff"])
-    for serial in (False, True):
-        run = simulate(tpl, profile, chunks=c["chunks"], sequences=c["sequences"], serial=serial)
+    for serial, interleave in ((False, 1), (True, 1), (False, 2), (True, 2)):
+        run = simulate(tpl, profile, chunks=c["chunks"], sequences=c["sequences"], serial=serial,
+                       interleave=interleave)
         o = analyse(run)
         # the walk back explains every microsecond: no gaps, nothing counted twice
         assert o.critical.length_us == pytest.approx(run.makespan_us, abs=1e-6)

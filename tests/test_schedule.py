@@ -45,6 +45,20 @@ def test_interleaving_two_sequences_fills_the_hand_off_gaps(toy_profile):
     assert [(s, c) for _, s, c in starts] == [(0, 0), (1, 0), (0, 1), (1, 1)]
 
 
+def test_each_interleaved_lane_has_its_own_slots(toy_profile):
+    """One slot in the profile, two one-chunk sequences on one core (P 1, sync 4 + 10, Q 1 = 16 us each).
+    One after the other, the second waits for the first's slot: 0-16, then 16-32 -> 32 us. Interleaved, each
+    lane has its slot: s0 P 0-1, s1 P 1-2; s0's sync 1-5 + 10, Q 15-16; s1's sync waits for the link,
+    5-9 + 10, Q 19-20 -> 20 us. With one sequence on the core, interleave 2 has no second lane to fill."""
+    p = toy_profile(latency=10.0, slots=1)
+    tpl = build_template(loop(), p)
+    assert simulate(tpl, p, chunks=1, sequences=2).makespan_us == pytest.approx(32.0)
+    run = simulate(tpl, p, chunks=1, sequences=2, interleave=2)
+    assert run.makespan_us == pytest.approx(20.0)
+    assert run.slots == 2
+    assert simulate(tpl, p, chunks=1, sequences=1, interleave=2).slots == 1
+
+
 def test_variable_lengths_replay_each_sequence_its_own_chunks(toy_profile):
     p = toy_profile(latency=10.0)
     tpl = build_template(loop(), p)
