@@ -20,8 +20,9 @@ Why two passes, from the simulator's own figures (`python -m kda.run --version a
   - The sequential pass: O = [Q_scaled | A_qk] [S ; V_pseudo] is one Cube accumulation, so O leaves the
     Cube without a hand-off; four syncs per chunk (v3: six). Only what needs the state waits for it: the
     state travels on a hand-off of its own, W = M K_scaled and U = M V (D1) run ahead of it, and O (F2)
-    runs on the Cube beside G's state update. Kimi layer with `--interleave 2`: the state pass 18.5 ->
-    14.9 ms against the state riding on hand-off ① after D-F in one Cube phase.
+    runs on the Cube beside G's state update. Kimi layer with `--interleave 2` (`--core-model off`, the
+    two heads then sharing one pair of slots): the state pass 18.5 -> 14.9 ms against the state riding on
+    hand-off ① after D-F in one Cube phase.
     `--interleave 2` lets a core alternate two heads' chunks in this pass.
 Shapes per chunk: Q, K, g [.., C, d_k]; V [.., C, d_v]; beta [.., C]; S [.., d_k, d_v].
 """
