@@ -58,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "in FLA's layout [B, T, H, ...], optionally initial_state; replaces the generated inputs")
     p.add_argument("--state-handoff", choices=("ride", "own"), default="ride",
                    help="the state rides on an existing sync of the right direction, or has its own")
-    p.add_argument("--slots", type=int, help="ping/pong slots (override the profile)")
+    p.add_argument("--slots", type=int,
+                   help="workspace slots of each sequence a core runs at a time (override the profile)")
     p.add_argument("--slot-kib", type=float, help="slot size in KiB (override the profile)")
     p.add_argument("--resident-kib", type=float, help="resident region in KiB (override the profile)")
     p.add_argument("--resident", help="comma-separated tensors for the workspace's resident region, replacing "
