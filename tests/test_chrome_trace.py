@@ -117,6 +117,21 @@ def test_timestamps_agree_with_the_report():
     assert max(c["args"]["ping"] for c in counters) > 0 and counters[0]["args"]["resident"] > 0
 
 
+def test_two_interleaved_heads_show_their_own_resident_regions_and_slots():
+    """Two heads on one core, interleaved: the counter has a resident region and a ping/pong pair for each."""
+    one = evaluate("v3", Settings(chunks=4, chunk_size=32, d_k=64, d_v=64, profile="seed-doc", numerics=False))
+    two = evaluate("v3", Settings(chunks=4, chunk_size=32, d_k=64, d_v=64, profile="seed-doc", numerics=False,
+                                  heads=2, cores=1, interleave=2))
+    counters = {}
+    for name, r in (("one", one), ("two", two)):
+        trace = chrome_trace.build(r.pipelined)
+        assert chrome_trace.check(trace) == []
+        counters[name] = [e for e in trace["traceEvents"] if e["ph"] == "C" and e["name"] == "workspace KiB"]
+    assert set(counters["two"][0]["args"]) == {"resident", "ping", "pong", "slot2", "slot3"}
+    assert counters["two"][0]["args"]["resident"] == 2 * counters["one"][0]["args"]["resident"] > 0
+    assert all(max(c["args"][s] for c in counters["two"]) > 0 for s in ("ping", "pong", "slot2", "slot3"))
+
+
 def test_serial_and_several_runs_share_a_file(v3):
     trace = chrome_trace.build([v3.pipelined, v3.serial], labels=["pipelined", "serial"])
     assert chrome_trace.check(trace) == []
