@@ -15,7 +15,8 @@ from npusim import Precision
 
 # slow gates in bf16 need the recommended policy: the state pass's hand-offs in fp16 (bounded values)
 SLOW_BF16 = {"v5": {n: "fp16" for n in ("M", "K_scaled", "Q_scaled", "K_decay", "U", "WS", "V_pseudo", "S_delta")},
-             "fla": {n: "fp16" for n in ("A_inv", "W", "U", "V_new", "H", "K_decay", "WS", "S_delta")}}
+             "fla": {n: "fp16" for n in ("A_inv", "W", "U", "V_new", "H", "K_decay", "WS", "S_delta")},
+             "v6": {n: "fp16" for n in ("K_scaled", "Q_scaled", "K_decay", "U", "WS", "V_pseudo", "S_delta")}}
 
 
 def _check(version, gates, dtype, B=2, T=200, H=2, d=32):
@@ -34,7 +35,7 @@ def _check(version, gates, dtype, B=2, T=200, H=2, d=32):
     return compare(ref_o, o), compare(ref_S, S)
 
 
-@pytest.mark.parametrize("version", ["fla", "v5", "mform"])
+@pytest.mark.parametrize("version", ["fla", "v5", "mform", "v6"])
 @pytest.mark.parametrize("gates", ["seed", "kimi", "strong", "slow"])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
 def test_designs_match_the_recurrence(version, gates, dtype):
@@ -44,7 +45,7 @@ def test_designs_match_the_recurrence(version, gates, dtype):
         assert po.rel_rms_err < 1e-5 and ps.rel_rms_err < 1e-5
 
 
-@pytest.mark.parametrize("version", ["fla", "v5", "v4", "mform"])
+@pytest.mark.parametrize("version", ["fla", "v5", "v4", "mform", "v6"])
 def test_cu_seqlens_runs_each_sequence_on_its_own(version):
     lengths = [70, 5, 130]
     x = make_inputs(1, sum(lengths), 2, 16, 16, "kimi", 1, False)
@@ -141,3 +142,22 @@ def test_a_state_handed_between_units_is_not_reloaded():
                               precision=Precision("bf16", state="fp32"))
     d2 = next(p for p in graphs[1].phases if p.name == "D2")
     assert d2.gm_read_bytes == 0
+
+
+def test_v6_hands_off_six_payloads_that_fit_a_slot_each():
+    """v6 (one loop) keeps v5's intra hand-offs and sends the state pass's operands with ③, from Phase C.
+    bf16, C = 64, d = 128, by hand: ① v5's factors, K_left and Q_left 3 x 16 x 128, K_right 6 x 16 x 128,
+    K_left4 and Q_left4 4 x 3 x 4 x 128, K_right4 4 x 6 x 4 x 128 -> (3 + 3 + 6) x 2048 + (3 + 3 + 6) x
+    2048 elements x 2 B = 96 KiB; ③ Ai_diag 4 x 16 x 16, A_neg, D_beta, A_qk 64 x 64, K_scaled, Q_scaled,
+    K_decay 64 x 128 -> (1024 + 3 x 4096 + 3 x 8192) x 2 B = 74 KiB; both within the 128 KiB slot."""
+    from kda.api import record_graphs
+    from kda.programs import get_design
+    graphs, _ = record_graphs(get_design("v6"), chunk_size=64, d_k=128, d_v=128,
+                              precision=Precision("bf16", state="fp32"))
+    g = graphs[0]
+    sizes = {s.label: s.nbytes for s in g.syncs}
+    assert sizes == {"①": 96 * 1024, "②": 7680, "③": 74 * 1024, "④": 2 * 16384, "⑤": 16384, "⑥": 32768}
+    assert [p.name for p in g.syncs[0].payload] == ["K_left", "Q_left", "K_right", "K_left4", "Q_left4", "K_right4"]
+    assert not any(p.redundant or p.unused for s in g.syncs for p in s.payload)
+    r = evaluate("v6", Settings(heads=2, chunks=4, numerics=False))
+    assert r.workspace_error is None and r.design_run is not None

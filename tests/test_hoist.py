@@ -164,10 +164,10 @@ def test_kept_memory_spares_the_page_faults_of_fresh_blocks():
     from pathlib import Path
     root = Path(__file__).resolve().parent.parent
     faults = {}
-    for mode in ("default", "keep"):
+    for mode in ("default", "keep", "default", "keep"):           # the fewer of two runs each: other jobs add noise
         out = subprocess.run([sys.executable, "-c", _FAULTS, mode], cwd=root, capture_output=True, text=True,
                              check=True).stdout.split()
-        faults[mode] = int(out[-1])
+        faults[mode] = min(int(out[-1]), faults.get(mode, int(out[-1])))
         if mode == "keep":
             assert out[0] == "True"
-    assert faults["keep"] * 2 < faults["default"], faults      # measured: 3-13x fewer
+    assert faults["keep"] * 2 < faults["default"], faults      # measured: 3-13x fewer (once 1.5x, under load)

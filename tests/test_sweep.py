@@ -177,7 +177,7 @@ def test_an_overflow_is_a_failed_row_with_its_numbers():
     ('[axes]\nchunks = 4\n', "must be a list"),
     ('numerics = "no"\n', "numerics must be true or false"),
     ('[axes\n', "not a readable TOML file"),
-    ('[axes]\nversion = ["v5", "v6"]\n', "unknown version 'v6'"),
+    ('[axes]\nversion = ["v5", "v9"]\n', "unknown version 'v9'"),
     ('[axes]\ninterleave = [1, 0]\n', "--interleave"),
     ('[axes]\n"sync.latency_us" = ["fast"]\n', "sync.latency_us does not take 'fast'"),
     ('[axes]\nseqlens = [[256, 0]]\n', "seqlens"),

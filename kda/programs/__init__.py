@@ -1,7 +1,7 @@
 """The designs, one file per design. A new design is a new file registered here.
 
-v1-v4 are per-chunk phase programs (one fused pass each); `fla`, `v5` and `mform` are designs of several passes
-(npusim/schedule.py)."""
+v1-v4 and v6 are per-chunk phase programs (one fused pass each); `fla`, `v5` and `mform` are designs of
+several passes (npusim/schedule.py)."""
 from npusim.schedule import Design, single_pass
 
 from .fla import FLA
@@ -11,14 +11,15 @@ from .v2 import kda_chunk_v2
 from .v3 import kda_chunk_v3
 from .v4 import kda_chunk_v4
 from .v5 import V5
+from .v6 import kda_chunk_v6
 
-PROGRAMS = {p.name: p for p in (kda_chunk_v1, kda_chunk_v2, kda_chunk_v3, kda_chunk_v4)}
+PROGRAMS = {p.name: p for p in (kda_chunk_v1, kda_chunk_v2, kda_chunk_v3, kda_chunk_v4, kda_chunk_v6)}
 DESIGNS: dict[str, Design] = {**{name: single_pass(p) for name, p in PROGRAMS.items()}, FLA.name: FLA, V5.name: V5,
                                MFORM.name: MFORM}
 
 
 def get_program(version: str):
-    """The per-chunk program of a one-pass design (v1-v4)."""
+    """The per-chunk program of a one-pass design (v1-v4, v6)."""
     if version not in PROGRAMS:
         if version in DESIGNS:
             raise ValueError(f"{version} is a design of {len(DESIGNS[version].passes)} passes, not one "

@@ -25,8 +25,9 @@ interleaved; mform gains nothing from interleaving: its walk has no gaps to fill
 phase of 2.6 us a chunk: 96 KiB of loads (T, C_state, S) at the per-core 57.6 GB/s, the matmul and the
 H store, one after another; 10.7 ms with 8 cores holding two heads (v5: 12.5, interleaved). The intra pass,
 which builds the d_k x d_k matrices too, takes 18.1 ms (v5's: 11.0), and HBM carries 25.8 GB (v5: 14.0).
-What it buys: no hand-off in the walk, so it is the fastest design once a hand-off costs about 3.5 us or
-more (47.2 ms at 3.5 us, 55.0 at 5 us, against v3's 48.3 and 63.6 with two heads per core). Numerics: T, C_state and the state are
+What it buys: no hand-off in the walk, so it overtakes v3 once a hand-off costs about 3.5 us or more
+(47.2 ms at 3.5 us, 55.0 at 5 us, against v3's 48.3 and 63.6 with two heads per core), though not v6
+(44.5 and 53.7). Numerics: T, C_state and the state are
 rounded to the transfer type every chunk; unlike v5 it passes bf16 on the slow gates with its defaults.
 Shapes per chunk: Q, K, g [.., C, d_k]; V [.., C, d_v]; beta [.., C]; S [.., d_k, d_v].
 """

@@ -1,0 +1,74 @@
+"""v6: v5's safe math in one fused per-chunk loop (v3's layout): no second pass, no second read of q, k, g.
+
+Why, from the simulator's figures (`python -m kda.run --version all --no-numerics --heads 32 --tokens 131072
+--interleave 2`, ascend-910b2; README "Which design wins"): with two heads per core, each with its own
+ping/pong slots, interleaving fills a one-pass design's hand-off gaps and evens out the 32-on-24 imbalance
+that v5's chunk-parallel intra pass was built to spread. v5 then pays for its two passes: the intra pass
+(slot-bound, 11.0 ms) and the state pass (12.5 ms) run one after the other, and q, k, v, g cross HBM twice.
+v6 keeps v5's every-exp-<=-1 intra form (16-wide sub-chunks, 4-wide micro-chunks, the blocked inverse) and its
+state phases (the state on its own hand-off; W and U ahead of it; O on the Cube beside G), in one chunk loop.
+
+Phases per chunk, six hand-offs (v3: six, v5: three + four):
+  A (Vec)  gates' cumsum, the cross-block factors at both levels, the micro-diagonal blocks    -> ①
+  B (Cube) the off-diagonal blocks of A_kk and A_qk                                            -> ②
+  C (Vec)  A_kk and A_qk assembled, the 16-wide diagonal inverses; the state pass's operands   -> ③
+  D1 (Cube) M = (I + StrictTril(A_kk))^-1 Diag(beta) by FLA's merge, W = M K_scaled, U = M V
+  D2 (Cube) W S (the state arrives on its own hand-off)                                        -> ④
+  E (Vec)  V_pseudo = U - W S                                                                  -> ⑤
+  F1 (Cube) S_delta = K_decay^T V_pseudo                                                       -> ⑥
+  G (Vec)  S_new = Diag(gamma_C) S + S_delta;   F2 (Cube) O = [Q_scaled | A_qk] [S ; V_pseudo]
+Phase C, not A, makes K_scaled, Q_scaled and K_decay, so that ① (98 KiB) and ③ fit a 128 KiB slot each.
+Shapes per chunk: Q, K, g [.., C, d_k]; V [.., C, d_v]; beta [.., C]; S [.., d_k, d_v].
+"""
+from __future__ import annotations
+
+import torch
+
+from npusim import phase_program
+
+from .v5 import assemble_and_invert_diagonal, intra_factors, inverse_times_beta, off_diagonal_blocks
+
+
+@phase_program("v6", returns=("O", "S_new"), state=("S_prev", "S_new"), state_for_bf16="fp32",
+               state_handoff="own")
+def kda_chunk_v6(npu, Q, K, V, g, beta, S_prev, scale):
+    """KDA chunk v6: v5's intra-chunk and state phases fused per chunk, six hand-offs, every exp <= 1."""
+    with npu.vec("A"):
+        gc = g.cumsum(-2)
+        Qs, factors, kk_blocks, qk_blocks = intra_factors(Q, K, gc, scale)
+        K_left, Q_left, K_right, K_left4, Q_left4, K_right4 = factors
+    npu.sync(K_left, Q_left, K_right, K_left4, Q_left4, K_right4)      # ①
+    npu.keep(gc, Qs, kk_blocks, qk_blocks)
+    with npu.cube("B"):
+        A_kk_off, A_qk_off, A_kk_off4, A_qk_off4 = off_diagonal_blocks(K.shape[-2], *factors)
+    npu.sync(A_kk_off, A_qk_off, A_kk_off4, A_qk_off4)                  # ②
+    with npu.vec("C"):
+        Ai_diag, A_neg, D_beta, A_qk = assemble_and_invert_diagonal(
+            npu, kk_blocks, qk_blocks, (A_kk_off, A_qk_off, A_kk_off4, A_qk_off4), beta)
+        Gamma = gc.exp()
+        K_scaled = K * Gamma
+        Q_scaled = Qs * Gamma
+        gc_C = gc[..., -1:, :]
+        K_decay = K * (gc_C - gc).exp()
+        gamma_C = gc_C.exp()
+    npu.sync(Ai_diag, A_neg, D_beta, A_qk, K_scaled, Q_scaled, K_decay)  # ③
+    npu.keep(gamma_C)
+    with npu.cube("D1"):                                                # no state: runs ahead of it
+        M = inverse_times_beta(Ai_diag, A_neg, D_beta)
+        W = M @ K_scaled
+        U = M @ V
+    npu.keep(W, U)
+    with npu.cube("D2"):                                                # the state, on its own hand-off
+        WS = W @ S_prev
+    npu.sync(U, WS)                                                     # ④
+    with npu.vec("E"):
+        V_pseudo = U - WS
+    npu.sync(V_pseudo)                                                  # ⑤
+    with npu.cube("F1"):
+        S_delta = K_decay.mT @ V_pseudo
+    npu.sync(S_delta)                                                   # ⑥
+    with npu.vec("G"):
+        S_new = gamma_C.mT * S_prev + S_delta
+    with npu.cube("F2"):                                                # beside G
+        O = torch.cat([Q_scaled, A_qk], -1) @ torch.cat([S_prev, V_pseudo], -2)
+    return O, S_new
