@@ -152,15 +152,21 @@ def v5_state(npu, Q, K, V, g, M, A_qk, S_prev, scale):
         W = M @ K_scaled
         U = M @ V
     npu.keep(W, U)                                               # in L1 / L0C for D2
+    return state_phases(npu, W, U, S_prev, K_decay, Q_scaled, A_qk, gamma_C)   # D2 ② E ③ F1 ④ G, F2
+
+
+def state_phases(npu, W, U, S_prev, K_decay, Q_scaled, A_qk, gamma_C):
+    """What waits for the state, once W and U are on the Cube (v5's state pass, v6): D2 -> sync -> E -> sync ->
+    F1 -> sync -> G, and the output F2 on the Cube beside G. Returns (O, S_new)."""
     with npu.cube("D2"):                                         # the state arrives by its own hand-off
         WS = W @ S_prev
-    npu.sync(U, WS)                                              # ②
+    npu.sync(U, WS)
     with npu.vec("E"):
         V_pseudo = U - WS
-    npu.sync(V_pseudo)                                           # ③
+    npu.sync(V_pseudo)
     with npu.cube("F1"):
         S_delta = K_decay.mT @ V_pseudo
-    npu.sync(S_delta)                                            # ④
+    npu.sync(S_delta)
     with npu.vec("G"):
         S_new = gamma_C.mT * S_prev + S_delta
     with npu.cube("F2"):                                         # the output: needs nothing of G, runs beside it

@@ -22,11 +22,9 @@ Shapes per chunk: Q, K, g [.., C, d_k]; V [.., C, d_v]; beta [.., C]; S [.., d_k
 """
 from __future__ import annotations
 
-import torch
-
 from npusim import phase_program
 
-from .v5 import assemble_and_invert_diagonal, intra_factors, inverse_times_beta, off_diagonal_blocks
+from .v5 import assemble_and_invert_diagonal, intra_factors, inverse_times_beta, off_diagonal_blocks, state_phases
 
 
 @phase_program("v6", returns=("O", "S_new"), state=("S_prev", "S_new"), state_for_bf16="fp32",
@@ -58,17 +56,4 @@ def kda_chunk_v6(npu, Q, K, V, g, beta, S_prev, scale):
         W = M @ K_scaled
         U = M @ V
     npu.keep(W, U)
-    with npu.cube("D2"):                                                # the state, on its own hand-off
-        WS = W @ S_prev
-    npu.sync(U, WS)                                                     # ④
-    with npu.vec("E"):
-        V_pseudo = U - WS
-    npu.sync(V_pseudo)                                                  # ⑤
-    with npu.cube("F1"):
-        S_delta = K_decay.mT @ V_pseudo
-    npu.sync(S_delta)                                                   # ⑥
-    with npu.vec("G"):
-        S_new = gamma_C.mT * S_prev + S_delta
-    with npu.cube("F2"):                                                # beside G
-        O = torch.cat([Q_scaled, A_qk], -1) @ torch.cat([S_prev, V_pseudo], -2)
-    return O, S_new
+    return state_phases(npu, W, U, S_prev, K_decay, Q_scaled, A_qk, gamma_C)   # D2 ④ E ⑤ F1 ⑥ G, F2
