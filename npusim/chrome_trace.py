@@ -330,11 +330,7 @@ def _anchors(pid: int, tid: int, s: int, t: int, ins: list, outs: list) -> list[
 
 
 def _counters(run: Run, pid_of: dict[int, int], slot_names: list[str], tid: int) -> list[dict]:
-    seqs: dict[int, set] = {}
-    for core, seq in zip(run.trace.core, run.trace.seq):
-        seqs.setdefault(core, set()).add(seq)
-    resident = {c: run.template.resident_bytes / KIB * min(run.interleave, len(seqs.get(c, ())) or 1)
-                for c in pid_of}                           # a resident region for each interleaved lane
+    resident = {c: run.template.resident_bytes / KIB * max(run.lanes(c), 1) for c in pid_of}   # one a lane
     values: dict[int, dict[str, float]] = {c: {"resident": resident[c], **{n: 0.0 for n in slot_names}}
                                            for c in pid_of}
     samples: dict[tuple[int, int], dict[str, float]] = {}

@@ -53,11 +53,14 @@ class Run:
     def latency_us(self) -> float:
         return self.makespan_us + self.profile.chip.launch_overhead_us
 
+    def lanes(self, core: int) -> int:
+        """Sequences `core` alternates at a time (it holds sequences core, core + cores_used, ...)."""
+        return min(self.interleave, len(range(core, self.sequences, self.cores_used)))
+
     @property
     def slots(self) -> int:
-        """Workspace slots of the busiest core: the profile's ping/pong for each lane it interleaves."""
-        per_core = -(-self.sequences // self.cores_used)
-        return self.profile.workspace.slots * min(self.interleave, per_core)
+        """Workspace slots of the busiest core (core 0): the profile's ping/pong for each lane."""
+        return self.profile.workspace.slots * self.lanes(0)
 
     @property
     def waves(self) -> int:

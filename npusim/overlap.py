@@ -302,7 +302,6 @@ def critical_path(run: Run, events=None) -> CriticalPath:
     insts: dict[int, list[tuple[int, int]]] = {}       # per core: (seq, chunk) in the engine's order
     for e in events:
         insts.setdefault(e.core, set()).add((e.seq, e.chunk))
-    lanes = {c: min(run.interleave, len({s for s, _ in v})) for c, v in insts.items()}
     orders = {c: _engine_order(v, run.interleave) for c, v in insts.items()}
     insts = {c: o for c, (o, _) in orders.items()}
     war_prev = {c: w for c, (_, w) in orders.items()}
@@ -331,7 +330,7 @@ def critical_path(run: Run, events=None) -> CriticalPath:
             if k == tpl.slot_release:
                 releases.setdefault(core, []).append(at[(seq, chunk, k)])
         for core, lst in releases.items():
-            slots = run.profile.workspace.slots * lanes[core]      # the profile's pair for each lane
+            slots = run.profile.workspace.slots * run.lanes(core)  # the profile's pair for each lane
             for j, e in enumerate(lst):
                 if j + slots < len(insts[core]):
                     grant_from[(core, j + slots)] = e
