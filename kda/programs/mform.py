@@ -38,7 +38,7 @@ import torch
 from npusim import phase_program
 from npusim.schedule import BARRIER, CHUNKS, SEQUENTIAL, Design, Pass
 
-from .v5 import assemble_and_invert_diagonal, intra_factors, inverse_times_beta, off_diagonal_blocks
+from .v5 import assemble_and_invert_diagonal, intra_factors, inverse_times_beta, off_diagonal_phase
 
 
 @phase_program("mform.intra", returns=("T", "C_state", "Q_h", "O_intra"))
@@ -47,21 +47,17 @@ def mform_intra(npu, Q, K, V, g, beta, scale):
     with npu.vec("A"):
         gc = g.cumsum(-2)
         Qs, factors, kk_blocks, qk_blocks = intra_factors(Q, K, gc, scale)
-        K_left, Q_left, K_right, K_left4, Q_left4, K_right4 = factors
+        K_left, Q_left, K_right, K_left4, Q_left4, K_right4 = factors      # named: the payloads of ①
         Gamma = gc.exp()
         K_scaled = K * Gamma
         Q_scaled = Qs * Gamma
         gc_C = gc[..., -1:, :]
         K_decay = K * (gc_C - gc).exp()
         D_gamma = gc_C.exp() * torch.eye(K.shape[-1], dtype=gc.dtype, device=gc.device)
-    npu.sync(K_left, Q_left, K_right, K_left4, Q_left4, K_right4, K_scaled, K_decay)    # ①
     npu.keep(kk_blocks, qk_blocks, Q_scaled, D_gamma)
-    with npu.cube("B"):
-        A_kk_off, A_qk_off, A_kk_off4, A_qk_off4 = off_diagonal_blocks(K.shape[-2], *factors)
-    npu.sync(A_kk_off, A_qk_off, A_kk_off4, A_qk_off4)                                  # ②
+    off = off_diagonal_phase(npu, K.shape[-2], factors, K_scaled, K_decay)      # ① (+ K_scaled, K_decay) B ②
     with npu.vec("C"):
-        Ai_diag, A_neg, D_beta, A_qk = assemble_and_invert_diagonal(
-            npu, kk_blocks, qk_blocks, (A_kk_off, A_qk_off, A_kk_off4, A_qk_off4), beta)
+        Ai_diag, A_neg, D_beta, A_qk = assemble_and_invert_diagonal(npu, kk_blocks, qk_blocks, off, beta)
     npu.sync(Ai_diag, A_neg, D_beta, A_qk)                                              # ③
     with npu.cube("D"):
         M = inverse_times_beta(Ai_diag, A_neg, D_beta)

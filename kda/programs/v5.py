@@ -80,6 +80,17 @@ def off_diagonal_blocks(C: int, K_left, Q_left, K_right, K_left4, Q_left4, K_rig
             K_left4[..., left4, :, :] @ K_right4.mT, Q_left4[..., left4, :, :] @ K_right4.mT)
 
 
+def off_diagonal_phase(npu, C: int, factors, *extra):
+    """Hand-off ① (Phase A's cross-block factors, and `extra`), Phase B on the Cube, hand-off ②.
+    Returns the four off-diagonal block sets (A_kk_off, A_qk_off, A_kk_off4, A_qk_off4)."""
+    K_left, Q_left, K_right, K_left4, Q_left4, K_right4 = factors
+    npu.sync(K_left, Q_left, K_right, K_left4, Q_left4, K_right4, *extra)          # ①
+    with npu.cube("B"):
+        A_kk_off, A_qk_off, A_kk_off4, A_qk_off4 = off_diagonal_blocks(C, *factors)
+    npu.sync(A_kk_off, A_qk_off, A_kk_off4, A_qk_off4)                            # ②
+    return A_kk_off, A_qk_off, A_kk_off4, A_qk_off4
+
+
 def assemble_and_invert_diagonal(npu, kk_blocks, qk_blocks, off, beta):
     """Phase C's math: A_kk (times beta) and A_qk assembled from their blocks, the 16-wide diagonal blocks of
     A_kk inverted side by side. Returns (Ai_diag, A_neg, D_beta, A_qk)."""
@@ -114,15 +125,11 @@ def v5_intra(npu, Q, K, g, beta, scale):
     with npu.vec("A"):
         gc = g.cumsum(-2)
         Qs, factors, kk_blocks, qk_blocks = intra_factors(Q, K, gc, scale)
-        K_left, Q_left, K_right, K_left4, Q_left4, K_right4 = factors
-    npu.sync(K_left, Q_left, K_right, K_left4, Q_left4, K_right4)                 # ①
+        K_left, Q_left, K_right, K_left4, Q_left4, K_right4 = factors      # named: the payloads of ①
     npu.keep(kk_blocks, qk_blocks)
-    with npu.cube("B"):
-        A_kk_off, A_qk_off, A_kk_off4, A_qk_off4 = off_diagonal_blocks(K.shape[-2], *factors)
-    npu.sync(A_kk_off, A_qk_off, A_kk_off4, A_qk_off4)                            # ②
+    off = off_diagonal_phase(npu, K.shape[-2], factors)                          # ① B ②
     with npu.vec("C"):
-        Ai_diag, A_neg, D_beta, A_qk = assemble_and_invert_diagonal(
-            npu, kk_blocks, qk_blocks, (A_kk_off, A_qk_off, A_kk_off4, A_qk_off4), beta)
+        Ai_diag, A_neg, D_beta, A_qk = assemble_and_invert_diagonal(npu, kk_blocks, qk_blocks, off, beta)
     npu.sync(Ai_diag, A_neg, D_beta)                                              # ③
     with npu.cube("D"):
         M = inverse_times_beta(Ai_diag, A_neg, D_beta)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from npusim import phase_program
 
-from .v5 import assemble_and_invert_diagonal, intra_factors, inverse_times_beta, off_diagonal_blocks, state_phases
+from .v5 import assemble_and_invert_diagonal, intra_factors, inverse_times_beta, off_diagonal_phase, state_phases
 
 
 @phase_program("v6", returns=("O", "S_new"), state=("S_prev", "S_new"), state_for_bf16="fp32",
@@ -34,15 +34,11 @@ def kda_chunk_v6(npu, Q, K, V, g, beta, S_prev, scale):
     with npu.vec("A"):
         gc = g.cumsum(-2)
         Qs, factors, kk_blocks, qk_blocks = intra_factors(Q, K, gc, scale)
-        K_left, Q_left, K_right, K_left4, Q_left4, K_right4 = factors
-    npu.sync(K_left, Q_left, K_right, K_left4, Q_left4, K_right4)      # ①
+        K_left, Q_left, K_right, K_left4, Q_left4, K_right4 = factors      # named: the payloads of ①
     npu.keep(gc, Qs, kk_blocks, qk_blocks)
-    with npu.cube("B"):
-        A_kk_off, A_qk_off, A_kk_off4, A_qk_off4 = off_diagonal_blocks(K.shape[-2], *factors)
-    npu.sync(A_kk_off, A_qk_off, A_kk_off4, A_qk_off4)                  # ②
+    off = off_diagonal_phase(npu, K.shape[-2], factors)                # ① B ②
     with npu.vec("C"):
-        Ai_diag, A_neg, D_beta, A_qk = assemble_and_invert_diagonal(
-            npu, kk_blocks, qk_blocks, (A_kk_off, A_qk_off, A_kk_off4, A_qk_off4), beta)
+        Ai_diag, A_neg, D_beta, A_qk = assemble_and_invert_diagonal(npu, kk_blocks, qk_blocks, off, beta)
         Gamma = gc.exp()
         K_scaled = K * Gamma
         Q_scaled = Qs * Gamma
