@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 
 from kda.inputs import KdaInputs
-from npusim.graph import PhaseGraph
-from npusim.template import STATE, SYNC, Template
+from npusim.record.graph import PhaseGraph
+from npusim.model.template import STATE, SYNC, Template
 
 HERE = Path(__file__).resolve().parent
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -166,8 +166,8 @@ def sim_plans(version: str, *, heads: int, chunks: int, dtype: str = "bf16", pro
               chunk_size: int = 64, d_k: int = 128, d_v: int = 128) -> dict[str, dict]:
     """The simulator's core-memory plan of every phase ("pass.phase" or "phase" -> PhasePlan.to_dict()): tiles,
     tile_shape, tile_bytes, capacity_bytes; {} where the design has no plan at this shape (a workspace error)."""
-    from kda.evaluate import Settings, evaluate
-    from kda.render_memory import plans_json
+    from kda.studies.evaluate import Settings, evaluate
+    from kda.studies.evaluate import plans_json
     r = evaluate(version, Settings(heads=heads, chunks=chunks, dtype=dtype, profile=profile, chunk_size=chunk_size,
                                    d_k=d_k, d_v=d_v), timing=True)
     return {(f"{p['pass']}." if "pass" in p else "") + p["phase"]: p for p in plans_json(r)}

@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from kda.backward_eval import evaluate_backward
-from kda.evaluate import Settings
+from kda.studies.backward_eval import evaluate_backward
+from kda.studies.evaluate import Settings
 
 OUT = Path(__file__).parent / "results" / ("backward" + "".join(f"_{a}" for a in sys.argv[1:]) + ".md")
 
@@ -51,7 +51,7 @@ def timing_rows() -> list[str]:
 def attribution_rows(version: str, chunks: int = 16, d: int = 32) -> list[str]:
     import torch
 
-    from kda.backward_attribution import attribute_backward, must_stay_fp32
+    from kda.studies.backward_attribution import attribute_backward, must_stay_fp32
     from kda.inputs import make_inputs
     x = make_inputs(1, chunks * 64, 1, d, d, gates="slow", seed=0, initial_state=True)
     gen = torch.Generator().manual_seed(1)
@@ -72,8 +72,8 @@ def oracle_rows(tokens: int = 512, d: int = 32) -> list[str]:
 
     from kda.backward import execute_backward
     from kda.inputs import make_inputs
-    from kda.parity import compare
-    from kda.reference_bwd import GRADS, fla_chunk_grads, recurrent_kda_grads
+    from kda.reference.parity import compare
+    from kda.reference.recurrence_bwd import GRADS, fla_chunk_grads, recurrent_kda_grads
     x = make_inputs(1, tokens, 2, d, d, gates="slow", seed=0, initial_state=True)
     gen = torch.Generator().manual_seed(1)
     do, dht = torch.randn(1, tokens, 2, d, generator=gen), torch.randn(1, 2, d, d, generator=gen)

@@ -15,10 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kda.evaluate import Settings, evaluate  # noqa: E402
+from kda.studies.evaluate import Settings, evaluate  # noqa: E402
 from kda.programs import DESIGNS  # noqa: E402
 
-SHAPES = {     # name -> (Settings fields, the kda.run flags that give it)
+SHAPES = {     # name -> (Settings fields, the kda.cli.run flags that give it)
     "Kimi layer (1 x 32 heads x 131072)": (dict(heads=32, tokens=131072), "--heads 32 --tokens 131072"),
     "1M tokens (1 x 32 x 1048576)": (dict(heads=32, tokens=1 << 20), "--heads 32 --tokens 1048576"),
     "batch 64 x 4096 (32 heads)": (dict(batch=64, heads=32, tokens=4096), "--batch 64 --heads 32 --tokens 4096"),

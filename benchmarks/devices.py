@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from kda.api import execute  # noqa: E402
 from kda.device import resolve_device, synchronize  # noqa: E402
-from kda.parity import compare  # noqa: E402
-from npusim.memory import keep_freed_memory  # noqa: E402
+from kda.reference.parity import compare  # noqa: E402
+from npusim.record.memory import keep_freed_memory  # noqa: E402
 
 HEADS, D = 32, 128
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from kda.evaluate import Settings, evaluate
+from kda.studies.evaluate import Settings, evaluate
 from npusim import build_template, load_profile, simulate
 
 

@@ -29,7 +29,7 @@ HEADS = 32
 
 
 def case_timing(tokens: int) -> dict:
-    from kda.evaluate import Settings, evaluate
+    from kda.studies.evaluate import Settings, evaluate
     t0 = time.perf_counter()
     r = evaluate("v3", Settings(heads=HEADS, tokens=tokens, numerics=False, keep_trace=False))
     wall = time.perf_counter() - t0
@@ -55,7 +55,7 @@ def case_fla(tokens: int) -> dict:
     import torch
     from kda.api import execute
     from kda.inputs import make_inputs
-    from kda.parity import compare
+    from kda.reference.parity import compare
     x = make_inputs(tokens=tokens, heads=HEADS, seed=1)
     t0 = time.perf_counter()
     ex = execute(x.q, x.k, x.v, x.g, x.beta, transfer_dtype="fp32")

@@ -29,8 +29,8 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "uncertainty.md")
     a = p.parse_args()
 
-    from kda.evaluate import Settings, evaluate
-    from kda.uncertainty import propagate
+    from kda.studies.evaluate import Settings, evaluate
+    from kda.studies.uncertainty import propagate
 
     w0, c0 = time.perf_counter(), time.process_time()
     result = evaluate(a.version, Settings(heads=32, tokens=a.tokens, numerics=False, keep_trace=False))

@@ -5,8 +5,8 @@
     recurrent_kda(...)                              -> (o, final_state)   the ground truth
     python -m kda.run --version v3 --chunks 16                            the command line
 """
-from .api import Execution, KdaInputError, execute, recurrent_kda
-from .autograd import chunk_kda
-from .programs import PROGRAMS, get_program
+from kda.api import Execution, KdaInputError, execute, recurrent_kda
+from kda.autograd import chunk_kda
+from kda.programs import PROGRAMS, get_program
 
 __all__ = ["Execution", "KdaInputError", "PROGRAMS", "chunk_kda", "execute", "get_program", "recurrent_kda"]

@@ -18,11 +18,11 @@ import torch
 import torch.nn.functional as F
 
 from npusim import Executor, Nonfinite, PhaseGraph, Precision
-from npusim.precision import dtype_name
+from npusim.record.precision import dtype_name
 
-from .multipass import record_passes, run_passes, stored_types
-from .programs import get_design
-from .reference import naive_recurrent_kda
+from kda.multipass import record_passes, run_passes, stored_types
+from kda.programs import get_design
+from kda.reference.recurrence import naive_recurrent_kda
 
 
 class KdaInputError(ValueError):
@@ -40,7 +40,7 @@ class Execution:
     chunk_size: int
     inputs: tuple | None = None            # (q, k, v, g, beta, h0) as given
     graphs: tuple = ()                     # every pass's graph (a design of several passes); () = (graph,)
-    design: object = None                  # npusim.schedule.Design
+    design: object = None                  # npusim.model.schedule.Design
     seqlens: tuple[int, ...] | None = None # tokens of each sequence of a variable-length batch (cu_seqlens)
 
     @property
@@ -178,7 +178,7 @@ def _cut_block(x: torch.Tensor, first: int, n: int, C: int, T: int, dtype: torch
 def _gm_round(x: torch.Tensor, precision: Precision) -> torch.dtype | None:
     """The type x is rounded through to hold it in GM in the transfer type; None where that changes nothing
     (x already in it, or the compute type no wider)."""
-    from npusim.replay import rounding_target
+    from npusim.record.replay import rounding_target
     target = rounding_target(precision, precision.transfer, precision.compute)
     return None if target is None or x.dtype == target else target
 

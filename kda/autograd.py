@@ -13,11 +13,11 @@ import torch
 
 from npusim import Precision
 
-from . import api
-from .api import KdaInputError
-from .backward import backward_design, execute_backward
-from .multipass import stored_types
-from .programs import get_design
+from kda import api
+from kda.api import KdaInputError
+from kda.backward import backward_design, execute_backward
+from kda.multipass import stored_types
+from kda.programs import get_design
 
 
 def _precision(q, transfer_dtype, precision, version: str) -> Precision | None:

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 import torch
 
 from npusim import Executor, Nonfinite, PhaseGraph, Precision
-from npusim.precision import itemsize
-from npusim.schedule import CHUNKS, Design
+from npusim.record.precision import itemsize
+from npusim.model.schedule import CHUNKS, Design
 
-from .api import KdaInputError, _blocks, _check, _chunked, _precision, design_precision, seqlens_of
-from .multipass import _run_items, _run_sequential, record_passes
-from .programs import STATES, get_backward_design
+from kda.api import KdaInputError, _blocks, _check, _chunked, _precision, design_precision, seqlens_of
+from kda.multipass import _run_items, _run_sequential, record_passes
+from kda.programs import STATES, get_backward_design
 
 GRADS = {"dQ": "dq", "dK": "dk", "dV": "dv", "dg": "dg", "dbeta": "dbeta"}
 

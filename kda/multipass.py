@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from npusim import Executor, Nonfinite, PhaseGraph, Precision
-from npusim.schedule import CHUNKS, Design, Pass
+from npusim.model.schedule import CHUNKS, Design, Pass
 
 GROUP = 4096          # items of a CHUNKS pass computed at once
 

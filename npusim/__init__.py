@@ -8,14 +8,14 @@ them and the cross-core syncs, that executes phase programs with real tensor mat
     engine.py     the SimPy event model              trace.py      what the model ran
     report.py     syncs, latency, utilisation, bound
 """
-from .engine import OWN, RIDE, Run, Template, Trace, TraceEvent, build_template, simulate
-from .errors import DataflowError, NpuSimError, ProfileError, WorkspaceError
-from .memory import keep_freed_memory
-from .graph import CUBE, VEC, Payload, Phase, PhaseGraph, StateSpec, Sync
-from .precision import DTYPES, Precision
-from .profile import Profile, load_profile, shipped_profiles
-from .program import Executor, Nonfinite, Npu, PhaseProgram, phase_program
-from .report import Report, build_report, run_and_report
+from npusim.model.engine import OWN, RIDE, Run, Template, Trace, TraceEvent, build_template, simulate
+from npusim.errors import DataflowError, NpuSimError, ProfileError, WorkspaceError
+from npusim.record.memory import keep_freed_memory
+from npusim.record.graph import CUBE, VEC, Payload, Phase, PhaseGraph, StateSpec, Sync
+from npusim.record.precision import DTYPES, Precision
+from npusim.chip.profile import Profile, load_profile, shipped_profiles
+from npusim.record.program import Executor, Nonfinite, Npu, PhaseProgram, phase_program
+from npusim.output.report import Report, build_report, run_and_report
 
 __all__ = [
     "CUBE", "VEC", "OWN", "RIDE", "DTYPES",

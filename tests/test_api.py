@@ -4,8 +4,8 @@ import torch
 
 from kda import KdaInputError, chunk_kda, recurrent_kda
 from kda.inputs import make_inputs
-from kda.parity import assert_close
-from kda.reference import naive_recurrent_kda
+from kda.reference.parity import assert_close
+from kda.reference.recurrence import naive_recurrent_kda
 
 
 @pytest.mark.parametrize("version", ["v2", "v3"])

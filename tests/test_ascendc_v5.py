@@ -1,6 +1,6 @@
 """kda_chunk_v5 (ascendc_stubs/kda_chunk_v5): the v5 design of kda/programs/v5.py as one AscendC kernel, on the
 host emulation, held to the Python side pass by pass: numbers against the fp64 recurrence and against the v5
-design itself (one tolerance helper, kda.parity.assert_close), the flags and payloads of each pass against the
+design itself (one tolerance helper, kda.reference.parity.assert_close), the flags and payloads of each pass against the
 simulator's timed templates, the bytes of every hand-off against the simulator's, and faults (a removed wait, set
 or barrier) reported as a race or a hang. The build is tests/conftest.py's, shared with tests/test_ascendc_*.py."""
 from __future__ import annotations
@@ -16,14 +16,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))   # ascendc_stubs/ is a folder of the repository, not an installed package
 
 from ascendc_stubs import bridge  # noqa: E402
-from kda.evaluate import Settings, evaluate  # noqa: E402
+from kda.studies.evaluate import Settings, evaluate  # noqa: E402
 from kda.inputs import make_inputs  # noqa: E402
-from kda.parity import assert_close  # noqa: E402
+from kda.reference.parity import assert_close  # noqa: E402
 from kda.programs import get_design  # noqa: E402
-from kda.reference import naive_recurrent_kda  # noqa: E402
+from kda.reference.recurrence import naive_recurrent_kda  # noqa: E402
 from npusim import load_profile  # noqa: E402
-from npusim.multipass import templates  # noqa: E402
-from npusim.schedule import BARRIER, CHUNKS, SEQUENTIAL  # noqa: E402
+from npusim.model.multipass import templates  # noqa: E402
+from npusim.model.schedule import BARRIER, CHUNKS, SEQUENTIAL  # noqa: E402
 
 CHUNK, DK, DV = 64, 128, 128
 PASSES = ("intra", "state")

@@ -10,15 +10,15 @@ from torch.overrides import TorchFunctionMode
 import kda
 from kda import KdaInputError
 from kda.backward import execute_backward, kept_bytes
-from kda.backward_eval import evaluate_backward
-from kda.evaluate import Settings
+from kda.studies.backward_eval import evaluate_backward
+from kda.studies.evaluate import Settings
 from kda.inputs import make_inputs
-from kda.parity import assert_close, tolerance
-from kda.reference_bwd import recurrent_kda_grads
-from kda.run import main
+from kda.reference.parity import assert_close, tolerance
+from kda.reference.recurrence_bwd import recurrent_kda_grads
+from kda.cli.run import main
 from npusim import Precision
-from npusim.ops import base_name
-from npusim.schedule import CHUNKS, SEQUENTIAL, Design, Pass
+from npusim.record.ops import base_name
+from npusim.model.schedule import CHUNKS, SEQUENTIAL, Design, Pass
 
 GRADS = ("dq", "dk", "dv", "dg", "dbeta", "dh0")
 
@@ -222,7 +222,7 @@ def test_cli_backward_writes_a_trace_and_checks_policy_names(tmp_path, capsys):
 
 def test_fla_cumulative_gates_must_stay_fp32():
     # FLA keeps gc in fp32 in GM; rounded to bf16 alone, it alone breaks FLA's tolerance on some gradient
-    from kda.backward_attribution import BackwardItem, attribute_backward, must_stay_fp32
+    from kda.studies.backward_attribution import BackwardItem, attribute_backward, must_stay_fp32
     x = make_inputs(1, 64, 1, 16, 16, seed=0, initial_state=True)
     do, dht = grad_outputs(x)
     items = attribute_backward("fla", x, do, dht, chunk_size=32)

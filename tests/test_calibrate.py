@@ -5,12 +5,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kda.kernels import model, parse_shape
+from kda.kernels.registry import model, parse_shape
 from npusim import load_profile
-from npusim.calibrate import main
-from npusim.fit import fit
-from npusim.measurements import MeasurementError, read_measurements
-from npusim.uncertainty import assumptions
+from npusim.fit.calibrate import main
+from npusim.fit.least_squares import fit
+from npusim.fit.measurements import MeasurementError, read_measurements
+from npusim.fit.uncertainty import assumptions
 
 DATA = Path(__file__).parent / "data"
 BASE = load_profile("ascend-910b2")
@@ -69,7 +69,7 @@ def test_other_operators_in_an_msprof_summary(tmp_path, capsys):
     assert main([str(path), "--fields", "sync.latency_us"]) == 2
     assert "row 3: unknown kernel 'Cast'" in capsys.readouterr().err
     with pytest.raises(MeasurementError):
-        from npusim.calibrate import calibrate
+        from npusim.fit.calibrate import calibrate
         calibrate(path, BASE, fields=["sync.latency_us"])
 
 
@@ -150,9 +150,9 @@ def test_written_profile_marks_fitted_fields_and_loads_back(tmp_path, capsys):
 
 @pytest.mark.parametrize("design", ["v3", "v4", "fla", "v5"])
 def test_a_kernel_model_times_as_kda_run_does(design):
-    """kda.kernels (calibration, validation) and kda.run's timing-only path give one latency for one shape,
+    """kda.kernels.registry (calibration, validation) and kda.cli.run's timing-only path give one latency for one shape,
     passes that declare their own state hand-off (v5's state pass) included."""
-    from kda.evaluate import Settings, evaluate
+    from kda.studies.evaluate import Settings, evaluate
     r = evaluate(design, Settings(heads=2, tokens=256, d_k=64, d_v=64, numerics=False, keep_trace=False))
     assert model(f"kda_{design}", "1x256x2x64x64", "bf16").predict(BASE) == pytest.approx(r.design_report.latency_us,
                                                                                            rel=1e-12)
@@ -165,7 +165,7 @@ def test_host_floor_fitted_beside_the_fields_from_wall_clock_timings(tmp_path, c
     shapes = ["1x64x1x128x128", "1x512x1x128x128", "1x1024x2x128x128", "1x2048x1x128x128"]
     rows = "\n".join(f"kda_v3,{s},bf16,{250.0 + model('kda_v3', s, 'bf16').predict(truth):.4f}" for s in shapes)
     path = _csv(tmp_path, "kernel,shape,dtype,measured_us\n" + rows + "\n", "wall.csv")
-    from npusim.calibrate import calibrate
+    from npusim.fit.calibrate import calibrate
     with_floor, _, _ = calibrate(path, BASE, fields=["sync.latency_us"], host_floor=True)
     (f,) = with_floor.fields
     assert f.determined and f.value == pytest.approx(1.5, rel=0.01)

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from npusim import build_template, chrome_trace, load_profile, phase_program, simulate
-from npusim.capacity import REFUSE, CapacityError
-from npusim.pipe_trace import segments
-from npusim.pipes import MTE2, MTE3
+from npusim import build_template, load_profile, phase_program, simulate; from npusim.output import chrome_trace
+from npusim.chip.capacity import REFUSE, CapacityError
+from npusim.output.pipe_trace import segments
+from npusim.chip.pipes import MTE2, MTE3
 from tests.conftest import randn, record
 
 
@@ -189,14 +189,14 @@ def test_bad_capacity_in_a_profile_file(tmp_path, value, message):
     (["--version", "v4", "--capacity", "refuse"], "more than the 192 KiB UB of Vec (--capacity tile would tile it)"),
 ])
 def test_cli_exits_2_with_one_line(capsys, args, message):
-    from kda.run import main
+    from kda.cli.run import main
     assert main(["--no-numerics", "--chunks", "1", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
 
 
 def test_json_reports_each_phase_against_capacity(capsys):
-    from kda.run import main
+    from kda.cli.run import main
     assert main(["--no-numerics", "--chunks", "1", "--json"]) == 0
     mem = {m["phase"]: m for m in json.loads(capsys.readouterr().out)["memory"]}
     assert set(mem) == set("ABCDEFG")

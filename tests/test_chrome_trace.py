@@ -7,10 +7,10 @@ from collections import Counter, defaultdict
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from kda.evaluate import Settings, evaluate
-from kda.run import main
-from npusim import build_template, chrome_trace, simulate
-from npusim.engine import PHASE, SYNC
+from kda.studies.evaluate import Settings, evaluate
+from kda.cli.run import main
+from npusim import build_template, simulate; from npusim.output import chrome_trace
+from npusim.model.engine import PHASE, SYNC
 from tests.test_engine_properties import cases, graph_and_profile
 
 

@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from kda.run import main
+from kda.cli.run import main
 
 KEYS = {"version", "chunks", "heads", "chunk_size", "d_k", "d_v", "dtype", "profile", "syncs_per_chunk",
         "sync_bytes_per_chunk", "redundant_bytes_per_chunk", "state_handoffs", "latency_us", "utilization",
@@ -104,9 +104,9 @@ def test_bad_user_inputs(tmp_path, capsys, change, message):
 
 
 def test_the_module_runs_as_a_program_without_tracebacks():
-    ok = subprocess.run([sys.executable, "-m", "kda.run", "--chunks", "2", "--json"], capture_output=True, text=True)
+    ok = subprocess.run([sys.executable, "-m", "kda.cli.run", "--chunks", "2", "--json"], capture_output=True, text=True)
     assert ok.returncode == 0 and json.loads(ok.stdout)["version"] == "v3"
-    bad = subprocess.run([sys.executable, "-m", "kda.run", "--chunks", "-3"], capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "-m", "kda.cli.run", "--chunks", "-3"], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.strip() == "error: --chunks must be >= 1, got -3"
 
 
@@ -138,7 +138,7 @@ def test_set_overrides_a_profile_field(tmp_path):
     """--set sync.latency_us=2 adds 1.5 us per sync per chunk over the profile's 0.5 us: with 6 syncs over
     4 chunks serial latency grows by exactly 6 x 4 x 1.5 = 36 us."""
     import json
-    from kda.run import main
+    from kda.cli.run import main
     import contextlib, io
     outs = []
     for extra in ([], ["--set", "sync.latency_us=2"]):
@@ -150,7 +150,7 @@ def test_set_overrides_a_profile_field(tmp_path):
 
 
 def test_set_rejects_unknown_field_and_non_numbers(capsys):
-    from kda.run import main
+    from kda.cli.run import main
     assert main(["--no-numerics", "--set", "sync.nope=2"]) == 2
     assert "no field sync.nope" in capsys.readouterr().err
     assert main(["--no-numerics", "--set", "sync.latency_us=x"]) == 2

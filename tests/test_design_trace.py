@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from npusim import build_template, chrome_trace, design_trace
-from npusim.graph import CUBE, VEC
-from npusim.multipass import simulate_design
-from npusim.schedule import BARRIER, CHUNKS, Design, Pass
+from npusim import build_template; from npusim.output import chrome_trace; from npusim.output import design_trace
+from npusim.record.graph import CUBE, VEC
+from npusim.model.multipass import simulate_design
+from npusim.model.schedule import BARRIER, CHUNKS, Design, Pass
 from tests.test_engine import toy
 from tests.test_schedule import _toy_program
 
@@ -38,7 +38,7 @@ def test_the_schedule_track_shows_the_launch_the_passes_and_the_barrier(design_r
 
 def test_heat_map_busy_fractions(design_run):
     """15 bins of 1 us: the Vector is busy in bins 0 and 8 (P of each pass), the Cube in 6 and 14 (Q)."""
-    from kda.plot_occupancy import busy_fraction
+    from kda.views.plot_occupancy import busy_fraction
     edges, vec = busy_fraction(design_run, VEC, bins=15)
     _, cube = busy_fraction(design_run, CUBE, bins=15)
     assert edges[-1] == pytest.approx(15.0) and vec.shape == (3, 15)
@@ -54,7 +54,7 @@ def test_heat_map_busy_fractions(design_run):
 
 
 def test_cli_plot_and_trace_of_a_multi_pass_design(tmp_path, capsys):
-    from kda.run import main
+    from kda.cli.run import main
     out, png = tmp_path / "v5.json", tmp_path / "v5.png"
     assert main(["--version", "v5", "--no-numerics", "--heads", "2", "--tokens", "256",
                  "--trace", str(out), "--plot", str(png)]) == 0

@@ -6,11 +6,11 @@ import pytest
 import torch
 
 import kda
-from kda.evaluate import Settings, evaluate
+from kda.studies.evaluate import Settings, evaluate
 from kda.inputs import make_inputs
-from kda.parity import compare
-from kda.reference import naive_recurrent_kda
-from kda.run import main
+from kda.reference.parity import compare
+from kda.reference.recurrence import naive_recurrent_kda
+from kda.cli.run import main
 from npusim import Precision
 
 # slow gates in bf16 need the recommended policy: the state pass's hand-offs in fp16 (bounded values)

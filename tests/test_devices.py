@@ -15,9 +15,9 @@ import torch
 import kda
 from kda.api import KdaInputError, execute
 from kda.device import DeviceError, resolve_device
-from kda.evaluate import Settings, evaluate, reference
+from kda.studies.evaluate import Settings, evaluate, reference
 from kda.inputs import make_inputs
-from kda.run import main
+from kda.cli.run import main
 
 HAS_CUDA = torch.cuda.is_available()
 
@@ -50,7 +50,7 @@ def test_the_api_and_the_references_make_nothing_on_the_default_device():
     with torch.device("meta"):
         o, S = kda.chunk_kda(x.q, x.k, x.v, x.g, x.beta, output_final_state=True)
         o_r, S_r = kda.recurrent_kda(x.q, x.k, x.v, x.g, x.beta, output_final_state=True)
-        from kda.reference import doc_chunk_kda
+        from kda.reference.recurrence import doc_chunk_kda
         o_d, _ = doc_chunk_kda(x.q[:, :128], x.k[:, :128], x.v[:, :128], x.g[:, :128], x.beta[:, :128])
         stored = execute(x.q, x.k, x.v, x.g, x.beta).inputs_as_stored     # h0 = zeros on the inputs' device
     assert {t.device.type for t in (o, S, o_r, S_r, o_d, *stored)} == {"cpu"}

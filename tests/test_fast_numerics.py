@@ -120,7 +120,7 @@ def test_the_api_follows_the_fast_path():
 def test_list_indices_become_device_tensors_without_changing_a_bit():
     # what CUDA graph capture runs under: v4's list indices (x[..., [0, 1, 2], :]) made once as index
     # tensors on the device (here the CPU) and reused; the results stay the same bits
-    from npusim.replay import Replay, _DeviceIndices
+    from npusim.record.replay import Replay, _DeviceIndices
     x = _inputs(tokens=64)
     ex = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, version="v4", fast=False, transfer_dtype="bf16")
     from npusim import Executor

@@ -23,7 +23,7 @@ except ImportError as err:                      # fla-core absent, or its Triton
 
 import kda  # noqa: E402
 from kda import programs  # noqa: E402
-from kda.parity import RATIO, compare  # noqa: E402
+from kda.reference.parity import RATIO, compare  # noqa: E402
 
 TOKENS = int(os.environ.get("KDA_ORACLE_TOKENS", 131072))
 HEADS, D = 32, 128

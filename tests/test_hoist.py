@@ -9,7 +9,7 @@ import torch
 
 from kda.api import execute
 from kda.inputs import make_inputs
-from npusim.hoist import Tape, Untapeable
+from npusim.record.hoist import Tape, Untapeable
 
 
 def same(a, b) -> bool:
@@ -18,7 +18,7 @@ def same(a, b) -> bool:
 
 def _tape_of(version: str, dtype: str = "bf16") -> Tape:
     """The tape the pipelined replay of `version` records (the sequential pass of a design of several)."""
-    import npusim.replay as replay
+    import npusim.record.replay as replay
     tapes = []
     original = replay.Replay._pipeline
 
@@ -122,7 +122,7 @@ def test_the_pipeline_gives_torch_its_threads_back():
     execute(x.q, x.k, x.v, x.g, x.beta, pipeline=True)
     assert torch.get_num_threads() == before
     # also when the run fails half-way: chunk 2's inputs cannot be cut
-    from npusim.pipeline import Pipeline
+    from npusim.record.pipeline import Pipeline
     tape, first = Tape.capture(_step, {"K": torch.ones(2, 4, 4), "V": torch.ones(2, 4, 4)}, torch.zeros(2, 4, 4))
 
     def inputs_of(t):

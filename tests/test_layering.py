@@ -1,12 +1,39 @@
-"""The layering stays one way (programs -> runtime -> model -> report -> CLI) and modules stay small:
-the import graph of kda/ and npusim/, read from the source (every import, also inside functions, except
-under `if TYPE_CHECKING:` and `if __name__ == "__main__":`), has no cycle, and npusim never imports kda."""
+"""The layering stays one way and modules stay small. The import graph of kda/ and npusim/ is read from the
+source: every import, also inside functions and under `if __name__ == "__main__":` guards (only
+`if TYPE_CHECKING:` blocks are skipped). It has no cycle, npusim never imports kda, and no module imports a
+folder ranked above its own (LAYERS: recording -> chip -> event model -> outputs -> the KDA library ->
+studies -> views -> command lines)."""
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("kda", "npusim")
 MAX_LINES = 420                     # "modules under ~400 lines"
+MAX_MODULES = 13                    # "at most ~12 modules per folder" (__init__.py not counted)
+
+# Each folder's rank: a module may import its own rank or lower, never higher. The package roots'
+# command shims (kda/run.py, ...) and re-exporting __init__ files rank with the command lines.
+LAYERS = {
+    "npusim.errors": 0, "npusim.record": 1, "npusim.chip": 2, "npusim.model": 3, "npusim.output": 4,
+    "npusim.fit": 4, "npusim": 5,
+    "kda.programs": 10, "kda.reference": 10, "kda": 11, "kda.kernels": 12, "kda.studies": 13, "kda.views": 14,
+    "kda.cli": 15, "kda.sweep": 16,
+}
+ROOT_SHIMS = {"kda.run", "kda.validate", "kda.attribution", "kda.stability", "npusim.calibrate"}
+
+
+def _rank(module: str) -> int:
+    if module in ROOT_SHIMS:
+        return 99
+    if module in ("kda", "npusim"):                   # the package re-exports
+        return LAYERS[module]
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        if (key := ".".join(parts[:n])) in LAYERS and (n > 1 or len(parts) == 1):
+            return LAYERS[key]
+        if n == 2 and ".".join(parts[:2]) not in LAYERS:     # a module at a package root
+            return LAYERS[parts[0]]
+    raise KeyError(module)
 
 
 def _modules() -> dict[str, Path]:
@@ -19,8 +46,7 @@ def _modules() -> dict[str, Path]:
 
 
 def _skipped(node: ast.If) -> bool:
-    t = ast.unparse(node.test)
-    return "TYPE_CHECKING" in t or "__name__" in t
+    return "TYPE_CHECKING" in ast.unparse(node.test)
 
 
 def _imports(name: str, path: Path, known: set[str]) -> set[str]:
@@ -105,3 +131,24 @@ def test_modules_stay_small():
     long = {str(p.relative_to(ROOT)): n for p in _modules().values()
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert long == {}
+
+
+def test_no_module_imports_a_folder_above_its_own():
+    back = sorted(f"{n} ({_rank(n)}) -> {m} ({_rank(m)})" for n, deps in _graph().items() for m in deps
+                  if _rank(m) > _rank(n) and not n.startswith(m + "."))
+    assert back == []
+
+
+def test_the_rank_of_a_module_is_its_folder_s():
+    assert _rank("npusim.model.engine") == 3 and _rank("npusim.errors") == 0 and _rank("npusim") == 5
+    assert _rank("kda.api") == 11 and _rank("kda.cli.run") == 15 and _rank("kda.run") == 99
+    assert _rank("kda.sweep.spec") == 16 and _rank("kda.programs.v3") == 10
+
+
+def test_folders_stay_small():
+    folders: dict[str, int] = {}
+    for p in _modules().values():
+        if p.name != "__init__.py":
+            key = str(p.parent.relative_to(ROOT))
+            folders[key] = folders.get(key, 0) + 1
+    assert {k: n for k, n in folders.items() if n > MAX_MODULES} == {}

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kda.evaluate import Settings, evaluate
+from kda.studies.evaluate import Settings, evaluate
 from npusim import build_template, simulate
-from npusim.overlap import analyse, gaps, intersect, merge, subtract, total
+from npusim.output.overlap import analyse, gaps, intersect, merge, subtract, total
 from tests.test_engine import toy
 from tests.test_engine_properties import cases, graph_and_profile
 

@@ -1,7 +1,7 @@
 """Parity of the versions on the document's test inputs, v1's defect, and overflow naming."""
 import pytest
 
-from kda.evaluate import Settings, evaluate
+from kda.studies.evaluate import Settings, evaluate
 
 
 @pytest.mark.parametrize("version", ["v2", "v3"])

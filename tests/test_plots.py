@@ -6,9 +6,9 @@ import matplotlib.pyplot as plt
 import pytest
 from matplotlib.text import Annotation
 
-from kda import plots
-from kda.evaluate import Settings, evaluate
-from kda.run import main
+from kda.views import plots
+from kda.studies.evaluate import Settings, evaluate
+from kda.cli.run import main
 from npusim import simulate
 
 SMALL = dict(chunk_size=16, d_k=32, d_v=32)

@@ -5,10 +5,10 @@ import math
 
 import pytest
 
-from kda.attribution import find_policy
-from kda.evaluate import Settings, evaluate, make_settings_inputs
+from kda.studies.attribution import find_policy
+from kda.studies.evaluate import Settings, evaluate, make_settings_inputs
 from kda.programs import get_program
-from kda.run import main
+from kda.cli.run import main
 from npusim import Precision
 
 KIB = 1024

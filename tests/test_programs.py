@@ -1,7 +1,7 @@
 """The v1/v2/v3 phase graphs: hand-offs, bytes and work, all measured from the recorded data flow."""
 import pytest
 
-from kda.evaluate import Settings, evaluate
+from kda.studies.evaluate import Settings, evaluate
 from npusim import OWN, build_template, load_profile
 
 KIB = 1024

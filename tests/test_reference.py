@@ -2,8 +2,8 @@
 import torch
 
 from kda.inputs import make_inputs
-from kda.parity import assert_close, compare
-from kda.reference import doc_chunk_kda, naive_recurrent_kda, unit_lower_inverse
+from kda.reference.parity import assert_close, compare
+from kda.reference.recurrence import doc_chunk_kda, naive_recurrent_kda, unit_lower_inverse
 
 
 def test_doc_chunk_references_equal_the_recurrence_in_fp64():

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from kda.evaluate import Settings, evaluate
-from kda.run import main
+from kda.studies.evaluate import Settings, evaluate
+from kda.cli.run import main
 
 
 def test_timing_only_replay_gives_the_full_runs_timeline():

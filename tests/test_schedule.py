@@ -3,8 +3,8 @@ profile of conftest.py (Vec 1e5 elements/us, Cube 1e6 MACs/us, links 1000 B/us, 
 import pytest
 
 from npusim import build_template, phase_program, simulate
-from npusim.multipass import simulate_design
-from npusim.schedule import BARRIER, CHUNKS, LAUNCH, SEQUENTIAL, Design, Pass
+from npusim.model.multipass import simulate_design
+from npusim.model.schedule import BARRIER, CHUNKS, LAUNCH, SEQUENTIAL, Design, Pass
 from tests.conftest import randn, record
 from tests.test_engine import toy
 

@@ -4,7 +4,8 @@ import json
 from dataclasses import replace
 
 
-from kda.stability import FAIL, GRID_SETTINGS, OVERFLOW, PASS, grid, main, threshold
+from kda.cli.stability import main
+from kda.studies.stability import FAIL, GRID_SETTINGS, OVERFLOW, PASS, grid, threshold
 
 SMALL = replace(GRID_SETTINGS, chunks=2)
 

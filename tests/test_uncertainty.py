@@ -1,15 +1,15 @@
-"""Profile ranges, Latin hypercube sampling, rank influences and `kda.run --uncertainty`."""
+"""Profile ranges, Latin hypercube sampling, rank influences and `kda.cli.run --uncertainty`."""
 import json
 import math
 
 import numpy as np
 import pytest
 
-from kda.evaluate import Settings, evaluate
-from kda.run import main
-from kda.uncertainty import Uncertainty, propagate
+from kda.studies.evaluate import Settings, evaluate
+from kda.cli.run import main
+from kda.studies.uncertainty import Uncertainty, propagate
 from npusim import ProfileError, load_profile, shipped_profiles
-from npusim.uncertainty import assumptions, latin_hypercube, sample_values, spearman
+from npusim.fit.uncertainty import assumptions, latin_hypercube, sample_values, spearman
 
 
 def _profile(tmp_path, sync_line, name="p.toml"):

@@ -4,11 +4,11 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from kda import chunk_kda, execute
-from kda.evaluate import Settings, evaluate
+from kda.studies.evaluate import Settings, evaluate
 from kda.inputs import make_inputs
-from kda.parity import assert_close
-from kda.reference import naive_recurrent_kda
-from npusim.ops import base_name
+from kda.reference.parity import assert_close
+from kda.reference.recurrence import naive_recurrent_kda
+from npusim.record.ops import base_name
 
 KIB = 1024
 

@@ -1,4 +1,4 @@
-"""kda.validate: the published measurements as written, the affine diagnostic and the host floor against
+"""kda.studies.validate: the published measurements as written, the affine diagnostic and the host floor against
 hand-made data, the fit with a floor on data the simulator made from a known profile, bad input."""
 import csv
 import json
@@ -6,8 +6,9 @@ import re
 
 import pytest
 
-from kda.kernels import model
-from kda.validate import DATA, Row, affine, host_floors, load, main, validate
+from kda.kernels.registry import model
+from kda.cli.validate import main
+from kda.studies.validate import DATA, Row, affine, host_floors, load, validate
 from npusim import load_profile
 
 BASE = load_profile("ascend-910b2")

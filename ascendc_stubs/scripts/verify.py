@@ -1,5 +1,5 @@
-"""Check a kda_chunk_v3 or kda_chunk_v4 run: o.bin and ht.bin against the fp64 recurrence (kda.reference.naive_recurrent_kda)
-on the inputs as stored, with FLA's metric (kda.parity). Exit status 0 when both pass, 1 otherwise.
+"""Check a kda_chunk_v3 or kda_chunk_v4 run: o.bin and ht.bin against the fp64 recurrence (kda.reference.recurrence.naive_recurrent_kda)
+on the inputs as stored, with FLA's metric (kda.reference.parity). Exit status 0 when both pass, 1 otherwise.
 
     python ascendc_stubs/scripts/verify.py --data DIR --out DIR [--json]
 """
@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from ascendc_stubs.bridge import read_inputs, read_outputs  # noqa: E402
-from kda.parity import compare  # noqa: E402
-from kda.reference import naive_recurrent_kda  # noqa: E402
+from kda.reference.parity import compare  # noqa: E402
+from kda.reference.recurrence import naive_recurrent_kda  # noqa: E402
 
 
 def verify(data: Path, out: Path) -> dict:

@@ -2,16 +2,16 @@
 
 v1-v4 and v6 are per-chunk phase programs (one fused pass each); `fla`, `v5` and `mform` are designs of
 several passes (npusim/schedule.py)."""
-from npusim.schedule import Design, single_pass
+from npusim.model.schedule import Design, single_pass
 
-from .fla import FLA
-from .mform import MFORM
-from .v1 import kda_chunk_v1
-from .v2 import kda_chunk_v2
-from .v3 import kda_chunk_v3
-from .v4 import kda_chunk_v4
-from .v5 import V5
-from .v6 import kda_chunk_v6
+from kda.programs.fla import FLA
+from kda.programs.mform import MFORM
+from kda.programs.v1 import kda_chunk_v1
+from kda.programs.v2 import kda_chunk_v2
+from kda.programs.v3 import kda_chunk_v3
+from kda.programs.v4 import kda_chunk_v4
+from kda.programs.v5 import V5
+from kda.programs.v6 import kda_chunk_v6
 
 PROGRAMS = {p.name: p for p in (kda_chunk_v1, kda_chunk_v2, kda_chunk_v3, kda_chunk_v4, kda_chunk_v6)}
 DESIGNS: dict[str, Design] = {**{name: single_pass(p) for name, p in PROGRAMS.items()}, FLA.name: FLA, V5.name: V5,
@@ -36,8 +36,8 @@ def get_design(version: str) -> Design:
 
 # Backward designs (training): a design name -> {"recompute": Design, "store": Design}. Each is a
 # design of passes; a reverse pass walks the chunks from the last to the first (kda/backward.py).
-from .fla_bwd import FLA_BACKWARD  # noqa: E402
-from .v4_bwd import V4_BACKWARD  # noqa: E402
+from kda.programs.fla_bwd import FLA_BACKWARD  # noqa: E402
+from kda.programs.v4_bwd import V4_BACKWARD  # noqa: E402
 
 BACKWARD: dict[str, dict[str, Design]] = {"v4": V4_BACKWARD, "fla": FLA_BACKWARD}
 STATES = ("recompute", "store")

@@ -18,9 +18,9 @@ from __future__ import annotations
 import torch
 
 from npusim import phase_program
-from npusim.schedule import CHUNKS, SEQUENTIAL, Design, Pass
+from npusim.model.schedule import CHUNKS, SEQUENTIAL, Design, Pass
 
-from .v4 import assemble, block_pairs, diagonal_blocks, sub_chunks
+from kda.programs.v4 import assemble, block_pairs, diagonal_blocks, sub_chunks
 
 
 @phase_program("fla.cumsum", returns=("gc",))

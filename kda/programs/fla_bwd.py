@@ -20,11 +20,11 @@ from __future__ import annotations
 import torch
 
 from npusim import phase_program
-from npusim.schedule import CHUNKS, SEQUENTIAL, Design, Pass
+from npusim.model.schedule import CHUNKS, SEQUENTIAL, Design, Pass
 
-from .fla import FLA
-from .v4 import block_pairs, sub_chunks
-from .v4_bwd import blocks, safe_factors
+from kda.programs.fla import FLA
+from kda.programs.v4 import block_pairs, sub_chunks
+from kda.programs.v4_bwd import blocks, safe_factors
 
 
 @phase_program("fla.bwd_dv_local", returns=("dV_local",))

@@ -36,9 +36,9 @@ from __future__ import annotations
 import torch
 
 from npusim import phase_program
-from npusim.schedule import BARRIER, CHUNKS, SEQUENTIAL, Design, Pass
+from npusim.model.schedule import BARRIER, CHUNKS, SEQUENTIAL, Design, Pass
 
-from .v5 import assemble_and_invert_diagonal, intra_factors, inverse_times_beta, off_diagonal_phase
+from kda.programs.v5 import assemble_and_invert_diagonal, intra_factors, inverse_times_beta, off_diagonal_phase
 
 
 @phase_program("mform.intra", returns=("T", "C_state", "Q_h", "O_intra"))

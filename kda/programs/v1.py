@@ -10,7 +10,7 @@ from functools import partial
 
 from npusim import phase_program
 
-from .v2 import kda_chunk_v2_body
+from kda.programs.v2 import kda_chunk_v2_body
 
 kda_chunk_v1 = phase_program(
     "v1", returns=("O", "S_new"), state=("S_prev", "S_new"), resident=("K_div", "Q_scaled"),

@@ -20,7 +20,7 @@ Every other factor is v3's and already <= 1: exp(gc), exp(gc_C - gc), exp(gc_C).
 the Cube loads it (v3's sync ① carries it redundantly). Six syncs, as v3.
 
 Default precision policy: with bf16 transfers the state is kept in fp32 between chunks (`state_for_bf16`,
-applied by kda.chunk_kda, kda.evaluate and the CLI unless a state type is given), as FLA keeps it; fp16's 11-bit mantissa
+applied by kda.chunk_kda, kda.studies.evaluate and the CLI unless a state type is given), as FLA keeps it; fp16's 11-bit mantissa
 keeps an fp16 state within 6.4e-4 over 64 chunks of slow gates, so fp16 transfers keep it in fp16. With
 bf16 transfers and gates whose memory outlasts a chunk (`--gates slow`), a bf16 state puts the output at
 the 0.005 tolerance over 16 chunks (4.997e-3) and past it from 24 chunks on; `python -m kda.attribution

@@ -39,9 +39,9 @@ from __future__ import annotations
 import torch
 
 from npusim import phase_program
-from npusim.schedule import FUSED, Design, Pass
+from npusim.model.schedule import FUSED, Design, Pass
 
-from .v4 import assemble, block_pairs, diagonal_blocks, lower_pairs, sub_chunks
+from kda.programs.v4 import assemble, block_pairs, diagonal_blocks, lower_pairs, sub_chunks
 
 
 def blocks(X: torch.Tensor, n: int, S: int) -> torch.Tensor:

@@ -35,10 +35,10 @@ from __future__ import annotations
 import torch
 
 from npusim import phase_program
-from npusim.schedule import BARRIER, CHUNKS, SEQUENTIAL, Design, Pass
+from npusim.model.schedule import BARRIER, CHUNKS, SEQUENTIAL, Design, Pass
 
-from .fla import blocks, merge_inverse
-from .v4 import assemble, block_pairs, diagonal_blocks, sub_chunks
+from kda.programs.fla import blocks, merge_inverse
+from kda.programs.v4 import assemble, block_pairs, diagonal_blocks, sub_chunks
 
 MICRO = 4         # micro-chunk width inside a 16-wide sub-chunk
 

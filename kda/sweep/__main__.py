@@ -53,9 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["plot"]:
         return plot_main(argv[1:])
     args = run_parser().parse_args(argv)
-    from .runner import SchedulerError, run_sweep
-    from .spec import SpecError, load_spec
-    from .table import have_parquet, write_table
+    from kda.sweep.runner import SchedulerError, run_sweep
+    from kda.sweep.spec import SpecError, load_spec
+    from kda.sweep.table import have_parquet, write_table
     if args.workers is not None and args.workers < 0:
         return _fail(f"--workers must be >= 0, got {args.workers}")
     if args.scheduler is not None and args.workers is not None:
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def plot_main(argv: list[str]) -> int:
     args = plot_parser().parse_args(argv)
-    from .plot import PlotError, plot_table
+    from kda.sweep.plot import PlotError, plot_table
     try:
         written, best = plot_table(args.table, args.outdir, [h.split(",") for h in args.heatmap], args.metric)
     except PlotError as err:

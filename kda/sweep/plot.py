@@ -146,7 +146,7 @@ def plot_table(path: str | Path, outdir: str | Path | None = None, heatmaps: lis
                metric: str | None = None) -> tuple[list[Path], str]:
     """Writes pareto.png, one heatmap_X_Y.png per pair and best.md; returns the paths and the best table
     as markdown."""
-    from .table import read_table
+    from kda.sweep.table import read_table
     path = Path(path)
     try:
         df = read_table(path)
@@ -154,7 +154,7 @@ def plot_table(path: str | Path, outdir: str | Path | None = None, heatmaps: lis
         raise PlotError(f"{path}: {err}") from None
     outdir = Path(outdir) if outdir is not None else path.with_name(path.stem + "_plots")
     outdir.mkdir(parents=True, exist_ok=True)
-    from ..plots import png_bytes
+    from kda.views.plots import png_bytes
     written = []
     pairs = [tuple(h) for h in heatmaps or []]
     if any(len(p) != 2 for p in pairs):

@@ -1,4 +1,4 @@
-"""One point of a sweep: `kda.evaluate.evaluate(version, settings)`, flattened into one row. Runs on a Dask
+"""One point of a sweep: `kda.studies.evaluate.evaluate(version, settings)`, flattened into one row. Runs on a Dask
 worker or in-process; a point that fails is a row with its error, never an exception."""
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 import math
 
 from npusim import NpuSimError
-from npusim.workspace import analyse as workspace_use
+from npusim.model.workspace import analyse as workspace_use
 
-from ..api import KdaInputError
-from ..evaluate import Settings, evaluate
+from kda.api import KdaInputError
+from kda.studies.evaluate import Settings, evaluate
 
 OK, FAILED = "ok", "failed"
 

@@ -8,9 +8,9 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from .cache import Cache, point_key
-from .point import FAILED, run_point
-from .spec import Spec
+from kda.sweep.cache import Cache, point_key
+from kda.sweep.point import FAILED, run_point
+from kda.sweep.spec import Spec
 
 
 class SchedulerError(RuntimeError):
@@ -71,7 +71,7 @@ def _row(spec: Spec, point, result: dict) -> dict:
 
 
 def _cell(value):
-    """A list-valued setting (seqlens = [4096, 131072]) as kda.run takes it, "4096,131072": one hashable cell
+    """A list-valued setting (seqlens = [4096, 131072]) as kda.cli.run takes it, "4096,131072": one hashable cell
     that tables, group-bys and heat maps handle alike in Parquet and CSV."""
     return ",".join(map(str, value)) if isinstance(value, list) else value
 

@@ -6,13 +6,13 @@
     [axes]                                # every combination is one point; the first axis varies slowest
     version = ["v3", "v4"]                # any long option of `python -m kda.run`, without the dashes
     chunk-size = [32, 64, 128]
-    "sync.latency_us" = [0.3, 0.5, 1.0]   # SECTION.FIELD: a profile field (kda.run's --set)
+    "sync.latency_us" = [0.3, 0.5, 1.0]   # SECTION.FIELD: a profile field (kda.cli.run's --set)
 
     [fixed]
     heads = 32
     tokens = 131072
 
-Option values go through kda.run's own parser and `_settings`, so every option `kda.run` grows is an axis
+Option values go through kda.cli.run's own parser and `_settings`, so every option `kda.cli.run` grows is an axis
 here, checked the same way. A spec that names an unknown option, an empty axis or a value the option does
 not take is a `SpecError` (one line); a combination that fails only when run becomes an error row.
 """
@@ -27,12 +27,12 @@ from pathlib import Path
 
 from npusim import NpuSimError
 
-from ..api import KdaInputError
-from ..evaluate import Settings, profile_for
-from ..programs import DESIGNS
-from ..run import _settings, build_parser
+from kda.api import KdaInputError
+from kda.studies.evaluate import Settings, profile_for
+from kda.programs import DESIGNS
+from kda.cli.run import _settings, build_parser
 
-# kda.run options that shape output, not the run: not axes
+# kda.cli.run options that shape output, not the run: not axes
 NOT_AXES = {"json": "an output format", "trace": "an output file", "plot": "an output file",
             "strict": "an exit-status rule", "serial": "a display choice", "help": "help",
             "inputs": "a file of tensors (a sweep generates its inputs)",
@@ -56,7 +56,7 @@ class Point:
 
 @dataclass(frozen=True)
 class Spec:
-    axes: dict            # option name (kda.run's, with dashes, or SECTION.FIELD) -> list of values
+    axes: dict            # option name (kda.cli.run's, with dashes, or SECTION.FIELD) -> list of values
     fixed: dict
     metrics: tuple[str, ...] = ()
     numerics: bool = True
@@ -64,7 +64,7 @@ class Spec:
 
     @property
     def columns(self) -> dict[str, str]:
-        """Option name -> table column (kda.run's dest: chunk-size -> chunk_size; overrides unchanged)."""
+        """Option name -> table column (kda.cli.run's dest: chunk-size -> chunk_size; overrides unchanged)."""
         return {name: column(name) for name in {**self.fixed, **self.axes}}
 
     def keep_trace(self) -> bool:
@@ -97,7 +97,7 @@ def column(name: str) -> str:
 def _parser() -> argparse.ArgumentParser:
     p = build_parser()
 
-    def error(message):               # kda.run's parser exits; a spec check raises instead
+    def error(message):               # kda.cli.run's parser exits; a spec check raises instead
         raise SpecError(message)
     p.error = error
     return p
@@ -113,7 +113,7 @@ def _default(name: str):
 
 
 def argv(options: dict, numerics: bool = True) -> list[str]:
-    """kda.run's command line for these options (version excluded: it is not a Settings field)."""
+    """kda.cli.run's command line for these options (version excluded: it is not a Settings field)."""
     acts = _options()
     out = [] if numerics else ["--no-numerics"]
     for name, value in options.items():
@@ -147,7 +147,7 @@ def load_spec(path: str | Path) -> Spec:
 
 
 def parse_spec(raw: dict, origin: str = "spec") -> Spec:
-    """A spec from a dict of the TOML's shape; every axis value is checked through kda.run's parser."""
+    """A spec from a dict of the TOML's shape; every axis value is checked through kda.cli.run's parser."""
     unknown = set(raw) - {"axes", "fixed", "metrics", "numerics"}
     if unknown:
         raise SpecError(f"{origin}: unknown key {sorted(unknown)[0]!r} (a spec has [axes], [fixed], metrics, "
@@ -188,7 +188,7 @@ def _name(key: str, origin: str, what: str) -> str:
         raise SpecError(f"{origin}: {name!r} cannot be swept or fixed: it is {NOT_AXES[name]}")
     if name not in _options():
         known = sorted(k for k in _options() if k not in NOT_AXES)
-        raise SpecError(f"{origin}: unknown {what} {key!r}: kda.run's options are {', '.join(known)}, "
+        raise SpecError(f"{origin}: unknown {what} {key!r}: kda.cli.run's options are {', '.join(known)}, "
                         f"or a profile field SECTION.FIELD")
     return name
 
@@ -214,7 +214,7 @@ def _check(spec: Spec) -> None:
 
 def _value_ok(name: str, value) -> bool:
     """The TOML type fits the option: numbers for profile fields, true/false for switches, a list only
-    where kda.run takes a comma-separated one."""
+    where kda.cli.run takes a comma-separated one."""
     if "." in name:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if isinstance(_options()[name], argparse._StoreTrueAction):

@@ -1,0 +1,8 @@
+"""The command lines.
+
+    run.py           python -m kda.run: designs, numerics and timing
+    run_backward.py  python -m kda.run --backward
+    attribution.py   python -m kda.attribution
+    stability.py     python -m kda.stability
+    validate.py      python -m kda.validate
+"""

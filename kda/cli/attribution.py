@@ -1,0 +1,71 @@
+"""python -m kda.attribution: rank the hand-offs of a phase program by the accuracy their rounding costs,
+and search a precision policy for a target (attribution.py holds the model).
+
+    python -m kda.attribution --version v3 --dtype bf16 --target 0.0025
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from kda.api import KdaInputError
+from kda.studies.attribution import _e, attribution_table, find_policy, one_thread
+from kda.studies.evaluate import Settings, evaluate, make_settings_inputs
+from kda.inputs import GATES
+from kda.programs import PROGRAMS, get_program
+from kda.cli.run import parse_payload_dtypes
+
+
+def main(argv: list[str] | None = None) -> int:
+    with one_thread():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    p = argparse.ArgumentParser(prog="python -m kda.attribution", description="Rank the hand-offs of a phase "
+                                "program by the accuracy their rounding costs; find a policy for a target.")
+    p.add_argument("--version", default="v3", choices=list(PROGRAMS))
+    p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
+    p.add_argument("--gates", default="seed", choices=GATES)
+    p.add_argument("--chunks", type=int, default=16)
+    p.add_argument("--heads", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--precision", metavar="NAME=TYPE,...", help="start from this policy (as kda.cli.run)")
+    p.add_argument("--state-dtype", choices=("fp32", "bf16", "fp16"), help="the state's type (as kda.cli.run)")
+    p.add_argument("--target", type=float, default=None, help="also search a policy with max(output, "
+                   "state) rel RMS error <= TARGET, giving the worst hand-offs finer types")
+    p.add_argument("--fp32-only", action="store_true", help="the search tries fp32 only (not the other "
+                   "2-byte type)")
+    args = p.parse_args(argv)
+    try:
+        if args.chunks < 1 or args.heads < 1:
+            raise KdaInputError("--chunks and --heads must be >= 1")
+        s = Settings(chunks=args.chunks, heads=args.heads, dtype=args.dtype, gates=args.gates, seed=args.seed,
+                     payload_dtypes=parse_payload_dtypes(args.precision), state_dtype=args.state_dtype,
+                     attribution=True)
+        r = evaluate(args.version, s, timing=False)
+    except ValueError as err:            # KdaInputError included: one line, exit 2
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    con = Console() if sys.stdout.isatty() else Console(width=120)
+    con.print(attribution_table(r.attribution, f"{args.version}, {args.dtype}, gates {args.gates}, "
+                                               f"{args.chunks} chunks"))
+    if args.target is not None:
+        x = make_settings_inputs(s)
+        search = find_policy(x, get_program(args.version), r.execution.precision, args.target,
+                             fp32_only=args.fp32_only)
+        t = Table(title=f"Policy search: the worst hand-offs get a finer type until max(output, state) rel "
+                        f"RMS <= {args.target:g}", title_justify="left")
+        for col in ("change", "output", "state", "KiB per chunk"):
+            t.add_column(col, justify="left" if col == "change" else "right")
+        for st in search.steps:
+            t.add_row(st.change or f"(start: {search.base.describe()})", _e(st.o_err), _e(st.state_err),
+                      f"{st.nbytes / 1024:g}")
+        con.print(t)
+        verdict = "met" if search.met else "NOT met"
+        con.print(f"target {verdict}: {search.policy.describe()}; +{search.extra_bytes / 1024:g} KiB per chunk "
+                  f"({search.steps[-1].nbytes / 1024:g} vs {search.steps[0].nbytes / 1024:g} KiB, syncs + state)")
+    return 0

@@ -1,0 +1,169 @@
+"""python -m kda.run --backward --version v4 --chunks 16
+
+The backward pass (training) on the simulated NPU: every gradient (dq, dk, dv, dg, dbeta, dh0) against
+the fp64 autograd reference with FLA's tolerances, the first inf/NaN, the backward design's passes
+(syncs and bytes per chunk), its pipelined and serial latency beside the forward's, and GM kept for it.
+`--version all` runs every design that has a backward program and ranks them for training. Bad input:
+one line, exit 2.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from types import SimpleNamespace
+
+import torch
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from npusim import NpuSimError
+
+from kda.api import KdaInputError
+from kda.studies.backward_eval import BackwardResult, check_policy_names, evaluate_backward
+from kda.programs import BACKWARD, DESIGNS
+from kda.views.render_design import passes_table
+
+KIB, GB = 1024, 1e9
+
+
+def load_grad_outputs(path) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """Optional do and dht from the --inputs .pt file (FLA's layout)."""
+    if path is None:
+        return None, None
+    data = torch.load(path, weights_only=True)
+    return data.get("do"), data.get("dht")
+
+
+def run_backward(args, settings, inputs, fail) -> int:
+    """--backward: the gradients and the timing of every asked design; returns the exit status."""
+    versions = list(BACKWARD) if args.version == "all" else [args.version]
+    errors, results = [], []
+    try:
+        for flag, given in (("--seqlens", settings.seqlens), ("--uncertainty", args.uncertainty),
+                            ("--device", settings.device != "cpu")):
+            if given:
+                raise KdaInputError(f"--backward does not take {flag} yet")
+        for v in versions:
+            if v not in BACKWARD:
+                known = "unknown design" if v not in DESIGNS else "design"
+                raise KdaInputError(f"{known} {v!r} has no backward program: --backward runs for {', '.join(BACKWARD)}")
+        do, dht = load_grad_outputs(args.inputs) if settings.numerics else (None, None)
+        check_policy_names(versions, settings)       # a name must belong to one of the designs
+    except (KdaInputError, NpuSimError, ValueError) as err:
+        return fail(str(err))
+    for v in versions:
+        try:
+            results.append(evaluate_backward(v, settings, args.states, inputs, do, dht, check_names=False))
+        except (KdaInputError, NpuSimError, ValueError) as err:
+            errors.append(f"{v}: {err}" if len(versions) > 1 else str(err))
+    if results:
+        try:
+            _write_outputs(args, results)
+        except (ValueError, OSError) as err:
+            errors.append(str(err))
+        if args.attribution and settings.numerics:
+            _attribution(args, settings, inputs, results)
+        if args.json:
+            payload = [r.to_json() for r in results]
+            print(json.dumps(payload if len(versions) > 1 else payload[0], indent=2, default=_json_default))
+        else:
+            print_backward(results)
+    for e in errors:                       # after what was computed
+        fail(e)
+    if errors:
+        return 2
+    if args.strict and any(not r.passed or (r.execution and r.execution.nonfinite) for r in results):
+        return 1
+    return 0
+
+
+def _write_outputs(args, results: list[BackwardResult]) -> None:
+    """--trace and --plot: every pass of the backward designs on one time axis (serial with --serial)."""
+    if args.trace is not None:
+        from npusim.output import design_trace
+        design_trace.write(args.trace, [r.design_serial if args.serial else r.design_run for r in results],
+                           labels=[f"{r.version} backward" for r in results], heads=results[0].settings.heads)
+        print(f"wrote {args.trace} (Chrome trace: open in https://ui.perfetto.dev)", file=sys.stderr)
+    if args.plot is not None:
+        from kda.views.plot_occupancy import save_design_plot
+        shown = [SimpleNamespace(version=f"{r.version} backward", profile=r.profile,
+                                 design_run=r.design_serial if args.serial else r.design_run) for r in results]
+        save_design_plot(args.plot, shown)
+        print(f"wrote {args.plot}", file=sys.stderr)
+
+
+def _attribution(args, settings, inputs, results: list[BackwardResult]) -> None:
+    """--attribution: each backward payload rounded alone to the transfer type (kda/backward_attribution.py)."""
+    from kda.studies.backward_attribution import attribute_backward, must_stay_fp32
+    from kda.studies.backward_eval import grad_outputs
+    from kda.studies.evaluate import make_settings_inputs
+    x = inputs or make_settings_inputs(settings)
+    do, dht = grad_outputs(x, settings.seed)
+    narrow = settings.dtype if settings.dtype != "fp32" else "bf16"
+    console = Console(width=140)
+    for r in results:
+        items = attribute_backward(r.version, x, do, dht, chunk_size=settings.chunk_size, narrow=narrow)
+        t = Table(title=f"{r.version} backward: each hand-off rounded to {narrow} alone (worst gradient error / "
+                        f"FLA's tolerance); must stay fp32: {', '.join(must_stay_fp32(items)) or 'none'}",
+                  box=box.SIMPLE_HEAD, title_justify="left")
+        for col in ("payload", "worst / tolerance", *r.parity):
+            t.add_column(col, justify="left" if col == "payload" else "right")
+        for it in items:
+            t.add_row(it.name, f"{it.worst:.3f}", *[f"{e:.1e}" for e in it.errors.values()])
+        console.print(t)
+
+
+def _json_default(x):
+    return None
+
+
+def parity_table(r: BackwardResult) -> Table:
+    t = Table(title=f"{r.version}: gradients against the fp64 autograd reference ({r.settings.dtype} hand-offs)",
+              box=box.SIMPLE_HEAD, title_justify="left")
+    for col in ("gradient", "max abs err", "rel RMS err", "tolerance", ""):
+        t.add_column(col, justify="left" if col in ("gradient", "") else "right")
+    for n, p in r.parity.items():
+        t.add_row(n, f"{p.max_abs_err:.2e}", f"{p.rel_rms_err:.2e}", f"{r.tolerances[n]:g}",
+                  "pass" if p.passed else "[red]FAIL[/red]")
+    return t
+
+
+def summary_table(results: list[BackwardResult]) -> Table:
+    t = Table(title=f"Training on the chip ({results[0].states} the forward's intermediates)", box=box.SIMPLE_HEAD,
+              title_justify="left")
+    t.add_column("")
+    for r in results:
+        t.add_column(r.version, justify="right")
+
+    def row(name, fn):
+        t.add_row(name, *[fn(r) for r in results])
+    row("forward µs", lambda r: f"{r.forward_report.latency_us:,.1f}" if r.forward_report else "-")
+    row("backward µs (pipelined)", lambda r: f"{r.report.latency_us:,.1f}")
+    row("backward µs (serial)", lambda r: f"{r.report.serial_us:,.1f}")
+    row("backward bound µs", lambda r: f"{r.report.bound_us:,.1f}")
+    row("backward HBM floor µs", lambda r: f"{r.report.floor_us:,.1f}")
+    row("forward + backward µs", lambda r: f"{r.training_us:,.1f}" if r.training_us else "-")
+    row("backward passes / launches", lambda r: f"{len(r.report.passes)} / {r.report.launches}")
+    row("backward syncs per chunk", lambda r: str(r.report.syncs_per_chunk))
+    row("backward hand-off KiB per chunk", lambda r: f"{r.report.sync_bytes_per_chunk / KIB:g}")
+    row("backward HBM GB", lambda r: f"{r.report.hbm_bytes / GB:.3f}")
+    row("GM kept for the backward GB", lambda r: f"{r.kept_bytes / GB:.3f}")
+    row("first inf/NaN", lambda r: "-" if r.execution is None else str(r.execution.nonfinite or "none"))
+    return t
+
+
+def print_backward(results: list[BackwardResult]) -> None:
+    console = Console(width=140)
+    for r in results:
+        if r.parity is not None:
+            console.print(parity_table(r))
+        console.print(passes_table(SimpleNamespace(version=f"{r.version} backward ({r.states})",
+                                                   design_report=r.report)))
+    console.print(summary_table(results))
+    if len(results) > 1 and all(r.training_us for r in results):
+        fwd = sorted(results, key=lambda r: r.forward_report.latency_us)
+        train = sorted(results, key=lambda r: r.training_us)
+        same = [r.version for r in fwd] == [r.version for r in train]
+        console.print(f"forward ranking: {' < '.join(r.version for r in fwd)}; training (forward + backward): "
+                      f"{' < '.join(r.version for r in train)} ({'the same' if same else 'it changes'})")

@@ -1,0 +1,53 @@
+"""python -m kda.stability: where each design breaks numerically (kda/studies/stability.py)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, replace
+
+from kda.programs import PROGRAMS
+from kda.studies.attribution import one_thread
+from kda.studies.stability import GRID_SETTINGS, THRESHOLD_SETTINGS, grid, grid_table, threshold_table, thresholds
+
+
+def main(argv: list[str] | None = None) -> int:
+    with one_thread():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
+    from rich.console import Console
+    p = argparse.ArgumentParser(prog="python -m kda.stability", description="The stability grid and v3's "
+                                "failure thresholds (see the module docstring).")
+    p.add_argument("--chunks", type=int, default=GRID_SETTINGS.chunks, help="chunks per sequence in the grid")
+    p.add_argument("--versions", default=",".join(PROGRAMS), help="comma-separated versions for the grid")
+    p.add_argument("--thresholds", action=argparse.BooleanOptionalAction, default=True,
+                   help="also bisect the failure thresholds (a few seconds)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    args = p.parse_args(argv)
+    versions = [v.strip() for v in args.versions.split(",") if v.strip()]
+    unknown = [v for v in versions if v not in PROGRAMS]
+    if unknown or not versions or args.chunks < 1:
+        what = f"unknown version {unknown[0]!r}" if unknown else "--chunks must be >= 1" if args.chunks < 1 \
+            else "no versions"
+        print(f"error: {what} (versions: {', '.join(PROGRAMS)})", file=sys.stderr)
+        return 2
+    cells = grid(versions, base=replace(GRID_SETTINGS, chunks=args.chunks))
+    ths = thresholds() if args.thresholds else []
+    if args.json:
+        print(json.dumps({"grid": [asdict(c) for c in cells], "thresholds": [asdict(t) for t in ths],
+                          "grid_settings": {"chunks": args.chunks, "chunk_size": 64, "d_k": 128, "d_v": 128,
+                                            "sequences": 1},
+                          "threshold_settings": {"chunks": THRESHOLD_SETTINGS.chunks, "chunk_size": 64,
+                                                 "d_k": 128, "d_v": 128}}, indent=2, ensure_ascii=False))
+        return 0
+    con = Console() if sys.stdout.isatty() else Console(width=140)
+    con.print(grid_table(cells, args.chunks))
+    if ths:
+        con.print(threshold_table(ths))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""Measured kernels as the simulator models them: a kernel name and a shape -> predicted latency on a profile.
+
+Kernel names are `<gate>_<design>`: gate `kda` (one decay per key channel) or `gdn` (Gated DeltaNet, one
+decay per head: the fused designs v1-v4 with g broadcast over the channels, so the gate's Vector work
+shrinks from C x d_k to C values per chunk, and `gdn_fla`, FLA's GDN decomposition, kda/programs/gdn.py);
+design one of kda/programs. A shape is written `BxTxHxKxV` (simple CSV; T may list a variable-length
+batch, `1x65+129x32x128x128`, as FLA's cu_seqlens) or as msprof's Input Shapes `q;k;v;g;beta`
+(q [B, T, Hg, K], v [B, T, H, V]). Hg (grouped q/k heads) is not modelled apart: every value head
+reads its own q and k.
+The latency is the kernel's pipelined makespan plus the profile's launch overhead, what msprof's Task
+Duration measures for one kernel.
+
+npusim.fit.calibrate and kda.studies.validate read kernels through `resolve`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from npusim import simulate
+from npusim.fit.measurements import Measurement, MeasurementError
+from npusim.model.multipass import simulate_design, templates
+from npusim.model.template import RIDE
+from npusim.record.precision import Precision
+from npusim.chip.profile import Profile
+
+from kda.api import program_default_state, record_graphs
+from kda.programs import DESIGNS, PROGRAMS
+from kda.kernels.gdn import GDN_FLA
+
+
+def _designs() -> dict:
+    """Kernel name -> (design, gate width: None per channel, 1 per head)."""
+    out = {f"kda_{name}": (d, None) for name, d in DESIGNS.items()}
+    out.update({f"gdn_{name}": (DESIGNS[name], 1) for name in PROGRAMS})
+    out["gdn_fla"] = (GDN_FLA, 1)
+    return out
+
+
+KERNELS = _designs()
+# Other names for the same kernels: a bare design (`v3`, as ascendc_stubs/scripts/op_summary_to_csv.py writes
+# it) and the AscendC skeletons' operator types (the OP Type msprof records).
+ALIASES = {**{name: f"kda_{name}" for name in DESIGNS},
+           **{f"KdaChunk{name.upper()}": f"kda_{name}" for name in ("v3", "v4", "v5")}}
+
+
+def kernel_names() -> list[str]:
+    return list(KERNELS)
+
+
+@dataclass(frozen=True)
+class KernelShape:
+    batch: int
+    seqlens: tuple[int, ...]  # tokens of each sequence: (T,) for a fixed length, several for FLA's varlen
+    heads: int               # value heads: one state per (sequence, head)
+    d_k: int
+    d_v: int
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.seqlens)
+
+    def chunk_counts(self, chunk_size: int) -> list[int]:
+        """Chunks of every (sequence, head), sequence-major as the drivers flatten them."""
+        lengths = self.seqlens * self.batch
+        return [math.ceil(n / chunk_size) for n in lengths for _ in range(self.heads)]
+
+    def text(self) -> str:
+        return f"{self.batch}x{'+'.join(map(str, self.seqlens))}x{self.heads}x{self.d_k}x{self.d_v}"
+
+
+def parse_shape(text: str, form: str = "simple") -> tuple[KernelShape, int]:
+    """(shape, chunk size) from '1x4096x32x128x128', 'B=1;T=4096;H=32;K=128;V=128;C=64' or msprof's
+    '1,4096,16,128;1,4096,16,128;1,4096,32,128;...'; ValueError says why. The chunk size is 64 unless given."""
+    C = 64
+    try:
+        if form == "simple" and "=" in text:
+            kv = dict(item.split("=", 1) for item in text.replace(" ", "").split(";") if item)
+            if not {"B", "T", "H", "K", "V"} <= set(kv):
+                raise ValueError
+            seqlens = tuple(int(x) for x in kv["T"].split("+"))
+            B, H, K, V = (int(kv[k]) for k in "BHKV")
+            C = int(kv.get("C", 64))
+            T = min(seqlens + (C,))
+        elif form == "msprof":
+            parts = [[int(x) for x in p.split(",") if x.strip()] for p in text.split(";")]
+            if len(parts) < 3 or len(parts[0]) != 4 or len(parts[2]) != 4:
+                raise ValueError
+            (B, T, _, K), (_, _, H, V) = parts[0], parts[2]
+            seqlens = (T,)
+        else:
+            fields = text.lower().split("x")
+            if len(fields) != 5:
+                raise ValueError
+            seqlens = tuple(int(x) for x in fields[1].split("+"))
+            B, H, K, V = (int(fields[i]) for i in (0, 2, 3, 4))
+            T = min(seqlens)
+    except ValueError:
+        want = ("q;k;v;... with q [B,T,Hg,K] and v [B,T,H,V]" if form == "msprof" else
+                "BxTxHxKxV (e.g. 1x4096x32x128x128) or B=..;T=..;H=..;K=..;V=..[;C=..]")
+        raise ValueError(f"shape {text!r} is not {want}") from None
+    if min(B, T, H, K, V) < 1:
+        raise ValueError(f"shape {text!r}: every dimension must be >= 1")
+    if len(seqlens) > 1 and B != 1:
+        raise ValueError(f"shape {text!r}: a variable-length batch (T = a+b+...) needs B = 1, as FLA's cu_seqlens")
+    return KernelShape(B, seqlens, H, K, V), C
+
+
+@lru_cache(maxsize=64)
+def _graphs(kernel: str, chunk_size: int, d_k: int, d_v: int, dtype: str):
+    design, width = KERNELS[kernel]
+    state_program = (design.state_pass or design.passes[0]).program
+    precision = Precision(dtype, {}, state=program_default_state(state_program, dtype))
+    graphs, _ = record_graphs(design, chunk_size=chunk_size, d_k=d_k, d_v=d_v, precision=precision,
+                              gate_width=width)
+    return tuple(graphs)
+
+
+@dataclass(frozen=True)
+class KernelModel:
+    name: str
+    shape: KernelShape
+    dtype: str
+    chunk_size: int = 64
+
+    @property
+    def design(self):
+        return KERNELS[self.name][0]
+
+    def predict(self, profile: Profile) -> float:
+        """Latency in us of the kernel on `profile` (timing only, the graphs recorded once): the makespan
+        of every pass plus a launch (or barrier) before each."""
+        graphs = _graphs(self.name, self.chunk_size, self.shape.d_k, self.shape.d_v, self.dtype)
+        tpls = templates(self.design, list(graphs), profile, RIDE)   # a pass may declare its own state hand-off
+        counts = self.shape.chunk_counts(self.chunk_size)
+        if self.design.single:
+            uniform = len(set(counts)) == 1
+            run = simulate(tpls[0], profile, chunks=counts[0] if uniform else counts, sequences=len(counts),
+                           trace=False)
+            return run.latency_us
+        return simulate_design(self.design, tpls, profile, counts, trace=False).latency_us
+
+
+def model(kernel: str, shape: str, dtype: str, form: str = "simple") -> KernelModel:
+    """ValueError naming the kernel or shape when it cannot be modelled."""
+    kernel = ALIASES.get(kernel, kernel)
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r} (known: {', '.join(kernel_names())})")
+    parsed, chunk_size = parse_shape(shape, form)
+    return KernelModel(kernel, parsed, dtype, chunk_size)
+
+
+def resolve(m: Measurement) -> KernelModel:
+    """The model of a measured row; MeasurementError naming the row otherwise."""
+    try:
+        return model(m.kernel, m.shape, m.dtype, m.form)
+    except ValueError as err:
+        raise MeasurementError(f"{m.where()}: {err}") from None

@@ -1,0 +1,60 @@
+"""The timing replay of a design for a run's settings: pipelined and serial, the per-pass and whole-design
+report with the chip's HBM floor. evaluate.py calls it after the numerics (or on a graph recorded on
+random inputs, for a timing-only run)."""
+from __future__ import annotations
+
+from npusim import WorkspaceError, build_report, simulate
+from npusim.chip.capacity import CapacityError
+from npusim.output.design_report import build_design_report
+from npusim.model.multipass import DesignRun, PassRun, simulate_design, templates
+from npusim.record.precision import itemsize
+
+
+def chunk_counts(settings) -> list[int]:
+    """Chunks of each of the batch x heads sequences (b-major, as the driver flattens them)."""
+    C = settings.chunk_size
+    lengths = settings.seqlens or (settings.T,) * settings.batch
+    return [-(-n // C) for n in lengths for _ in range(settings.heads)]
+
+
+def floor_bytes(settings, transfer: str) -> int:
+    """The least HBM traffic of any design: q, k, v (transfer type), g and beta (fp32) read once, o written
+    once (transfer type), the initial state read and the final state written (fp32)."""
+    tokens = sum(settings.seqlens) if settings.seqlens else settings.batch * settings.T
+    ht, K, V = tokens * settings.heads, settings.d_k, settings.d_v
+    sequences = (len(settings.seqlens) if settings.seqlens else settings.batch) * settings.heads
+    return ht * ((2 * K + 2 * V) * itemsize(transfer) + (K + 1) * 4) + 2 * sequences * K * V * 4
+
+
+def time_result(result) -> None:
+    """Fill result.design_run / design_serial / design_report (and, for one-pass designs, the per-chunk
+    report, pipelined and serial runs as before)."""
+    s, profile, ex, design = result.settings, result.profile, result.execution, result.design
+    counts = chunk_counts(s)
+    floor = floor_bytes(s, ex.precision.transfer)
+    try:
+        tpls = templates(design, ex.pass_graphs, profile, s.state_handoff, s.capacity)
+    except WorkspaceError as err:
+        result.workspace_error = str(err)
+        return
+    except CapacityError as err:         # the run's numerics stay; the CLI reports it and exits 2
+        result.capacity_error = str(err)
+        return
+    if design.single:
+        tpl = tpls[0]
+        uniform = len(set(counts)) == 1
+        kw = dict(chunks=counts[0] if uniform else counts, sequences=len(counts), trace=s.keep_trace,
+                  interleave=s.interleave)
+        result.pipelined = simulate(tpl, profile, **kw)
+        result.serial = simulate(tpl, profile, serial=True, **kw)
+        result.report = build_report(result.pipelined, result.serial)
+        launch = profile.chip.launch_overhead_us
+        wrap = lambda run: DesignRun(design, profile, [PassRun(design.passes[0], run, launch, launch)], run.serial,
+                                     tuple(counts), s.interleave)
+        result.design_run, result.design_serial = wrap(result.pipelined), wrap(result.serial)
+    else:
+        result.design_run = simulate_design(design, tpls, profile, counts, interleave=s.interleave,
+                                            trace=s.keep_trace)
+        result.design_serial = simulate_design(design, tpls, profile, counts, serial=True, interleave=s.interleave,
+                                               trace=s.keep_trace)
+    result.design_report = build_design_report(result.design_run, result.design_serial, floor)

@@ -1,0 +1,115 @@
+"""Every latency with its uncertainty: the evaluated designs replayed under N profiles sampled from the
+ranges of the assumed fields (npusim/uncertainty.py), `python -m kda.run --uncertainty N`.
+
+The phase graph of each design is recorded once (it depends on shapes and precision, not on the profile);
+each sample rebuilds the timed template from it and replays timing only. Fields the user fixed with
+`--set` are not sampled.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import numpy as np
+
+from npusim.fit.uncertainty import (Assumption, Influence, Interval, assumptions, interval, rank_influences,
+                                sample_profiles, sample_values)
+
+from kda.studies.evaluate import VersionResult, retime
+
+METRICS = {"pipelined": "layer latency (pipelined)", "serial": "serial", "bound": "lower bound"}
+
+
+def _metrics(r: VersionResult) -> dict[str, float]:
+    rep = r.design_report            # every design, one pass or several
+    if rep is None:
+        return {m: float("nan") for m in METRICS}
+    serial = rep.serial_us if rep.serial_us is not None else float("nan")
+    return {"pipelined": rep.latency_us, "serial": serial, "bound": rep.bound_us}
+
+
+@dataclass
+class Uncertainty:
+    samples: int
+    seed: int
+    fields: list[Assumption]
+    values: np.ndarray                                 # [samples, fields]
+    versions: list[str]
+    latencies: dict[str, dict[str, np.ndarray]]        # version -> metric -> [samples] us
+    nominal: dict[str, dict[str, float]]               # version -> metric -> us under the profile's values
+
+    def interval(self, version: str, metric: str = "pipelined") -> Interval:
+        return interval(self.latencies[version][metric], self.nominal[version][metric])
+
+    def influences(self, version: str, metric: str = "pipelined") -> list[Influence]:
+        return rank_influences(self.fields, self.values, self.latencies[version][metric])
+
+    def win_shares(self) -> dict[str, float]:
+        """Share of the samples in which each design has the lowest pipelined latency (ties split)."""
+        lat = np.stack([self.latencies[v]["pipelined"] for v in self.versions])   # [versions, samples]
+        lat = np.where(np.isfinite(lat), lat, np.inf)
+        best = lat.min(axis=0)
+        winners = (lat == best) & np.isfinite(best)
+        share = (winners / np.maximum(winners.sum(axis=0), 1)).sum(axis=1) / self.samples
+        return {v: float(s) for v, s in zip(self.versions, share)}
+
+    def to_dict(self) -> dict:
+        return {
+            "samples": self.samples, "seed": self.seed,
+            "sampling": "Latin hypercube, log-uniform over each range",
+            "ranking": "Spearman rank correlation with the pipelined latency; share = rho^2",
+            "fields": [{"field": f.field, "value": f.value, "range": [f.lo, f.hi], "reason": f.reason}
+                       for f in self.fields],
+            "latency_us": {v: {m: self.interval(v, m).to_dict() for m in METRICS} for v in self.versions},
+            "influence": {v: [i.to_dict() for i in self.influences(v)] for v in self.versions},
+            "wins": self.win_shares() if len(self.versions) > 1 else None,
+        }
+
+
+def propagate(results: list[VersionResult], samples: int, seed: int = 0, fixed=(),
+              progress: Callable[[int, int], None] | None = None) -> Uncertainty:
+    """Replay each evaluated design under `samples` profiles drawn from the ranges of its profile."""
+    if samples < 2:
+        raise ValueError(f"--uncertainty needs at least 2 samples, got {samples}")
+    base = results[0].profile
+    fields = assumptions(base, fixed)
+    values = sample_values(fields, samples, seed)
+    profiles = sample_profiles(base, fields, values)
+    lat = {r.version: {m: np.full(samples, np.nan) for m in METRICS} for r in results}
+    quiet = [replace(r, settings=replace(r.settings, keep_trace=False)) for r in results]
+    for i, p in enumerate(profiles):
+        for r in quiet:
+            for m, x in _metrics(retime(r, p)).items():
+                lat[r.version][m][i] = x
+            if progress is not None:
+                progress(i * len(quiet) + quiet.index(r) + 1, samples * len(quiet))
+    return Uncertainty(samples, seed, fields, values, [r.version for r in results], lat,
+                       {r.version: _metrics(r) for r in results})
+
+
+def _us(x: float) -> str:
+    if x != x:
+        return "-"
+    return f"{x / 1000:.2f} ms" if x >= 10_000 else f"{x:.1f} us"
+
+
+def lines(u: Uncertainty) -> list[str]:
+    """The plain-text summary the CLI prints."""
+    out = [f"Uncertainty: {u.samples} samples (Latin hypercube, seed {u.seed}), log-uniform over the ranges of "
+           f"{len(u.fields)} assumed fields; 90 % interval = 5th to 95th percentile"]
+    for f in u.fields:
+        out.append(f"  {f.field} = {f.value:g} in [{f.lo:g}, {f.hi:g}]")
+    out.append(f"{'':10} {'metric':26} {'nominal':>10} {'median':>10} {'90 % interval':>24}")
+    for v in u.versions:
+        for m, label in METRICS.items():
+            iv = u.interval(v, m)
+            out.append(f"{v:10} {label:26} {_us(iv.nominal):>10} {_us(iv.median):>10} "
+                       f"{'[' + _us(iv.lo) + ', ' + _us(iv.hi) + ']':>24}")
+    for v in u.versions:
+        ranked = ", ".join(f"{i.field} {i.share:.0%} (rho {i.rho:+.2f})" for i in u.influences(v))
+        out.append(f"{v}: share of the pipelined latency's rank variance each assumption explains alone "
+                   f"(Spearman rho^2): {ranked}")
+    if len(u.versions) > 1:
+        out.append("Samples in which each design is fastest (pipelined): " +
+                   ", ".join(f"{v} {s:.0%}" for v, s in u.win_shares().items()))
+    return out

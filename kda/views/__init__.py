@@ -1,0 +1,8 @@
+"""Views: tables and figures of studies.
+
+    render.py          rich tables of evaluations, the design document's claims beside them
+    render_design.py   tables of designs of several passes
+    render_memory.py   memories and pipes per phase
+    plots.py           Gantt charts; gantt.py: their drawing primitives
+    plot_occupancy.py  all cores' Cube / Vector occupancy as heat maps
+"""

@@ -1,0 +1,46 @@
+"""The AI core's memories and pipes per phase (npusim/capacity.py, npusim/pipes.py): what each phase holds
+against its unit's UB or L1, its tiles, and its MTE2 / compute / MTE3 or FixPipe time per chunk."""
+from __future__ import annotations
+
+import math
+
+from rich import box
+from rich.table import Table
+
+from npusim.chip.pipes import PIPE_NAME
+
+from kda.studies.evaluate import plans_of
+
+KIB = 1024
+
+
+def _kib(x: float) -> str:
+    return "∞" if not math.isfinite(x) else f"{x / KIB:.1f}"
+
+
+def memory_table(r) -> Table | None:
+    plans = plans_of(r)
+    if not plans:
+        return None
+    core = r.profile.core
+    t = Table(title=f"Memories and pipes per chunk (BUFFER_NUM = {core.buffer_num}; UB per AIV, L1 per AIC; "
+                    f"µs at MTE2 {r.profile.pipe_gbps('mte2'):g}, MTE3 {r.profile.pipe_gbps('mte3'):g}, "
+                    f"FixPipe {r.profile.pipe_gbps('fixpipe'):g} GB/s)", box=box.SIMPLE_HEAD, title_justify="left")
+    many = any(name for name, _ in plans)
+    cols = (["pass"] if many else []) + ["phase", "peak/cap KiB", "tiles (fit)", "tile KiB", "tile shape",
+                                         "reload KiB", "MTE2 µs", "compute µs", "store µs", "busy µs (serial)"]
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("pass", "phase", "tile shape") else "right")
+    for name, p in plans:
+        d = p.to_dict()
+        row = ([name] if many else []) + [
+            f"{p.phase} ({'Cube' if p.unit == 'cube' else 'Vec'})",
+            f"{_kib(p.peak_bytes)}/{_kib(p.capacity_bytes)} {p.memory}",
+            f"{p.tiles} ({p.fit_tiles})", _kib(p.tile_bytes),
+            "×".join(map(str, p.tile_shape)) if p.tile_shape and p.tiles > 1 else "",
+            f"{p.reload_bytes / KIB:g}" if p.reload_bytes else "",
+            f"{d['load_us']:.3f}", f"{d['compute_us']:.3f}",
+            f"{d['store_us']:.3f} {PIPE_NAME[p.timing.store_pipe]}" if d["store_us"] else "",
+            f"{d['busy_us']:.3f} ({d['serial_busy_us']:.3f})"]
+        t.add_row(*row)
+    return t

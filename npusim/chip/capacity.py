@@ -1,0 +1,157 @@
+"""What a phase holds on its unit, against the unit's capacity; how many tiles it needs when it does not fit.
+
+The data-flow checker records, per phase, every buffer the phase holds (graph.Local): GM inputs from their
+first load, workspace hand-offs and the state from their first read, results from the op that makes them
+(in fp32), each until its last use in the phase, or to the phase's end if it outlives the phase (a hand-off,
+a kept tensor, a result). Views share their tensor's buffer. The peak is the largest sum of live buffers
+over the phase's ops, on:
+  - a Vector phase: the Unified Buffer of one AIV; the core's Vector units split the phase, so each holds
+    1/vec_per_core of it;
+  - a Cube phase: L1. Each matmul's operands and result are also held against L0A, L0B and L0C; a matmul
+    that does not fit there is cut into L0 tiles from L1 (MTE1), which costs no GM traffic.
+
+Tiling. A phase that does not fit is cut into n tiles along the last axis of its buffers. A buffer that
+every tile needs whole (a matmul's left operand, the matrix of a triangular solve, one reduced along its
+last axis) is held whole in every tile and, if it comes from GM, the workspace or the state, loaded again
+for every tile after the first: these are the extra GM round trips. With BUFFER_NUM = b (b >= 2) a tiled
+phase holds b copies of each tile it streams in or out (the queues' buffers). Each row of a tile is padded
+to the DataCopy alignment (32 B on A2), in the buffer and on the way. No tiling fits when even one-column
+tiles do not (then one line names the phase, the buffers and the bytes).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from npusim.errors import NpuSimError
+from npusim.record.graph import CUBE, UNIT_LABEL, Local, Phase
+from npusim.record.ops import MATMUL
+from npusim.chip.profile import Profile
+
+TILE, REFUSE = "tile", "refuse"
+CAPACITY_MODES = (TILE, REFUSE)
+KIB = 1024
+STREAMED = ("gm", "workspace", "state")
+
+
+class CapacityError(NpuSimError):
+    """A phase does not fit its unit's memory (refused, or no tiling fits)."""
+
+
+@dataclass(frozen=True)
+class Footprint:
+    nbytes: float                          # per unit (per AIV for a Vector phase)
+    live: tuple[tuple[str, float], ...]    # buffers live at the peak, with their bytes per unit
+
+
+def memory_name(unit: str) -> str:
+    return "L1" if unit == CUBE else "UB"
+
+
+def capacity_bytes(phase: Phase, profile: Profile) -> float:
+    return (profile.core.l1_kib if phase.unit == CUBE else profile.core.ub_kib) * KIB
+
+
+def share(phase: Phase, profile: Profile) -> int:
+    """How many units split the phase: the core's Vector units, or the one Cube."""
+    return 1 if phase.unit == CUBE else profile.chip.vec_per_core
+
+
+def _rows_width(local: Local) -> tuple[int, int]:
+    width = local.shape[-1] if local.shape else 1
+    numel = math.prod(local.shape) if local.shape else 1
+    return numel // max(width, 1), max(width, 1)
+
+
+def tile_bytes(local: Local, tiles: int, align: float) -> float:
+    """Bytes of one tile of `local` on the unit: rows x (its part of the last axis, padded)."""
+    rows, width = _rows_width(local)
+    itemsize = local.nbytes / max(rows * width, 1)
+    w = width if local.whole else -(-width // tiles)
+    row = w * itemsize
+    return rows * (math.ceil(row / align - 1e-9) * align if align > 1 else row)
+
+
+def max_tiles(phase: Phase) -> int:
+    """Beyond one column per tile nothing gets smaller."""
+    return max((_rows_width(lo)[1] for lo in phase.locals if not lo.whole), default=1)
+
+
+def footprint(phase: Phase, tiles: int, buffers: int, align: float, units: int) -> Footprint:
+    """The most the phase holds at once per unit, cut into `tiles` with `buffers` copies of streamed tiles."""
+    copies = min(buffers, tiles)
+    best, live = 0.0, ()
+    for t in range(phase.steps + 1):
+        items = []
+        for lo in phase.locals:
+            if lo.first <= t <= lo.last:
+                streamed = not lo.whole and (lo.source in STREAMED or lo.last >= phase.steps)
+                items.append((lo.name, tile_bytes(lo, tiles, align) * (copies if streamed else 1) / units))
+        total = sum(b for _, b in items)
+        if total > best:
+            best, live = total, tuple(items)
+    return Footprint(best, live)
+
+
+def reload_bytes(phase: Phase, tiles: int) -> int:
+    """Extra GM traffic of a tiled phase: whole buffers from GM, the workspace or the state, loaded again
+    for every tile after the first."""
+    return (tiles - 1) * sum(lo.nbytes for lo in phase.locals if lo.whole and lo.source in STREAMED)
+
+
+def l0_use(phase: Phase) -> dict[str, int]:
+    """The largest left operand, right operand and fp32 result of the phase's matmuls, in bytes."""
+    out = {"l0a": 0, "l0b": 0, "l0c": 0}
+    for op in phase.ops:
+        if op.kind == MATMUL and len(op.shape) == 3:
+            m, n, k = op.shape
+            out["l0a"] = max(out["l0a"], m * k * op.operand_bytes)
+            out["l0b"] = max(out["l0b"], k * n * op.operand_bytes)
+            out["l0c"] = max(out["l0c"], m * n * 4)
+    return out
+
+
+def l0_tiles(phase: Phase, profile: Profile) -> int:
+    """L0 tiles the Cube cuts its largest matmul into (from L1, no GM traffic); 1 for a Vector phase."""
+    if phase.unit != CUBE:
+        return 1
+    use = l0_use(phase)
+    return max([1] + [math.ceil(use[k] / (getattr(profile.core, f"{k}_kib") * KIB))
+                      for k in use if math.isfinite(getattr(profile.core, f"{k}_kib"))])
+
+
+def fitting_tiles(phase: Phase, profile: Profile, buffers: int, program: str = "", mode: str = TILE) -> int:
+    """The fewest tiles in which the phase fits its unit (1 if it fits whole); CapacityError if refused or
+    if no tiling fits."""
+    if mode not in CAPACITY_MODES:
+        raise ValueError(f"capacity mode must be one of {', '.join(CAPACITY_MODES)}, got {mode!r}")
+    cap = capacity_bytes(phase, profile)
+    if math.isinf(cap):
+        return 1
+    align, units = profile.core.align_bytes, share(phase, profile)
+    fits = lambda n: footprint(phase, n, buffers, align, units).nbytes <= cap
+    if fits(1):
+        return 1
+    where = f"{program + ': ' if program else ''}Phase {phase.label}"
+    if mode == REFUSE:
+        raise CapacityError(f"{where} holds {_describe(footprint(phase, 1, 1, align, units), cap, phase)} "
+                            f"(--capacity tile would tile it)")
+    top = max_tiles(phase)
+    if not fits(top):
+        raise CapacityError(f"{where} fits no tiling: even {top} tiles (one column of each split tensor) hold "
+                            f"{_describe(footprint(phase, top, buffers, align, units), cap, phase)}")
+    lo, hi = 1, 2                      # fits(lo) is False; find the first n that fits, by doubling then halving
+    while hi < top and not fits(hi):
+        lo, hi = hi, min(2 * hi, top)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    return hi
+
+
+def _describe(fp: Footprint, cap: float, phase: Phase) -> str:
+    per = " per AIV" if phase.unit != CUBE else ""
+    items = ", ".join(f"{n} {b / KIB:.4g}" for n, b in sorted(fp.live, key=lambda x: -x[1])[:6])
+    more = f" and {len(fp.live) - 6} more" if len(fp.live) > 6 else ""
+    return (f"{fp.nbytes / KIB:.4g} KiB{per} ({items}{more} KiB), more than the {cap / KIB:g} KiB "
+            f"{memory_name(phase.unit)} of {UNIT_LABEL[phase.unit]}")

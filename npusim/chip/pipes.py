@@ -1,0 +1,189 @@
+"""A phase as load (MTE2) / compute / store (MTE3 from UB, FixPipe from L0C) segments, tile by tile.
+
+Per tile: l = its GM loads / MTE2 rate, c = its compute, s = its GM stores / MTE3 or FixPipe rate. Over n
+tiles with BUFFER_NUM = b:
+    b = 1, or serial mode:  n (l + c + s)                     every segment after the one before
+    b >= 2:                 l + c + s + (n - 1) max(l, c, s)  the three pipes overlap tile by tile; the
+                                                              slowest sets the pace, the rest is hidden
+The closed form is the makespan of the three-stage pipeline with b buffers per queue (`schedule` gives the
+segments, and tests hold it to the closed form). Hand-offs through the workspace stay on the sync links
+(template.py); what moves here is the phase's own GM traffic: inputs it loads, results it stores, and the
+whole buffers a tiled phase loads again (capacity.py). When transfers of other cores share HBM, the
+engine stretches l and s by the factor its share gives.
+
+The number of tiles: the fewest that fit (capacity.py); with b >= 2 a kernel may cut finer to overlap more,
+so the plan takes, among the fitting counts 2^k up to one column per tile, the one with the least busy time
+(each tile repeats the per-instruction overheads and dependent steps).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from npusim.chip.capacity import (TILE, capacity_bytes, fitting_tiles, footprint, l0_tiles, l0_use, max_tiles,
+                       memory_name, reload_bytes, share, tile_bytes)
+from npusim.chip.cost import op_us
+from npusim.record.graph import CUBE, Phase
+from npusim.chip.profile import Profile
+
+MTE2, MTE3, FIXPIPE = "mte2", "mte3", "fixpipe"
+PIPE_NAME = {MTE2: "MTE2", MTE3: "MTE3", FIXPIPE: "FixPipe"}
+
+
+@dataclass(frozen=True)
+class PipeTiming:
+    tiles: int
+    buffers: int
+    load_us: float             # per tile, own rate
+    compute_us: float          # per tile
+    store_us: float            # per tile, own rate
+    store_pipe: str            # MTE3 (Vector) or FIXPIPE (Cube)
+
+    @property
+    def overlaps(self) -> bool:
+        """Whether the pipes overlap at all: double buffering and more than one tile."""
+        return self.buffers >= 2 and self.tiles > 1
+
+    @property
+    def io_us(self) -> float:
+        """All loads and stores at the core's own rates."""
+        return self.tiles * (self.load_us + self.store_us)
+
+    def busy_us(self, stretch: float = 1.0, serial: bool = False) -> float:
+        l, c, s = self.load_us * stretch, self.compute_us, self.store_us * stretch
+        if serial or self.buffers < 2 or self.tiles == 1:
+            return self.tiles * (l + c + s)
+        return l + c + s + (self.tiles - 1) * max(l, c, s)
+
+    def schedule(self, stretch: float = 1.0, serial: bool = False) -> list[tuple[str, int, float, float]]:
+        """(pipe, tile, start, end) of every segment from the phase's start: pipe MTE2, "compute" or the
+        store pipe. Tile i loads into buffer i mod b once tile i - b is computed, computes once loaded and
+        once tile i - b's result has been stored, and stores after tile i - 1's store."""
+        l, c, s = self.load_us * stretch, self.compute_us, self.store_us * stretch
+        b = 1 if serial or self.buffers < 2 else self.buffers
+        out: list[tuple[str, int, float, float]] = []
+        le, ce, se = [], [], []
+        t_prev = 0.0
+        for i in range(self.tiles):
+            if b == 1:
+                start = t_prev
+                le.append(start + l)
+                ce.append(le[i] + c)
+                se.append(ce[i] + s)
+                t_prev = se[i]
+            else:
+                ls = max(le[i - 1] if i else 0.0, ce[i - b] if i >= b else 0.0)
+                le.append(ls + l)
+                cs = max(le[i], ce[i - 1] if i else 0.0, se[i - b] if i >= b else 0.0)
+                ce.append(cs + c)
+                se.append(max(ce[i], se[i - 1] if i else 0.0) + s)
+            out += [(MTE2, i, le[i] - l, le[i]), ("compute", i, ce[i] - c, ce[i]), (self.store_pipe, i, se[i] - s, se[i])]
+        return out
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    """How a phase runs on its unit: its memory use against capacity, its tiles, its pipe timing."""
+    phase: str
+    unit: str
+    memory: str                # "UB" (per AIV) or "L1"
+    peak_bytes: float          # untiled, one buffer per tensor, per unit
+    peak_live: tuple[tuple[str, float], ...]
+    capacity_bytes: float
+    tiles: int
+    fit_tiles: int             # the fewest tiles that fit
+    tile_bytes: float          # per unit, with the streamed tiles' buffer copies
+    tile_shape: tuple[int, ...] | None
+    reload_bytes: int          # extra GM traffic per chunk from tiling
+    load_bytes: float          # per chunk, padded, reloads included
+    store_bytes: float
+    l0: dict
+    l0_tiles: int
+    timing: PipeTiming
+
+    @property
+    def busy_us(self) -> float:
+        return self.timing.busy_us()
+
+    def to_dict(self) -> dict:
+        t = self.timing
+        return {"phase": self.phase, "unit": self.unit, "memory": self.memory + (" per AIV" if self.unit != CUBE else ""),
+                "peak_bytes": self.peak_bytes, "capacity_bytes": self.capacity_bytes if math.isfinite(self.capacity_bytes) else None,
+                "peak_tensors": dict(self.peak_live), "tiles": self.tiles, "fewest_fitting_tiles": self.fit_tiles,
+                "tile_bytes": self.tile_bytes,
+                "tile_shape": list(self.tile_shape) if self.tile_shape else None, "reload_bytes": self.reload_bytes,
+                "load_bytes": self.load_bytes, "store_bytes": self.store_bytes, "store_pipe": PIPE_NAME[t.store_pipe],
+                "buffers": t.buffers, "load_us": t.load_us * t.tiles, "compute_us": t.compute_us * t.tiles,
+                "store_us": t.store_us * t.tiles, "busy_us": t.busy_us(), "serial_busy_us": t.busy_us(serial=True),
+                "l0_bytes": self.l0, "l0_tiles": self.l0_tiles}
+
+
+def tile_compute_us(phase: Phase, profile: Profile, tiles: int) -> float:
+    """One tile's compute: its share of the work, with every instruction's overhead and dependent steps."""
+    if tiles == 1:
+        return sum(op_us(op, phase.unit, profile) for op in phase.ops)
+    return sum(op_us(replace(op, macs=op.macs / tiles, elements=op.elements / tiles), phase.unit, profile)
+               for op in phase.ops)
+
+
+def _gm_bytes(phase: Phase, tiles: int, align: float) -> tuple[float, float]:
+    """GM bytes loaded and stored per chunk, each tile's rows padded; whole buffers from GM once."""
+    load = store = 0.0
+    for lo in phase.locals:
+        if lo.source == "gm":
+            load += lo.nbytes if lo.whole else tiles * tile_bytes(lo, tiles, align)
+    stored = [lo for lo in phase.locals if lo.stored]
+    made = sum(lo.nbytes for lo in stored)
+    if made:                         # stored at the GM type: scale the fp32 buffers to the bytes written
+        ratio = phase.gm_write_bytes / made
+        store = sum(tiles * tile_bytes(replace(lo, nbytes=lo.nbytes * ratio), tiles, align) for lo in stored)
+    elif phase.gm_write_bytes:
+        store = phase.gm_write_bytes
+    if not phase.locals:            # a phase recorded without buffers (built by hand): its GM bytes as they are
+        load, store = phase.gm_read_bytes, phase.gm_write_bytes
+    return load, store
+
+
+def _rate(profile: Profile, pipe: str) -> float:
+    return profile.pipe_gbps(pipe) * 1e3        # bytes per us
+
+
+def _timing(phase: Phase, profile: Profile, tiles: int, buffers: int) -> tuple[PipeTiming, float, float, int]:
+    load, store = _gm_bytes(phase, tiles, profile.core.align_bytes)
+    extra = reload_bytes(phase, tiles)
+    load += extra
+    store_pipe = FIXPIPE if phase.unit == CUBE else MTE3
+    lr, sr = _rate(profile, MTE2), _rate(profile, store_pipe)
+    timing = PipeTiming(tiles, buffers, (load / lr if load else 0.0) / tiles, tile_compute_us(phase, profile, tiles),
+                        (store / sr if store else 0.0) / tiles, store_pipe)
+    return timing, load, store, extra
+
+
+def plan_phase(phase: Phase, profile: Profile, mode: str = TILE, program: str = "") -> PhasePlan:
+    """Capacity, tiles and pipe timing of one phase (CapacityError where it is refused or cannot fit)."""
+    buffers = profile.core.buffer_num
+    cap = capacity_bytes(phase, profile)
+    align, units = profile.core.align_bytes, share(phase, profile)
+    need = fitting_tiles(phase, profile, buffers, program, mode)
+    options = [need]
+    if buffers >= 2:                   # finer tiles overlap more, and repeat every op's overhead per tile
+        top, n = max_tiles(phase), 2
+        while n <= top:
+            if n > need and footprint(phase, n, buffers, align, units).nbytes <= cap:
+                options.append(n)
+            n *= 2
+    best = None
+    for n in options:
+        cand = _timing(phase, profile, n, buffers)
+        if best is None or cand[0].busy_us() < best[0].busy_us() - 1e-12:
+            best = cand
+    timing, load, store, extra = best
+    peak = footprint(phase, 1, 1, align, units)
+    tiled = footprint(phase, timing.tiles, buffers, align, units)
+    split = [lo for lo in phase.locals if not lo.whole]
+    shape = None
+    if split:
+        big = max(split, key=lambda lo: lo.nbytes)
+        shape = tuple(big.shape[:-1]) + (-(-big.shape[-1] // timing.tiles),) if big.shape else None
+    return PhasePlan(phase.name, phase.unit, memory_name(phase.unit), peak.nbytes, peak.live, cap, timing.tiles, need,
+                     tiled.nbytes, shape, extra, load, store, l0_use(phase), l0_tiles(phase, profile), timing)

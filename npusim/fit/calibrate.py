@@ -1,0 +1,181 @@
+"""python -m npusim.calibrate MEASURED.csv [--profile ascend-910b2] [--out fitted.toml]
+
+Fits the profile's ranged (ASSUMED) fields to measured kernel timings (a simple CSV or msprof's op
+summary, see measurements.py) by bounded least squares (fit.py), and writes a profile whose fitted fields
+carry `source = "FIT: <data file>, <date>"`. Fields the data cannot determine keep their value and their
+ASSUMED source; the report says which and why. Bad input gets one line on stderr and exit status 2.
+`--host-floor`: the timings are wall clock around a whole call (host dispatch included), so one constant
+host time is fitted beside the fields (floor.py) and reported, not written into the profile.
+
+Kernels are modelled by a plug-in module (default `kda.kernels.registry`) with `resolve(measurement)` returning an
+object with `predict(profile) -> us`: the runtime does not know the programs, the plug-in does.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as _dt
+import importlib
+import json
+import math
+import sys
+from pathlib import Path
+
+from npusim.errors import NpuSimError
+from npusim.fit.least_squares import Fit, fit
+from npusim.chip.floor import FloorPredictors
+from npusim.fit.measurements import read_measurements
+from npusim.chip.profile import _SECTIONS, Profile, load_profile
+from npusim.fit.uncertainty import assumptions
+
+
+def calibrate(path: str | Path, profile: Profile, kernels: str = "kda.kernels.registry", fields=None,
+              ignore_unknown: bool = False, host_floor: bool = False) -> tuple[Fit, list, list[str]]:
+    """Read, model and fit. Returns the fit, the measurements used, and notes (rows skipped). With
+    `host_floor`, the timings are taken to include one constant host time (floor.py), solved at every step
+    and kept in `Fit.host_floor_us`; without, they are kernel device times (msprof's Task Duration)."""
+    resolve = importlib.import_module(kernels).resolve
+    rows, models, notes = [], [], []
+    for m in read_measurements(path):
+        try:
+            models.append(resolve(m))
+        except NpuSimError as err:
+            if ignore_unknown and "unknown kernel" in str(err):
+                notes.append(f"skipped {err}")
+                continue
+            raise
+        rows.append(m)
+    if not rows:
+        raise NpuSimError(f"{path}: no row names a kernel this model knows")
+    chosen = assumptions(profile)
+    if fields:
+        known = {f.field for f in chosen}
+        unknown = [f for f in fields if f not in known]
+        if unknown:
+            raise NpuSimError(f"--fields: {unknown[0]!r} is not a ranged field of {profile.name} "
+                              f"(ranged: {', '.join(sorted(known))})")
+        chosen = [f for f in chosen if f.field in fields]
+    if not chosen:
+        raise NpuSimError(f"profile {profile.name}: no field has a range to fit")
+    measured = [m.measured_us for m in rows]
+    if not host_floor:
+        return fit(profile, chosen, [k.predict for k in models], measured), rows, notes
+    fp = FloorPredictors(models, ["all"] * len(rows), measured)
+    result = fit(profile, chosen, fp.predictors(), measured)
+    result.host_floor_us = fp.evaluate(result.profile)[1]["all"]
+    return result, rows, notes
+
+
+def profile_toml(fitted: Profile, result: Fit, data: str, date: str) -> str:
+    """The whole profile as TOML, every field with its source; fitted fields say FIT."""
+    fit_by = {f.field: f for f in result.fields if f.determined}
+    lines = [f"# Calibrated by python -m npusim.calibrate from {data} on {date}.",
+             f"name = {json.dumps(fitted.name)}", f"description = {json.dumps(fitted.description)}"]
+    raw = fitted.as_dict()
+    for section in _SECTIONS:
+        lines += ["", f"[{section}]"]
+        for name, value in raw[section].items():
+            key = f"{section}.{name}"
+            parts = [f"value = {_toml_number(value)}"]
+            if key in fit_by:
+                f = fit_by[key]
+                note = f", {f.rel_se:.1%} standard error" if math.isfinite(f.rel_se) else ""
+                bound = ", at a bound of its range" if f.at_bound else ""
+                source = f"FIT: {data}, {date} (prior {f.prior:g}{note}{bound})"
+            else:
+                source = fitted.sources.get(key, "")
+                undetermined = next((f for f in result.fields if f.field == key and not f.determined), None)
+                if undetermined is not None:
+                    source += f" [not fitted to {data}: {undetermined.why}]"
+            if source:
+                parts.append(f"source = {json.dumps(source, ensure_ascii=False)}")
+            if key in fitted.ranges:
+                lo, hi = fitted.ranges[key]
+                parts.append(f"range = [{_toml_number(lo)}, {_toml_number(hi)}]")
+                parts.append(f"range_reason = {json.dumps(fitted.range_reasons[key], ensure_ascii=False)}")
+            lines.append(f"{name} = {{ {', '.join(parts)} }}")
+    return "\n".join(lines) + "\n"
+
+
+def _toml_number(x) -> str:
+    if isinstance(x, int):
+        return str(x)
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return repr(float(x))
+
+
+def report_lines(result: Fit, rows) -> list[str]:
+    out = [f"{len(rows)} measurements, {result.evaluations} simulations, {result.iterations} iterations; "
+           f"rms relative error {result.rms_before:.1%} before, {result.rms_after:.1%} after"]
+    for f in result.fields:
+        if f.determined:
+            bound = " (at a bound of its range)" if f.at_bound else ""
+            out.append(f"  {f.field}: {f.prior:g} -> {f.value:.4g} (+-{f.rel_se:.1%}){bound}")
+        else:
+            out.append(f"  {f.field}: not determined, stays {f.prior:g}: {f.why}")
+    if result.host_floor_us is not None:
+        out.append(f"  host floor: {result.host_floor_us:.1f} us in every measurement (fitted with the fields; "
+                   f"not a profile field, not written)")
+    for m, b, a in zip(rows, result.before, result.after):
+        out.append(f"  {m.where()}: {m.kernel} {m.shape} {m.dtype}: measured {m.measured_us:.1f} us, "
+                   f"predicted {b:.1f} -> {a:.1f} us")
+    return out
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):               # one line, exit 2 (argparse prints usage too)
+        raise SystemExit(_fail(f"{self.prog}: {message}"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _Parser(prog="python -m npusim.calibrate", description=__doc__.splitlines()[0])
+    p.add_argument("data", type=Path, help="measured timings: a CSV with kernel, shape, dtype, measured_us, "
+                   "or msprof's op_summary_*.csv")
+    p.add_argument("--profile", default="ascend-910b2", help="profile to start from (name or .toml path)")
+    p.add_argument("--out", type=Path, help="write the fitted profile here (default: print it)")
+    p.add_argument("--fields", help="comma-separated fields to fit (default: every ranged field)")
+    p.add_argument("--kernels", default="kda.kernels.registry", help="module that models the kernels (resolve())")
+    p.add_argument("--ignore-unknown", action="store_true", help="skip rows of kernels the model does not know "
+                   "(other operators in an msprof summary) instead of failing")
+    p.add_argument("--host-floor", action="store_true", help="the timings include a constant host time "
+                   "(wall clock around a Python call): fit it too, apart from the profile")
+    p.add_argument("--date", help="date to write in the FIT sources (default: today, UTC)")
+    p.add_argument("--json", action="store_true", help="print the fit as JSON")
+    args = p.parse_args(argv)
+    if args.out is not None and not args.out.parent.is_dir():
+        return _fail(f"--out {args.out}: no directory {args.out.parent}")
+    try:
+        profile = load_profile(args.profile)
+        fields = [x.strip() for x in args.fields.split(",") if x.strip()] if args.fields else None
+        result, rows, notes = calibrate(args.data, profile, args.kernels, fields, args.ignore_unknown,
+                                        args.host_floor)
+    except NpuSimError as err:
+        return _fail(str(err))
+    date = args.date or _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+    fitted = dataclasses.replace(result.profile, name=f"{profile.name}-fit",
+                                 description=f"{profile.description}; assumed fields fitted to {args.data.name}")
+    text = profile_toml(fitted, result, args.data.name, date)
+    for n in notes:
+        print(n, file=sys.stderr)
+    if args.json:
+        print(json.dumps({"rms_before": result.rms_before, "rms_after": result.rms_after,
+                          "host_floor_us": result.host_floor_us,
+                          "fields": [f.to_dict() for f in result.fields]}, indent=2))
+    else:
+        print("\n".join(report_lines(result, rows)))
+    if args.out is not None:
+        args.out.write_text(text)
+        print(f"wrote {args.out}", file=sys.stderr)
+    elif not args.json:
+        print(text)
+    return 0
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

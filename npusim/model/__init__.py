@@ -1,0 +1,9 @@
+"""The event model: designs of passes laid out over the cores and replayed in SimPy.
+
+    schedule.py   designs of one or more passes and their work layout
+    template.py   a recorded graph as timed per-chunk nodes and edges
+    workspace.py  the GM workspace plan: resident region, ping/pong slots
+    engine.py     the SimPy event model of cores, units, slots and shared bandwidth
+    multipass.py  a design of several passes, pass after pass
+    trace.py      what the model ran
+"""

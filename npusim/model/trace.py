@@ -1,0 +1,68 @@
+"""What the event model ran: every node with its unit, core, sequence, chunk, times and bytes."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from npusim.model.template import Template
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    index: int                # node index in the template
+    kind: str                 # "phase", "sync" or "state"
+    name: str
+    label: str
+    unit: str                 # the resource: "cube", "vec", "link:vec->cube", ...
+    core: int
+    seq: int                  # sequence (batch x head, flattened)
+    chunk: int
+    start: float              # us
+    busy_end: float           # resource released (a sync's transfer done)
+    end: float                # done (a sync's fixed latency passed)
+    nbytes: int
+    slot: int                 # ping/pong slot of the chunk (-1: none)
+    stretch: float = 1.0      # a phase's GM transfers, stretched by HBM contention (pipes.py)
+
+
+@dataclass
+class Trace:
+    """Every node the model ran, as columns in completion order; `events()` gives rows."""
+    template: Template
+    node: list[int] = field(default_factory=list)
+    core: list[int] = field(default_factory=list)
+    seq: list[int] = field(default_factory=list)
+    chunk: list[int] = field(default_factory=list)
+    start: list[float] = field(default_factory=list)
+    busy_end: list[float] = field(default_factory=list)
+    end: list[float] = field(default_factory=list)
+    nbytes: list[int] = field(default_factory=list)
+    slot: list[int] = field(default_factory=list)
+    occupancy: list[tuple[float, int, int, int]] = field(default_factory=list)   # (t, core, slot, bytes)
+    stretch: list[float] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.node)
+
+    def add(self, node: int, core: int, seq: int, chunk: int, start: float, busy_end: float, end: float,
+            nbytes: int, slot: int, stretch: float = 1.0) -> None:
+        self.node.append(node)
+        self.core.append(core)
+        self.seq.append(seq)
+        self.chunk.append(chunk)
+        self.start.append(start)
+        self.busy_end.append(busy_end)
+        self.end.append(end)
+        self.nbytes.append(nbytes)
+        self.slot.append(slot)
+        self.stretch.append(stretch)
+
+    def events(self) -> list[TraceEvent]:
+        """Rows sorted by (start, core, sequence, chunk, node)."""
+        nodes = self.template.nodes
+        rows = [TraceEvent(n, nodes[n].kind, nodes[n].name, nodes[n].label, nodes[n].resource, c, s, t, b, be, e,
+                           nb, sl, x)
+                for n, c, s, t, b, be, e, nb, sl, x in zip(self.node, self.core, self.seq, self.chunk, self.start,
+                                                           self.busy_end, self.end, self.nbytes, self.slot,
+                                                           self.stretch)]
+        rows.sort(key=lambda r: (r.start, r.core, r.seq, r.chunk, r.index))
+        return rows
