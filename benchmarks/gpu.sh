@@ -8,7 +8,7 @@
 #      into /tmp/kda-site, for machines that reach no package index;
 #    - otherwise `pip install -e ".[cuda]" pytest` where an index answers;
 #    - the checkout itself goes on PYTHONPATH either way (no build step needed);
-# 2. runs the GPU tests: the FLA oracle (tests/test_gpu_oracle.py, every design against FLA's Triton
+# 2. runs the GPU tests: the FLA oracle (tests/kda/test_gpu_oracle.py, every design against FLA's Triton
 #    chunk_kda on the Kimi layer shape in bf16) and the CUDA device tests -> OUT_DIR/gpu_tests.txt;
 # 3. runs the whole-layer benchmark -> OUT_DIR/devices.md.
 # Exit status: that of the tests (the benchmark runs regardless).
@@ -35,7 +35,7 @@ for name in ("simpy", "numpy", "pytest", "fla", "einops", "triton"):
     print(f"  {name}: {'ok' if importlib.util.find_spec(name) else 'MISSING'}")
 PY
 
-"$PY" -m pytest tests/test_gpu_oracle.py tests/test_devices.py -m cuda -o addopts="" -q -rs --durations=12 2>&1 | tee "$OUT_DIR/gpu_tests.txt"
+"$PY" -m pytest tests/kda/test_gpu_oracle.py tests/kda/test_devices.py -m cuda -o addopts="" -q -rs --durations=12 2>&1 | tee "$OUT_DIR/gpu_tests.txt"
 status=${PIPESTATUS[0]}
 
 "$PY" benchmarks/devices.py --device cuda --out "$OUT_DIR/devices.md"

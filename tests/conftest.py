@@ -63,7 +63,7 @@ def randn(*shape, seed=0):
 
 
 # The AscendC host emulation (ascendc_stubs/), built once per session for every test file that uses it:
-# tests/test_ascendc_stubs.py (the kernels) and tests/test_ascendc_conformance.py (the API rules).
+# tests/ascendc/test_ascendc_stubs.py (the kernels) and tests/ascendc/test_ascendc_conformance.py (the API rules).
 ASCENDC_FAULTS = ("KDA_DROP_WAIT=3", "KDA_DROP_WAIT=6", "KDA_DROP_SET=4")
 # kda_chunk_v5 numbers its syncs per pass (10 p + n; n = 0: the state's own hand-off; p = 1 intra, 2 state)
 ASCENDC_FAULTS_V5 = ("KDA_DROP_WAIT=13", "KDA_DROP_WAIT=20", "KDA_DROP_SET=24", "KDA_DROP_BARRIER=1")

@@ -369,7 +369,7 @@ def simulate(graph_or_template: PhaseGraph | Template, profile: Profile, *, chun
     sequences at a time (see _Core). Cores whose sequences have the same chunk counts run in lockstep:
     each such class is simulated once, on its first core, with its transfers counted once per core of the
     class in the chip-wide shares, and the trace is copied to the other cores. `symmetric=False` simulates
-    every core on its own; without contention both give the same timeline (tests/test_engine.py checks it)."""
+    every core on its own; without contention both give the same timeline (tests/npusim/test_engine.py checks it)."""
     counts = [chunks] * sequences if isinstance(chunks, int) else [int(c) for c in chunks]
     if sequences < 1 or len(counts) != sequences or min(counts) < 1:
         raise ValueError(f"chunks and sequences must be >= 1, got {chunks} and {sequences}")

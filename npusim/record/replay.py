@@ -5,7 +5,7 @@ fast path runs the program function with a `LeanNpu`: phases are no-op blocks (n
 checker), a sync only rounds its payload to the recorded transfer types, in place (one conversion there and
 back), and adds its sum to a list that says, once per chunk, whether anything non-finite went by. The
 numbers are those of the recording path bit for bit: the same ops in the same order on the same tensors
-(`tests/test_fast_numerics.py`).
+(`tests/kda/test_fast_numerics.py`).
 
 The inf/NaN watch keeps its meaning. Every `check_every` chunks the flags are read (one host sync); when
 one says non-finite, the chunks since the last check are run again from the state saved there, and the

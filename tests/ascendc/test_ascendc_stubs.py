@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))   # ascendc_stubs/ is a folder of the repository, not an installed package
 
 from ascendc_stubs import bridge  # noqa: E402

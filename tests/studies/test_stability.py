@@ -1,5 +1,5 @@
 """The stability study: the grid's verdicts and v3's failure thresholds in nats per chunk.
-(tests/test_parity.py pins where v3 overflows; here: how the study classifies and bisects it.)"""
+(tests/kda/test_parity.py pins where v3 overflows; here: how the study classifies and bisects it.)"""
 import json
 from dataclasses import replace
 

@@ -10,8 +10,8 @@ from npusim import build_template; from npusim.output import chrome_trace; from 
 from npusim.record.graph import CUBE, VEC
 from npusim.model.multipass import simulate_design
 from npusim.model.schedule import BARRIER, CHUNKS, Design, Pass
-from tests.test_engine import toy
-from tests.test_schedule import _toy_program
+from tests.npusim.test_engine import toy
+from tests.npusim.test_schedule import _toy_program
 
 
 @pytest.fixture

@@ -124,7 +124,7 @@ def test_cuda_numerics_follow_the_inputs_and_match_the_cpu(version):
 def test_cuda_evaluate_and_the_watch():
     r = evaluate("v3", Settings(chunks=3, heads=2, d_k=32, d_v=32, device="cuda"), timing=False)
     assert r.passed and r.execution.o.device.type == "cuda"
-    from tests.test_fast_numerics import _late_overflow
+    from tests.kda.test_fast_numerics import _late_overflow
     q, k, v, g, beta = (t.cuda() for t in _late_overflow())
     nf = execute(q, k, v, g, beta, transfer_dtype="fp16").nonfinite
     assert (nf.chunk, nf.where, nf.tensor, nf.sequence) == (2, "sync ① (fp16)", "K_div", 1)

@@ -11,7 +11,7 @@ from kda.studies.evaluate import Settings, evaluate
 from kda.cli.run import main
 from npusim import build_template, simulate; from npusim.output import chrome_trace
 from npusim.model.engine import PHASE, SYNC
-from tests.test_engine_properties import cases, graph_and_profile
+from tests.npusim.test_engine_properties import cases, graph_and_profile
 
 
 @pytest.fixture(scope="module")

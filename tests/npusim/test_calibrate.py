@@ -12,7 +12,7 @@ from npusim.fit.least_squares import fit
 from npusim.fit.measurements import MeasurementError, read_measurements
 from npusim.fit.uncertainty import assumptions
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent.parent / "data"
 BASE = load_profile("ascend-910b2")
 
 

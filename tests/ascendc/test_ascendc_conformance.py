@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HOST = ROOT / "ascendc_stubs" / "host"
 
 # scenario -> (API, argument, fragments of the rule); all must appear in the one "api" error of the run

@@ -1,6 +1,6 @@
 """The fast step split into the calls that do not depend on the carried state and those that do
 (npusim/hoist.py), and the two threads that run them (npusim/pipeline.py). The same bits as the step run
-whole are checked for every design in tests/test_fast_numerics.py; here: which calls land on which side,
+whole are checked for every design in tests/kda/test_fast_numerics.py; here: which calls land on which side,
 the hazards of in-place writes, what cannot be split, and the threads given back."""
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ def test_kept_memory_spares_the_page_faults_of_fresh_blocks():
     import subprocess
     import sys
     from pathlib import Path
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     faults = {}
     for mode in ("default", "keep", "default", "keep"):           # the fewer of two runs each: other jobs add noise
         out = subprocess.run([sys.executable, "-c", _FAULTS, mode], cwd=root, capture_output=True, text=True,
