@@ -34,6 +34,7 @@ from kda.cli.run import _settings, build_parser
 
 # kda.cli.run options that shape output, not the run: not axes
 NOT_AXES = {"json": "an output format", "trace": "an output file", "plot": "an output file",
+            "trace-window": "a cut of the output file",
             "strict": "an exit-status rule", "serial": "a display choice", "help": "help",
             "inputs": "a file of tensors (a sweep generates its inputs)",
             "set": "written as SECTION.FIELD axes, e.g. \"sync.latency_us\"",

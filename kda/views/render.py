@@ -300,10 +300,18 @@ def _overlap_cell(r: VersionResult) -> str:
     return f"{o.concurrent_us:.1f}, " + ("—" if o.period_us is None else f"{o.period_us:.2f}")
 
 
-def make_console() -> Console:
-    """Rich's own width on a terminal; 120 columns in logs and pipes, where it would pick 80."""
+WIDE = 400          # columns when nothing says the width: wider than any table the commands print
+
+
+def make_console(stderr: bool = False) -> Console:
+    """The terminal's width on a terminal; COLUMNS when set; otherwise (a pipe, a log) wide enough that no
+    table is cut, where rich would pick 80 columns: tables keep their natural width."""
+    import os
     import sys
-    return Console() if sys.stdout.isatty() else Console(width=120)
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty() or os.environ.get("COLUMNS", "").isdigit():
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=WIDE)
 
 
 def print_results(results: list[VersionResult], console: Console | None = None) -> None:
