@@ -27,11 +27,11 @@ def axes(df) -> list[str]:
 
 
 def latency_column(df) -> str:
-    for c in ("design.latency_us", "latency_us.pipelined", "chip.layer_latency_us"):
-        if c in df.columns and df[c].notna().any():
-            return c
-    raise PlotError("the table has no latency column (design.latency_us or latency_us.pipelined): "
-                    "were they left out of the spec's metrics, or did every point fail?")
+    c = "layer.latency_us"
+    if c in df.columns and df[c].notna().any():
+        return c
+    raise PlotError("the table has no latency column (layer.latency_us): was it left out of the spec's "
+                    "metrics, or did every point fail?")
 
 
 def with_objectives(df):
