@@ -72,3 +72,16 @@ def test_a_large_trace_is_announced_before_it_is_written(tmp_path, capsys, monke
     assert main(["--version", "v3", "--chunks", "4", "--no-numerics", "--trace", str(tmp_path / "t.json")]) == 0
     err = capsys.readouterr().err
     assert err.index("warning: --trace") < err.index("wrote")
+
+
+def test_a_table_is_its_columns():
+    from rich.console import Console
+    from kda.views.table import Column, ms, signed_pct, table
+    rows = [{"id": "a", "us": 1500.0, "err": 0.25}, {"id": "b", "us": float("nan"), "err": -0.5}]
+    cols = [Column("id", lambda r: r["id"], "left"), Column("time", lambda r: ms(r["us"])),
+            Column("error", lambda r: signed_pct(r["err"])), Column("hidden", lambda r: "x", when=False)]
+    con = Console(width=100, record=True)
+    con.print(table("T", cols, rows))
+    text = con.export_text()
+    assert "1.500 ms" in text and "+25%" in text and "-50%" in text and "hidden" not in text
+    assert [line.split()[:2] for line in text.splitlines() if line.strip().startswith("b")] == [["b", "-"]]
