@@ -173,9 +173,5 @@ def plot_table(path: str | Path, outdir: str | Path | None = None, heatmaps: lis
 
 
 def markdown_table(df) -> str:
-    """A DataFrame as a markdown table (numbers to 4 significant digits)."""
-    def cell(x):
-        return f"{x:.4g}" if isinstance(x, float) else str(x)
-    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
-    lines += ["| " + " | ".join(cell(x) for x in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join(lines)
+    """A DataFrame as a markdown table (pandas' to_markdown; numbers to 4 significant digits)."""
+    return df.to_markdown(index=False, floatfmt=".4g")

@@ -35,6 +35,12 @@ def table(title: str | None, columns: Sequence[Column], rows: Iterable, *, capti
     return t
 
 
+def markdown(rows: Iterable[Sequence], header: Sequence[str]) -> str:
+    """Rows of text as a markdown table (pandas' to_markdown, through tabulate), cells as given."""
+    import pandas as pd
+    return pd.DataFrame([list(r) for r in rows], columns=list(header)).to_markdown(index=False, disable_numparse=True)
+
+
 def ms(us: float) -> str:
     """Microseconds as milliseconds, '-' for NaN."""
     return "-" if us is None or math.isnan(us) else f"{us / 1000:.3f} ms"

@@ -85,3 +85,10 @@ def test_a_table_is_its_columns():
     text = con.export_text()
     assert "1.500 ms" in text and "+25%" in text and "-50%" in text and "hidden" not in text
     assert [line.split()[:2] for line in text.splitlines() if line.strip().startswith("b")] == [["b", "-"]]
+
+
+def test_markdown_tables_keep_their_cells():
+    from kda.views.table import markdown
+    text = markdown([("v3", "0.50", "1,234 ms")], ("design", "ratio", "latency")).splitlines()
+    assert len(text) == 3 and text[0].split("|")[1].strip() == "design"
+    assert [c.strip() for c in text[2].split("|")[1:-1]] == ["v3", "0.50", "1,234 ms"]   # "0.50" not re-formatted
