@@ -92,3 +92,18 @@ def test_markdown_tables_keep_their_cells():
     text = markdown([("v3", "0.50", "1,234 ms")], ("design", "ratio", "latency")).splitlines()
     assert len(text) == 3 and text[0].split("|")[1].strip() == "design"
     assert [c.strip() for c in text[2].split("|")[1:-1]] == ["v3", "0.50", "1,234 ms"]   # "0.50" not re-formatted
+
+
+def test_progress_goes_to_stderr_and_leaves_stdout_clean(monkeypatch, capsys):
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    with common.progress(True, total=100) as tick:
+        for i in range(100):
+            tick(i + 1, 100)
+    assert capsys.readouterr().out == ""
+    assert "chunks" in err.getvalue()
