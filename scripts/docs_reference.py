@@ -19,6 +19,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))          # this checkout's kda and npusim, not another one pip installed
 
 
 def cell(text) -> str:
