@@ -36,7 +36,7 @@ def _fail(message: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m kda.run", description=__doc__.split("\n\n")[1],
                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--version", default="v3", help=f"design: {', '.join(DESIGNS)} or all")
+    p.add_argument("--version", help=f"design: {', '.join(DESIGNS)} or all (v3 if not given; v6 with --backward)")
     p.add_argument("--chunks", type=int, default=16, help="chunks per sequence")
     p.add_argument("--tokens", type=int, default=None, help="tokens per sequence instead of --chunks (any T)")
     p.add_argument("--heads", type=int, default=1)
@@ -235,6 +235,9 @@ def load_inputs(path: Path) -> KdaInputs:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.version is None:
+        from kda.cli.run_backward import DEFAULT_BACKWARD
+        args.version = DEFAULT_BACKWARD if args.backward else "v3"
     versions = list(DESIGNS) if args.version == "all" else [args.version]
     if args.version != "all" and args.version not in DESIGNS:
         return _fail(f"unknown version {args.version!r}: choose from {', '.join(DESIGNS)} or all")
