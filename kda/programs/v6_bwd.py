@@ -83,9 +83,10 @@ def micro_diagonal_blocks(K4, g4, Q4=None):
 
 
 def micro_diagonal(X, n: int, S: int, m: int, s: int):
-    """[.., C, C] -> its micro-diagonal blocks [.., n, m, s, s, 1]: pure data movement."""
-    d16 = blocks(X, n, S)[..., range(n), range(n), :, :]
-    return blocks(d16, m, s)[..., range(m), range(m), :, :][..., None]
+    """[.., C, C] -> its micro-diagonal blocks [.., n, m, s, s, 1]: pure data movement. (Indices as lists:
+    the CUDA graph's capture makes list indices device tensors once, npusim/record/replay.py.)"""
+    d16 = blocks(X, n, S)[..., list(range(n)), list(range(n)), :, :]
+    return blocks(d16, m, s)[..., list(range(m)), list(range(m)), :, :][..., None]
 
 
 def cross_gradients(dLn_off, dAqk_off, K_right, Kb_left_neg, Q_left, pairs, n: int):
