@@ -26,7 +26,7 @@ from kda.programs import BACKWARD, DESIGNS
 from kda.views.render_design import passes_table
 
 KIB, GB = 1024, 1e9
-DEFAULT_BACKWARD = "v6"          # --backward without --version: the safe design of the ranking's top
+DEFAULT_BACKWARD = "v6"          # --backward without --version: the fastest for training (benchmarks/backward.py)
 
 
 def load_grad_outputs(path) -> tuple[torch.Tensor | None, torch.Tensor | None]:
