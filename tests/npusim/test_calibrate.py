@@ -13,7 +13,7 @@ from npusim.fit.measurements import MeasurementError, read_measurements
 from npusim.fit.uncertainty import assumptions
 
 DATA = Path(__file__).parent.parent / "data"
-BASE = load_profile("ascend-910b2")
+BASE = load_profile("ascend-910b2-uncalibrated")    # the model whose ASSUMED fields these fits recover
 
 
 def _csv(tmp_path, text, name="m.csv"):
