@@ -51,9 +51,10 @@ def available() -> bool:
 
 def fla_chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,
                   use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
-                  allow_neg_eigval=False, lower_bound=None, state_v_first=False, cu_seqlens=None,
+                  allow_neg_eigval=False, safe_gate=False, lower_bound=None, state_v_first=False, cu_seqlens=None,
                   A_log=None, dt_bias=None):
-    """fla-core's chunk_kda(...) on FLA's naive code; (o, final state or None). Differentiable."""
+    """fla-core's chunk_kda(...) on FLA's naive code; (o, final state or None). Differentiable. `safe_gate`
+    picks FLA's faster intra-chunk kernel for bounded gates, not the math: the naive path has no such choice."""
     naive, gate = fla_naive(), fla_gate()
     if naive is None or gate is None:
         raise RuntimeError("fla-core (and einops) are not installed")
