@@ -106,7 +106,7 @@ def check_heads(q, k, v, g, beta) -> tuple[int, int]:
     if q.dim() != 4 or v.dim() != 4:
         raise KdaInputError(f"q must be [B, T, H, K] and v [B, T, HV, V], got q {_shape(q)}, v {_shape(v)}")
     if list(k.shape) != list(q.shape):
-        raise KdaInputError(f"k must have q's shape {list(q.shape)}, got {list(k.shape)}")
+        raise KdaInputError(f"k must have shape {list(q.shape)} to match q {list(q.shape)}, got {list(k.shape)}")
     H, HV = q.shape[2], v.shape[2]
     if HV % H:
         raise KdaInputError(f"v has HV={HV} value heads, not a multiple of the H={H} heads of q and k "
@@ -115,9 +115,11 @@ def check_heads(q, k, v, g, beta) -> tuple[int, int]:
     if list(v.shape[:2]) != [B, T]:
         raise KdaInputError(f"v must be [B, T, HV, V] with q's B={B}, T={T}, got {list(v.shape)}")
     if g.dim() != 4 or list(g.shape[:3]) != [B, T, HV] or g.shape[3] not in (K, 1):
-        raise KdaInputError(f"g must have shape {[B, T, HV, K]} (one gate per value head), got {_shape(g)}")
+        raise KdaInputError(f"g must have shape {[B, T, HV, K]} to match q {list(q.shape)} and v {list(v.shape)} "
+                            f"(one gate per value head), got {_shape(g)}")
     if list(beta.shape) != [B, T, HV]:
-        raise KdaInputError(f"beta must have shape {[B, T, HV]} (one per value head), got {_shape(beta)}")
+        raise KdaInputError(f"beta must have shape {[B, T, HV]} to match q {list(q.shape)} and v {list(v.shape)} "
+                            f"(one per value head), got {_shape(beta)}")
     return H, HV
 
 

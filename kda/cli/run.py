@@ -39,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", default="v3", help=f"design: {', '.join(DESIGNS)} or all")
     p.add_argument("--chunks", type=int, default=16, help="chunks per sequence")
     p.add_argument("--tokens", type=int, default=None, help="tokens per sequence instead of --chunks (any T)")
-    p.add_argument("--heads", type=int, default=1)
+    p.add_argument("--heads", type=int, default=1, help="q/k heads")
+    p.add_argument("--value-heads", type=int, help="grouped value heads (FLA's HV, a multiple of --heads): each "
+                   "work item is one q/k head with its HV/heads value heads, its q/k loaded once")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--seqlens", help="a variable-length batch: tokens of each sequence, e.g. 4096,131072 "
                    "(replaces --batch and --tokens; FLA's cu_seqlens)")
@@ -156,6 +158,11 @@ def _settings(args) -> Settings:
     for flag, value in checks.items():
         if value < 1:
             raise KdaInputError(f"{flag} must be >= 1, got {value}")
+    if args.value_heads is not None and (args.value_heads < 1 or args.value_heads % args.heads):
+        raise KdaInputError(f"--value-heads must be a positive multiple of --heads {args.heads}, got {args.value_heads}")
+    if args.value_heads is not None and (args.inputs is not None or args.backward):
+        raise KdaInputError(f"--value-heads sets generated inputs and times the forward: it does not go with "
+                            f"{'--inputs' if args.inputs is not None else '--backward'}")
     if args.tokens is not None and args.tokens < 1:
         raise KdaInputError(f"--tokens must be >= 1, got {args.tokens}")
     if args.interleave < 1:
@@ -187,7 +194,7 @@ def _settings(args) -> Settings:
                     profile=str(args.profile), state_handoff=args.state_handoff,
                     initial_state=args.initial_state == "randn", tokens=args.tokens, workspace=workspace,
                     cores=args.cores, numerics=not args.no_numerics, overrides=parse_overrides(args.overrides),
-                    interleave=args.interleave, seqlens=seqlens,
+                    interleave=args.interleave, seqlens=seqlens, value_heads=args.value_heads,
                     device=args.device, capacity=args.capacity, core_model=args.core_model == "on",
                     keep_trace=bool(args.trace or args.plot) or _events(args) <= MAX_KEPT_EVENTS)
 
