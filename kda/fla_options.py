@@ -133,7 +133,7 @@ def _param(name: str, x, numel: int, shapes: str) -> None:
         raise KdaInputError(f"{name} contains NaN or inf")
 
 
-def check_gate(g, A_log, dt_bias, *, use_gate_in_kernel: bool, safe_gate: bool, lower_bound) -> None:
+def check_gate(g, A_log, dt_bias, *, use_gate_in_kernel: bool, safe_gate: bool, lower_bound, d_k: int) -> None:
     """FLA's rules for the in-kernel gate, as KdaInputError naming the parameter."""
     if not use_gate_in_kernel:
         for name, x in (("A_log", A_log), ("dt_bias", dt_bias), ("lower_bound", lower_bound)):
@@ -141,9 +141,10 @@ def check_gate(g, A_log, dt_bias, *, use_gate_in_kernel: bool, safe_gate: bool, 
                 raise KdaInputError(f"{name} is used only inside the gate: pass use_gate_in_kernel=True, or leave "
                                     f"it out with a precomputed log decay g (fla-core would ignore it)")
         return
-    HV, K = g.shape[2], g.shape[3]
-    if g.shape[3] == 1 and K != 1:
-        raise KdaInputError("use_gate_in_kernel needs the raw gate g [B, T, HV, K]")
+    HV, K = g.shape[2], d_k
+    if g.shape[3] != K:
+        raise KdaInputError(f"g: use_gate_in_kernel needs the raw gate per key channel, [B, T, HV, {K}], got "
+                            f"{list(g.shape)}")
     if lower_bound is not None:
         if isinstance(lower_bound, bool) or not isinstance(lower_bound, (int, float)) or not lower_bound < 0:
             raise KdaInputError(f"lower_bound must be a negative number (the log decay's floor), got {lower_bound!r}")
@@ -269,7 +270,7 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
                             "use_beta_sigmoid_in_kernel=True")
     A_log, dt_bias = kwargs.get("A_log"), kwargs.get("dt_bias")
     check_gate(g, A_log, dt_bias, use_gate_in_kernel=use_gate_in_kernel, safe_gate=safe_gate,
-               lower_bound=lower_bound)
+               lower_bound=lower_bound, d_k=q.shape[3])
     h0 = _state_in(initial_state, state_v_first, HV, q.shape[3], v.shape[3])
     if return_intermediate_states:
         leaves = (q, k, v, g, beta, initial_state, A_log, dt_bias)

@@ -228,6 +228,7 @@ BAD = [
     ({"g": _g[:, :, :2].float()}, "g must have shape [2, 48, 4, 16]"),
     ({"beta": _beta[:, :, :2].float()}, "beta must have shape [2, 48, 4]"),
     ({"use_gate_in_kernel": True}, "A_log: use_gate_in_kernel=True needs A_log"),
+    ({"use_gate_in_kernel": True, "A_log": torch.zeros(4), "g": _g[..., :1].float()}, "g: use_gate_in_kernel needs"),
     ({"use_gate_in_kernel": True, "A_log": torch.zeros(3)}, "A_log must have shape [4]"),
     ({"use_gate_in_kernel": True, "A_log": torch.zeros(4), "dt_bias": torch.zeros(4 * 16 + 1)}, "dt_bias must have shape [64]"),
     ({"use_gate_in_kernel": True, "A_log": torch.zeros(4), "dt_bias": torch.full((64,), math.nan)}, "dt_bias contains NaN"),
