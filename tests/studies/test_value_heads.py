@@ -23,9 +23,11 @@ def test_a_group_loads_q_and_k_once(capsys):
     args = ("--version", "v3", "--chunks", "4", "--no-numerics")
     per_value_head = run_json(capsys, *args, "--heads", "4")
     grouped = run_json(capsys, *args, "--heads", "2", "--value-heads", "4")
-    assert per_value_head["design"]["hbm_bytes"] - grouped["design"]["hbm_bytes"] == 256 * 2 * 2 * 128 * 2
-    assert grouped["value_heads"] == 4 and grouped["heads"] == 2 and grouped["cores"] == 2     # 2 work items
-    assert grouped["sync_bytes_per_chunk"] == [2 * b for b in per_value_head["sync_bytes_per_chunk"]]   # per value head
+    assert per_value_head["layer"]["hbm_bytes"] - grouped["layer"]["hbm_bytes"] == 256 * 2 * 2 * 128 * 2
+    assert grouped["value_heads"] == 4 and grouped["heads"] == 2 and grouped["layer"]["cores_used"] == 2  # 2 items
+    assert per_value_head["value_heads"] == 4 and per_value_head["layer"]["cores_used"] == 4
+    sync_bytes = lambda d: d["programs"][0]["sync_bytes_per_chunk"]
+    assert sync_bytes(grouped) == [2 * b for b in sync_bytes(per_value_head)]          # hand-offs per value head
 
 
 def test_floor_counts_q_and_k_per_qk_head():
