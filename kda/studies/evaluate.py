@@ -261,6 +261,8 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
         design = single_pass(program)
     if settings.interleave < 1:
         raise ValueError(f"--interleave must be >= 1, got {settings.interleave}")
+    if settings.v_heads % settings.heads:
+        raise ValueError(f"value_heads {settings.v_heads} must be a multiple of heads {settings.heads}")
     profile = profile_for(settings)
     if not settings.numerics:
         return _timing_only(version, settings, profile, program, design, foreign_payloads_ok)
