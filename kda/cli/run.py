@@ -80,6 +80,11 @@ def _settings(args) -> Settings:
     for flag, value in checks.items():
         if value < 1:
             raise KdaInputError(f"{flag} must be >= 1, got {value}")
+    if args.value_heads is not None and (args.value_heads < 1 or args.value_heads % args.heads):
+        raise KdaInputError(f"--value-heads must be a positive multiple of --heads {args.heads}, got {args.value_heads}")
+    if args.value_heads is not None and (args.inputs is not None or args.backward):
+        raise KdaInputError(f"--value-heads sets generated inputs and times the forward: it does not go with "
+                            f"{'--inputs' if args.inputs is not None else '--backward'}")
     if args.tokens is not None and args.tokens < 1:
         raise KdaInputError(f"--tokens must be >= 1, got {args.tokens}")
     if args.interleave < 1:
@@ -111,7 +116,7 @@ def _settings(args) -> Settings:
                     profile=str(args.profile), state_handoff=args.state_handoff,
                     initial_state=args.initial_state == "randn", tokens=args.tokens, workspace=workspace,
                     cores=args.cores, numerics=not args.no_numerics, overrides=parse_overrides(args.overrides),
-                    interleave=args.interleave, seqlens=seqlens,
+                    interleave=args.interleave, seqlens=seqlens, value_heads=args.value_heads,
                     device=args.device, capacity=args.capacity, core_model=args.core_model == "on",
                     keep_trace=bool(args.trace or args.plot) or _events(args) <= MAX_KEPT_EVENTS)
 
