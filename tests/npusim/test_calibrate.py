@@ -137,8 +137,8 @@ def test_written_profile_marks_fitted_fields_and_loads_back(tmp_path, capsys):
     rows = "\n".join(f"kda_v3,{s},bf16,{model('kda_v3', s, 'bf16').predict(truth):.3f}" for s in shapes)
     path = _csv(tmp_path, "kernel,shape,dtype,measured_us\n" + rows + "\n", "timings.csv")
     out = tmp_path / "fitted.toml"
-    assert main([str(path), "--fields", "sync.latency_us,cube.fp32_macs_per_cycle", "--out", str(out),
-                 "--date", "2026-11-23"]) == 0
+    assert main([str(path), "--profile", BASE.name, "--fields", "sync.latency_us,cube.fp32_macs_per_cycle",
+                 "--out", str(out), "--date", "2026-11-23"]) == 0
     p = load_profile(out)
     assert p.sync.latency_us == pytest.approx(1.5, rel=0.01)
     assert p.sources["sync.latency_us"].startswith("FIT: timings.csv, 2026-11-23")
