@@ -1,4 +1,9 @@
-"""python -m kda.validate: the model against published Ascend timings (kda/studies/validate.py)."""
+"""python -m kda.validate: the model against measured Ascend timings (kda/studies/validate.py).
+
+By default both shipped files (kda/validation/measurements.csv and megagdn.csv); `--data FILE` (repeatable)
+reads your own instead: a CSV with id, kernel, stage, shape, dtype, measured_us, implementation, held_out
+(kda/validation/README.md), or an msprof op summary.
+"""
 from __future__ import annotations
 
 import argparse
@@ -8,12 +13,26 @@ from pathlib import Path
 
 from npusim import NpuSimError
 
-from kda.studies.validate import DATA, lines, summary, validate
+from kda.studies.validate import SHIPPED, by_implementation, summary, validate
+
+FORMATS = (".png", ".svg", ".pdf")          # kda.views.plots.FORMATS (matplotlib loads only when plotting)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m kda.validate", description=__doc__.splitlines()[0])
-    p.add_argument("--data", type=Path, default=DATA, help="measurements (default: kda/validation/measurements.csv)")
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):               # one line, exit 2 (argparse prints usage too)
+        raise SystemExit(_fail(f"{self.prog}: {message}"))
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m kda.validate", description=__doc__.splitlines()[0])
+    p.add_argument("--data", type=Path, action="append", metavar="FILE",
+                   help="measurements, repeatable (default: the shipped kda/validation/measurements.csv and "
+                        "megagdn.csv)")
     p.add_argument("--profile", default="ascend-910b2")
     p.add_argument("--samples", type=int, default=50, help="profiles sampled for the 90 %% interval (0: none)")
     p.add_argument("--seed", type=int, default=0)
@@ -21,27 +40,60 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fields", help="with --fit: only these ranged fields, comma-separated (default: all)")
     p.add_argument("--only", metavar="IMPLEMENTATION", help="only the rows of one implementation")
     p.add_argument("--json", action="store_true")
-    args = p.parse_args(argv)
+    p.add_argument("--plot", type=Path, metavar="OUT.png", help="predicted against measured, log-log (.png/.svg/.pdf)")
+    return p
+
+
+def _check_plot(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    if path.suffix.lower() not in FORMATS:
+        return f"--plot {path}: the file must end in {', '.join(FORMATS)}"
+    if not path.parent.is_dir():
+        return f"--plot {path}: no such folder {path.parent}"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.samples < 0 or args.samples == 1:
-        print(f"error: --samples must be 0 or >= 2, got {args.samples}", file=sys.stderr)
-        return 2
+        return _fail(f"--samples must be 0 or >= 2, got {args.samples}")
+    if problem := _check_plot(args.plot):
+        return _fail(problem)
+    paths = args.data or list(SHIPPED)
     try:
-        rows, diag, result, floors, influences = validate(args.data, args.profile, args.samples, args.seed,
+        rows, diag, result, floors, influences = validate(paths, args.profile, args.samples, args.seed,
                                                           args.fit, args.only,
                                                           args.fields.split(",") if args.fields else None)
     except NpuSimError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return _fail(str(err))
     if args.json:
         print(json.dumps({
+            "files": [str(p) for p in paths],
             "rows": [r.to_dict() for r in rows], "summary": summary(rows),
+            "by_implementation": by_implementation(rows),
             "influence": [i.to_dict() for i in influences],
             "affine": {k: a.__dict__ for k, a in diag.items()},
             "fit": None if result is None else {"fields": [f.to_dict() for f in result.fields],
                                                 "host_floor_us": floors,
-                                                "summary": summary(rows, "fitted_error")}}, indent=2))
+                                                "summary": summary(rows, "fitted_error"),
+                                                "by_implementation": by_implementation(rows, "fitted_error")}},
+            indent=2))
     else:
-        print("\n".join(lines(rows, diag, result, floors, influences)))
+        from rich.text import Text
+
+        from rich.console import Console
+
+        from kda.views.validate_table import report, width
+        parts = report(rows, diag, result, floors, influences)
+        console = Console() if sys.stdout.isatty() else Console(width=width(parts))
+        for part in parts:
+            console.print(Text(part) if isinstance(part, str) else part)
+    if args.plot is not None:
+        from kda.views.plot_validate import figure_validation
+        from kda.views.plots import save
+        save(figure_validation(rows), args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr)
     return 0
 
 
