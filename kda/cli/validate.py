@@ -39,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fit", action="store_true", help="also fit the assumed fields to the rows not held out")
     p.add_argument("--fields", help="with --fit: only these ranged fields, comma-separated (default: all)")
     p.add_argument("--only", metavar="IMPLEMENTATION", help="only the rows of one implementation")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="worker processes for the predictions (default 1; the numbers do not depend on it)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--plot", type=Path, metavar="OUT.png", help="predicted against measured, log-log (.png/.svg/.pdf)")
     return p
@@ -58,13 +60,16 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.samples < 0 or args.samples == 1:
         return _fail(f"--samples must be 0 or >= 2, got {args.samples}")
+    if args.jobs < 1:
+        return _fail(f"--jobs must be >= 1, got {args.jobs}")
     if problem := _check_plot(args.plot):
         return _fail(problem)
     paths = args.data or list(SHIPPED)
     try:
         rows, diag, result, floors, influences = validate(paths, args.profile, args.samples, args.seed,
                                                           args.fit, args.only,
-                                                          args.fields.split(",") if args.fields else None)
+                                                          args.fields.split(",") if args.fields else None,
+                                                          args.jobs)
     except NpuSimError as err:
         return _fail(str(err))
     if args.json:

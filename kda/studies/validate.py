@@ -161,17 +161,35 @@ def host_floors(rows: list[Row], device: dict) -> dict[str, float]:
     return floors([r.group for r in rows], [r.measured_us for r in rows], [device[r.key] for r in rows])
 
 
-def validate(paths: Path | Sequence[Path] = SHIPPED, profile_name: str = "ascend-910b2", samples: int = 50, seed: int = 0,
-             refit: bool = False, only: str | None = None, fit_fields=None):
-    """(rows, affine diagnostics, fit or None, floors under the fitted profile, influences on the largest row)."""
+def _predict_each(model, profiles) -> list[float]:
+    return [model.predict(p) for p in profiles]
+
+
+def predictions(models: dict, profiles: list, jobs: int = 1) -> dict:
+    """Every model's latency under every profile ({key: [us per profile]}); with jobs > 1, the models are
+    shared among that many worker processes (the same numbers: a prediction is deterministic)."""
+    if jobs <= 1 or len(models) < 2:
+        return {k: _predict_each(m, profiles) for k, m in models.items()}
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(max_workers=min(jobs, len(models))) as pool:
+        futures = {k: pool.submit(_predict_each, m, profiles) for k, m in models.items()}
+        return {k: f.result() for k, f in futures.items()}
+
+
+def validate(paths: Path | Sequence[Path] = SHIPPED, profile_name: str = "ascend-910b2", samples: int = 50,
+             seed: int = 0, refit: bool = False, only: str | None = None, fit_fields=None, jobs: int = 1):
+    """(rows, affine diagnostics, fit or None, floors under the fitted profile, influences on the largest row).
+    `jobs`: worker processes for the predictions (the nominal ones and the interval's samples)."""
     profile = load_profile(profile_name)
     rows, models = load(paths)
     if only is not None:
         rows = [r for r in rows if r.implementation == only]
         if not rows:
             raise MeasurementError(f"{', '.join(map(str, _paths(paths)))}: no row has implementation {only!r}")
+    if refit and sum(r.held_out for r in rows) < 2:
+        raise MeasurementError(f"{', '.join(map(str, _paths(paths)))}: --fit needs at least 2 rows marked "
+                               f"held_out = yes, to test the fit on")
     keys = list(dict.fromkeys(r.key for r in rows))
-    nominal = {k: models[k].predict(profile) for k in keys}
     fields = assumptions(profile)
     chosen = fields
     if fit_fields:
@@ -181,13 +199,13 @@ def validate(paths: Path | Sequence[Path] = SHIPPED, profile_name: str = "ascend
             raise NpuSimError(f"--fields: {unknown[0]!r} is not a ranged field of {profile.name} "
                               f"(ranged: {', '.join(sorted(known))})")
         chosen = [f for f in fields if f.field in fit_fields]
-    spread = {k: [] for k in keys}
+    values = sample_values(fields, samples, seed) if samples else None
+    profiles = [profile] + (sample_profiles(profile, fields, values) if samples else [])
+    each = predictions({k: models[k] for k in keys}, profiles, jobs)
+    nominal = {k: v[0] for k, v in each.items()}
+    spread = {k: v[1:] for k, v in each.items()}
     influences: list[Influence] = []
     if samples:
-        values = sample_values(fields, samples, seed)
-        for p in sample_profiles(profile, fields, values):
-            for k in keys:
-                spread[k].append(models[k].predict(p))
         largest = max(rows, key=lambda r: nominal[r.key])
         influences = rank_influences(fields, values, spread[largest.key])
     for r in rows:
@@ -201,8 +219,6 @@ def validate(paths: Path | Sequence[Path] = SHIPPED, profile_name: str = "ascend
     result, floors = None, {}
     if refit:
         train = [r for r in rows if not r.held_out]
-        if len(rows) - len(train) < 2:
-            raise MeasurementError(f"{', '.join(map(str, _paths(paths)))}: --fit needs at least 2 rows marked held_out = yes, to test the fit on")
         fp = FloorPredictors([models[r.key] for r in train], [r.group for r in train],
                              [r.measured_us for r in train])
         result = fit(profile, chosen, fp.predictors(), [r.measured_us for r in train])

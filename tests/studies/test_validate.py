@@ -118,3 +118,14 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, edit, args, message)
     assert main(["--data", str(path), "--samples", "0", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_worker_processes_give_the_same_numbers(tmp_path, capsys):
+    path = _synthetic(tmp_path)
+    outs = []
+    for jobs in ("1", "2"):
+        assert main(["--data", str(path), "--samples", "3", "--json", "--jobs", jobs]) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    assert outs[0] == outs[1]
+    assert main(["--data", str(path), "--jobs", "0"]) == 2
+    assert "--jobs must be >= 1" in capsys.readouterr().err
