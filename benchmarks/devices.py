@@ -157,10 +157,8 @@ def cuda_case(device: torch.device, tokens: int, slow: bool) -> list[tuple[str, 
 
 
 def render(rows, header: str) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"
-    out = [header, "", line(rows[0]), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-    return "\n".join(out + [line(r) for r in rows[1:]]) + "\n"
+    from kda.views.table import markdown
+    return "\n".join([header, "", markdown(rows[1:], rows[0])]) + "\n"
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import torch
 from rich import box
-from rich.console import Console
+from kda.views.render import make_console
 from rich.table import Table
 
 from npusim import NpuSimError
@@ -101,7 +101,7 @@ def _attribution(args, settings, inputs, results: list[BackwardResult]) -> None:
     x = inputs or make_settings_inputs(settings)
     do, dht = grad_outputs(x, settings.seed)
     narrow = settings.dtype if settings.dtype != "fp32" else "bf16"
-    console = Console(width=140)
+    console = make_console()
     for r in results:
         items = attribute_backward(r.version, x, do, dht, chunk_size=settings.chunk_size, narrow=narrow)
         t = Table(title=f"{r.version} backward: each hand-off rounded to {narrow} alone (worst gradient error / "
@@ -154,7 +154,7 @@ def summary_table(results: list[BackwardResult]) -> Table:
 
 
 def print_backward(results: list[BackwardResult]) -> None:
-    console = Console(width=140)
+    console = make_console()
     for r in results:
         if r.parity is not None:
             console.print(parity_table(r))

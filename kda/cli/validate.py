@@ -1,48 +1,47 @@
 """python -m kda.validate: the model against measured Ascend timings (kda/studies/validate.py).
 
-By default both shipped files (kda/validation/measurements.csv and megagdn.csv); `--data FILE` (repeatable)
-reads your own instead: a CSV with id, kernel, stage, shape, dtype, measured_us, implementation, held_out
-(kda/validation/README.md), or an msprof op summary.
+By default both shipped files (kda/validation/measurements.csv: whole forwards; megagdn.csv: MegaGDN-PTO's
+stages one kernel at a time); `--data FILE` (repeatable) reads yours instead: a CSV with id, kernel, stage,
+shape, dtype, measured_us, implementation, held_out (kda/validation/README.md), or an msprof op summary.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 from npusim import NpuSimError
 
+from kda.cli.common import Parser, console, fail, prog_name
 from kda.studies.validate import SHIPPED, by_implementation, summary, validate
 
 FORMATS = (".png", ".svg", ".pdf")          # kda.views.plots.FORMATS (matplotlib loads only when plotting)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):               # one line, exit 2 (argparse prints usage too)
-        raise SystemExit(_fail(f"{self.prog}: {message}"))
-
-
-def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m kda.validate", description=__doc__.splitlines()[0])
-    p.add_argument("--data", type=Path, action="append", metavar="FILE",
-                   help="measurements, repeatable (default: the shipped kda/validation/measurements.csv and "
-                        "megagdn.csv)")
-    p.add_argument("--profile", default="ascend-910b2")
-    p.add_argument("--samples", type=int, default=50, help="profiles sampled for the 90 %% interval (0: none)")
-    p.add_argument("--seed", type=int, default=0)
+def build_parser() -> Parser:
+    prog = prog_name("kda.validate")
+    p = Parser(prog=prog, description=__doc__.splitlines()[0], epilog=f"""examples:
+  # every shipped row against the shipped profile, with a 90 % interval from 50 sampled profiles
+  {prog} --jobs 8
+  # your own timings (msprof numbers in the same columns), timing only, and the log-log plot
+  {prog} --data my_timings.csv --samples 0 --plot fidelity.png
+  # also fit the assumed fields (and a host floor per implementation and stage) to the rows not held out
+  {prog} --fit --samples 0""")
+    p.add_argument("--data", type=Path, action="append", metavar="FILE.csv",
+                   help="measurements, repeatable (default: kda/validation/measurements.csv and megagdn.csv, "
+                        "shipped with the package)")
+    p.add_argument("--profile", default="ascend-910b2", metavar="NAME|FILE.toml", help="the profile to test")
+    p.add_argument("--samples", type=int, default=50, metavar="N",
+                   help="profiles sampled for the 90 %% interval (0: none)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampled profiles")
     p.add_argument("--fit", action="store_true", help="also fit the assumed fields to the rows not held out")
-    p.add_argument("--fields", help="with --fit: only these ranged fields, comma-separated (default: all)")
+    p.add_argument("--fields", metavar="FIELD,...", help="with --fit: only these ranged fields (default: all)")
     p.add_argument("--only", metavar="IMPLEMENTATION", help="only the rows of one implementation")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="worker processes for the predictions (default 1; the numbers do not depend on it)")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--plot", type=Path, metavar="OUT.png", help="predicted against measured, log-log (.png/.svg/.pdf)")
+                   help="worker processes for the predictions (the numbers do not depend on it)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
+    p.add_argument("--plot", type=Path, metavar="OUT.png",
+                   help="also draw predicted against measured, log-log, held-out rows hollow (.png, .svg, .pdf)")
     return p
 
 
@@ -59,11 +58,11 @@ def _check_plot(path: Path | None) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.samples < 0 or args.samples == 1:
-        return _fail(f"--samples must be 0 or >= 2, got {args.samples}")
+        return fail(f"--samples must be 0 or >= 2, got {args.samples}")
     if args.jobs < 1:
-        return _fail(f"--jobs must be >= 1, got {args.jobs}")
+        return fail(f"--jobs must be >= 1, got {args.jobs}")
     if problem := _check_plot(args.plot):
-        return _fail(problem)
+        return fail(problem)
     paths = args.data or list(SHIPPED)
     try:
         rows, diag, result, floors, influences = validate(paths, args.profile, args.samples, args.seed,
@@ -71,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                                                           args.fields.split(",") if args.fields else None,
                                                           args.jobs)
     except NpuSimError as err:
-        return _fail(str(err))
+        return fail(str(err))
     if args.json:
         print(json.dumps({
             "files": [str(p) for p in paths],
@@ -85,15 +84,13 @@ def main(argv: list[str] | None = None) -> int:
                                                 "by_implementation": by_implementation(rows, "fitted_error")}},
             indent=2))
     else:
-        from rich.text import Text
-
-        from rich.console import Console
-
-        from kda.views.validate_table import report, width
-        parts = report(rows, diag, result, floors, influences)
-        console = Console() if sys.stdout.isatty() else Console(width=width(parts))
-        for part in parts:
-            console.print(Text(part) if isinstance(part, str) else part)
+        from kda.views.render_validate import report
+        con = console()
+        for part in report(rows, diag, result, floors, influences):
+            if isinstance(part, str):
+                con.print(part, highlight=False, markup=False)
+            else:
+                con.print(part)
     if args.plot is not None:
         from kda.views.plot_validate import figure_validation
         from kda.views.plots import save

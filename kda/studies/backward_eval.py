@@ -58,8 +58,10 @@ class BackwardResult:
         return None if self.forward_report is None else self.forward_report.latency_us + self.report.latency_us
 
     def to_json(self) -> dict:
+        from kda.studies.run_json import SCHEMA_VERSION, layer_json
         s, rep = self.settings, self.report
         return {
+            "schema_version": SCHEMA_VERSION,
             "version": self.version, "states": self.states, "tokens": s.T, "heads": s.heads, "batch": s.batch,
             "chunk_size": s.chunk_size, "d_k": s.d_k, "d_v": s.d_v, "dtype": s.dtype, "gates": s.gates,
             "profile": self.profile.name,
@@ -68,7 +70,7 @@ class BackwardResult:
             "pass": self.passed,
             "nonfinite": None if self.execution is None or self.execution.nonfinite is None
             else str(self.execution.nonfinite),
-            "backward": rep.to_dict(),
+            "backward": layer_json(rep, s.batch * s.T, s.heads, self.profile.chip.ai_cores),
             "forward_latency_us": None if self.forward_report is None else self.forward_report.latency_us,
             "training_us": self.training_us, "kept_bytes": self.kept_bytes,
         }

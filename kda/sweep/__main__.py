@@ -11,19 +11,22 @@ import sys
 import time
 from pathlib import Path
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise SystemExit(_fail(f"{self.prog}: {message}"))
+from kda.cli.common import Parser, fail, prog_name
 
 
 def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
+    return fail(message)
 
 
 def run_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m kda.sweep", description="Run every point of a sweep spec (TOML).")
+    prog = prog_name("kda.sweep")
+    p = Parser(prog=prog, description="Run every point of a sweep spec (TOML): one row per point, with its "
+               "settings, status, error and metrics.", epilog=f"""examples:
+  # every point of a spec on a local Dask cluster, one worker per core
+  {prog} benchmarks/sweep_kimi.toml -o kimi.parquet
+  # in this process (no Dask), then the Pareto front and heat maps of the table
+  {prog} spec.toml --workers 0 -o results.parquet
+  {prog} plot results.parquet --heatmap sync.latency_us,chunk-size""")
     p.add_argument("spec", type=Path, help="the spec file: [axes], [fixed], metrics, numerics")
     p.add_argument("-o", "--output", type=Path, help="the table (.parquet, or .csv); default SPEC.parquet "
                    "(.csv without pyarrow)")
@@ -37,7 +40,7 @@ def run_parser() -> argparse.ArgumentParser:
 
 
 def plot_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m kda.sweep plot", description="Pareto front, heat maps and the best point "
+    p = Parser(prog=prog_name("kda.sweep") + " plot", description="Pareto front, heat maps and the best point "
                 "per shape of a sweep's table.")
     p.add_argument("table", type=Path, help="a sweep's .parquet or .csv")
     p.add_argument("-o", "--outdir", type=Path, help="where the figures go (default TABLE_plots/)")

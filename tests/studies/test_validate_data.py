@@ -239,7 +239,7 @@ def test_an_id_used_in_two_files_names_both(tmp_path, capsys):
 
 def test_a_tables_title_holds_the_shape_fields_its_rows_share():
     from kda.studies.validate import Row
-    from kda.views.validate_table import split_shapes
+    from kda.views.render_validate import split_shapes
     rows = [Row("a", "i", "k", s, "fp16", 1.0, False) for s in
             ("B=16;T=4096;H=16;Hg=16;C=128", "B=16;T=8192;H=16;Hg=16;C=64", "B=16;T=8192;H=16;Hg=16;C=128")]
     assert split_shapes(rows) == ("B=16 H=16 Hg=16", ["T=4096 C=128", "T=8192 C=64", "T=8192 C=128"])

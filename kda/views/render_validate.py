@@ -1,28 +1,21 @@
-"""Rich tables of kda.validate (kda/studies/validate.py): predicted against measured per implementation and stage.
+"""python -m kda.validate's tables (kda/studies/validate.py), rich tables of Columns (kda/views/table.py).
 
-`report(rows, diag, result, floors, influences)` gives the renderables in print order: the rows fitted on, one
-table per implementation (stages in the forward's order), then the held-out rows (never seen by any fit) the
-same way, then one summary line per implementation (median and largest |error|, fitted-on and held-out rows
-apart), the affine diagnostic per implementation and stage, and --fit's fields and host floors.
-A table's title holds what its rows share (the shape fields, the dtype); its rows show only what differs.
+`report(rows, diag, result, floors, influences)` gives what the command prints, in order: the rows fitted on,
+one table per implementation (stages in the forward's order), then the held-out rows (never seen by any fit)
+the same way, then one line per implementation (median and largest |error|, fitted-on and held-out rows
+apart), the affine diagnostic per group (implementation and stage), and --fit's fields and host floors.
+A table's title holds what all its rows share (the stage, the shape fields, the dtype); its rows show the rest.
 """
 from __future__ import annotations
 
 import math
 
-from rich import box
-from rich.table import Table
-from rich.text import Text
-
 from kda.studies.validate import by_implementation, stage_order, summary
+from kda.views.table import Column, ms, signed_pct, table
 
 
 def _pct(x) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.0%}"
-
-
-def _ms(us: float) -> str:
-    return "-" if math.isnan(us) else f"{us / 1000:.3f}"
 
 
 def _fields(shape: str) -> list[tuple[str, str]] | None:
@@ -43,41 +36,41 @@ def split_shapes(rows) -> tuple[str, list[str]]:
     return shared, [" ".join(f"{k}={v}" for k, v in p if (k, v) not in common) for p in parsed]
 
 
-def _error(x: float) -> Text:
-    if math.isnan(x):
-        return Text("-")
-    return Text(f"{x:+.0%}", style="red" if abs(x) > 0.5 else ("yellow" if abs(x) > 0.2 else "green"))
+def _interval(r) -> str:
+    return "-" if math.isnan(r.p05) else f"[{r.p05 / 1000:.3f}, {r.p95 / 1000:.3f}] ms"
 
 
-def rows_table(rows, title: str, fitted: bool = False) -> Table:
+def _inside(r) -> str:
+    return "-" if math.isnan(r.p05) else ("yes" if r.inside else "no")
+
+
+def rows_table(rows, title: str, fitted: bool = False):
     """One implementation's rows: stage, shape, measured, predicted, error, 90 % interval, affine (and --fit)."""
     shared, shapes = split_shapes(rows)
-    dtypes, stages = set(r.dtype for r in rows), set(r.stage for r in rows)
+    shape_of = {id(r): s for r, s in zip(rows, shapes)}
+    dtypes, stages = sorted({r.dtype for r in rows}), {r.stage for r in rows}
     one_stage = next(iter(stages)) if len(stages) == 1 else None
-    caption = ", ".join(x for x in (one_stage or ("whole kernel" if one_stage == "" else ""), shared,
-                                    next(iter(dtypes)) if len(dtypes) == 1 else "") if x)
-    t = Table(title=f"{title}, times in ms" + (f"  [dim]({caption})[/dim]" if caption else ""), box=box.SIMPLE_HEAD,
-              title_justify="left", padding=(0, 1), show_edge=False)
-    if one_stage is None:
-        t.add_column("stage", no_wrap=True)
-    t.add_column("shape", min_width=max(len(x) for x in shapes), no_wrap=True)
-    if len(dtypes) > 1:
-        t.add_column("dtype")
-    for name in ("measured", "predicted", "error", "90 % interval", "in", "affine", "error") + \
-            (("fitted", "error") if fitted else ()):
-        t.add_column(name, justify="right", no_wrap=True)
+    what = [one_stage or "whole kernel" if one_stage is not None else "", shared, dtypes[0] if len(dtypes) == 1 else ""]
+    columns = [
+        Column("stage", lambda r: r.stage or "(whole)", "left", when=one_stage is None),
+        Column("shape", lambda r: shape_of[id(r)], "left"),
+        Column("dtype", lambda r: r.dtype, "left", when=len(dtypes) > 1),
+        Column("measured", lambda r: ms(r.measured_us)),
+        Column("predicted", lambda r: ms(r.predicted_us)),
+        Column("error", lambda r: signed_pct(r.error)),
+        Column("90 % interval", _interval),
+        Column("in", _inside),
+        Column("affine", lambda r: ms(r.affine_us)),
+        Column("error", lambda r: signed_pct(r.affine_error)),
+        Column("fitted", lambda r: ms(r.fitted_us), when=fitted),
+        Column("error", lambda r: signed_pct(r.fitted_error), when=fitted),
+    ]
     order = {s: i for i, s in enumerate(stage_order(rows))}
-    for i in sorted(range(len(rows)), key=lambda i: order[rows[i].stage]):     # stable: file order per stage
-        r = rows[i]
-        iv = "-" if math.isnan(r.p05) else f"[{r.p05 / 1000:.3f}, {r.p95 / 1000:.3f}]"
-        inside = "-" if math.isnan(r.p05) else ("yes" if r.inside else "no")
-        cells = ([] if one_stage is not None else [r.stage or "(whole)"]) + [shapes[i]] + ([r.dtype] if len(dtypes) > 1 else [])
-        cells += [_ms(r.measured_us), _ms(r.predicted_us), _error(r.error), iv, inside, _ms(r.affine_us),
-                  _error(r.affine_error)]
-        if fitted:
-            cells += [_ms(r.fitted_us), _error(r.fitted_error)]
-        t.add_row(*cells)
-    return t
+    ordered = sorted(rows, key=lambda r: order[r.stage])            # stable: the file's order within a stage
+    nxt = {id(a): b for a, b in zip(ordered, ordered[1:])}
+    caption = ", ".join(x for x in what if x)
+    return table(f"{title}" + (f" ({caption})" if caption else ""), columns, ordered,
+                 end_section=lambda r: id(r) in nxt and nxt[id(r)].stage != r.stage)
 
 
 def implementation_lines(rows) -> list[str]:
@@ -87,36 +80,31 @@ def implementation_lines(rows) -> list[str]:
         def part(sel, what):
             return (f"median |error| {_pct(sel['median_abs'])}, max {_pct(sel['max_abs'])} on the {sel['n']} {what}"
                     if sel["n"] else f"no {what}")
-        n = s["all"]["n"]
         sampled = any(not math.isnan(r.p05) for r in rows if r.implementation == impl)
         out.append(f"{impl or '(no implementation)'}: {part(s['fitted_on'], 'rows fitted on')}; "
                    f"{part(s['held_out'], 'held out')}"
-                   + (f"; {s['inside_interval']} of {n} inside the 90 % interval" if sampled else ""))
+                   + (f"; {s['inside_interval']} of {s['all']['n']} inside the 90 % interval" if sampled else ""))
     return out
 
 
-def affine_table(rows, diag) -> Table:
-    t = Table(title="affine diagnostic (measured = floor + scale x predicted, fitted on the rows not held out)", box=box.SIMPLE_HEAD, title_justify="left", padding=(0, 1),
-              show_edge=False)
-    for name, justify in (("implementation/stage (kernel)", "left"), ("floor ms", "right"), ("scale", "right"),
-                          ("rows", "right"), ("median |error| fitted on", "right"), ("held out", "right")):
-        t.add_column(name, justify=justify)
-    for group, a in diag.items():
-        s = summary([r for r in rows if r.group == group], "affine_error")
-        t.add_row(group, f"{a.floor_us / 1000:.3f}", f"{a.scale:.2f}", str(a.n), _pct(s["fitted_on"]["median_abs"]),
-                  _pct(s["held_out"]["median_abs"]) + f" ({s['held_out']['n']})")
-    return t
-
-
-def width(renderables, at_least: int = 120) -> int:
-    """The console width that prints every table of `renderables` unsqueezed (for logs and pipes)."""
-    from rich.console import Console
-    probe = Console(width=1000)
-    return max([at_least] + [probe.measure(t).maximum for t in renderables if isinstance(t, Table)])
+def affine_table(rows, diag):
+    groups = list(diag.items())
+    stats = {g: summary([r for r in rows if r.group == g], "affine_error") for g, _ in groups}
+    columns = [
+        Column("implementation/stage (kernel)", lambda ga: ga[0], "left"),
+        Column("floor", lambda ga: ms(ga[1].floor_us)),
+        Column("scale", lambda ga: f"{ga[1].scale:.2f}"),
+        Column("rows", lambda ga: str(ga[1].n)),
+        Column("median |error| fitted on", lambda ga: _pct(stats[ga[0]]["fitted_on"]["median_abs"])),
+        Column("held out", lambda ga: f"{_pct(stats[ga[0]]['held_out']['median_abs'])} "
+                                      f"({stats[ga[0]]['held_out']['n']})"),
+    ]
+    return table("affine diagnostic (measured = floor + scale x predicted, fitted on the rows not held out)",
+                 columns, groups)
 
 
 def report(rows, diag, result, floors, influences) -> list:
-    """Everything kda.validate prints, as rich renderables and plain lines, in order."""
+    """Everything kda.validate prints, as rich tables and plain lines, in order."""
     out: list = []
     impls = list(dict.fromkeys(r.implementation for r in rows))
     for held, section in ((False, "rows fitted on"), (True, "held out (never seen by any fit)")):
