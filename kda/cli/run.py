@@ -159,6 +159,9 @@ def load_inputs(path: Path) -> KdaInputs:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.version is None:
+        from kda.cli.run_backward import DEFAULT_BACKWARD
+        args.version = DEFAULT_BACKWARD if args.backward else "v3"
     versions = list(DESIGNS) if args.version == "all" else [args.version]
     if args.version != "all" and args.version not in DESIGNS:
         return _fail(f"unknown version {args.version!r}: choose from {', '.join(DESIGNS)} or all")

@@ -84,7 +84,7 @@ class Spec:
         for i, combo in enumerate(itertools.product(*(self.axes[n] for n in names))):
             values = dict(zip(names, combo))
             options = {**self.fixed, **values}
-            out.append(Point(i, str(options.get("version", _default("version"))),
+            out.append(Point(i, str(options.get("version", _default("version") or "v3")),
                              {column(n): v for n, v in values.items()},
                              point_settings(options, self.numerics, self.keep_trace())))
         return out
