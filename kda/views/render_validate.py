@@ -69,8 +69,10 @@ def rows_table(rows, title: str, fitted: bool = False):
     ordered = sorted(rows, key=lambda r: order[r.stage])            # stable: the file's order within a stage
     nxt = {id(a): b for a, b in zip(ordered, ordered[1:])}
     caption = ", ".join(x for x in what if x)
-    return table(f"{title}" + (f" ({caption})" if caption else ""), columns, ordered,
-                 end_section=lambda r: id(r) in nxt and nxt[id(r)].stage != r.stage)
+    title = f"{title}" + (f" ({caption})" if caption else "")
+    t = table(title, columns, ordered, end_section=lambda r: id(r) in nxt and nxt[id(r)].stage != r.stage)
+    t.min_width = len(title)                     # the title on one line, however narrow the columns
+    return t
 
 
 def implementation_lines(rows) -> list[str]:
