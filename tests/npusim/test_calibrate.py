@@ -29,8 +29,17 @@ def test_msprof_op_summary_in_the_documented_layout():
     assert [(r.kernel, r.dtype, r.measured_us, r.row, r.form) for r in rows] == [
         ("KdaChunkV3", "bf16", 1262.5, 2, "msprof"), ("KdaChunkV3", "bf16", 1255.0, 3, "msprof"),
         ("KdaChunkV4", "bf16", 1711.75, 4, "msprof")]
+    assert {r.stage for r in rows} == {""}                  # msprof times whole operators
     m = model(rows[0].kernel, rows[0].shape, rows[0].dtype, rows[0].form)
     assert m.name == "kda_v3" and m.shape.seqlens == (4096,) and m.shape.heads == 32 and m.shape.d_v == 128
+
+
+def test_an_optional_stage_column(tmp_path):
+    """`stage` names the stage a row timed alone; absent or empty: the whole kernel."""
+    with_stage = _csv(tmp_path, "kernel,stage,shape,dtype,measured_us\nk,kkt,1x64x1x8x8,fp16,3\nk,,1x64x1x8x8,fp16,4\n")
+    assert [(m.stage, m.measured_us) for m in read_measurements(with_stage)] == [("kkt", 3.0), ("", 4.0)]
+    without = _csv(tmp_path, "kernel,shape,dtype,measured_us\nk,1x64x1x8x8,fp16,3\n", "old.csv")
+    assert [m.stage for m in read_measurements(without)] == [""]
 
 
 def test_shapes_in_every_written_form():
