@@ -7,7 +7,6 @@ Bad input gets one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ import torch
 
 from npusim import NpuSimError, keep_freed_memory, load_profile, shipped_profiles
 
+from kda.cli import jsonout
 from kda.api import KdaInputError
 from kda.device import resolve_device
 from kda.studies.evaluate import Settings, evaluate, make_settings_inputs, profile_for, reference
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             payload = [r.to_json() for r in results]
             for item in payload if spread is not None else ():
                 item["uncertainty"] = spread.to_dict()
-            print(json.dumps(payload if len(versions) > 1 else payload[0], indent=2, ensure_ascii=False,
+            print(jsonout.dumps(payload if len(versions) > 1 else payload[0], indent=2, ensure_ascii=False,
                              default=_json_default))
         else:
             from kda.views.render import print_results

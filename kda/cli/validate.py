@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from npusim import NpuSimError
 
+from kda.cli import jsonout
 from kda.studies.validate import DATA, lines, summary, validate
 
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({
+        print(jsonout.dumps({
             "rows": [r.to_dict() for r in rows], "summary": summary(rows),
             "influence": [i.to_dict() for i in influences],
             "affine": {k: a.__dict__ for k, a in diag.items()},

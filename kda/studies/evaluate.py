@@ -13,7 +13,7 @@ from npusim.model.schedule import single_pass
 from npusim.model.engine import RIDE
 from npusim.record.precision import NAMES, Precision, itemsize
 
-from kda.api import Execution, execute, program_default_state, record_graphs
+from kda.api import Execution, KdaInputError, execute, program_default_state, record_graphs
 from kda.device import resolve_device
 from kda.inputs import KdaInputs, make_inputs
 from kda.reference.parity import Parity, compare
@@ -224,6 +224,9 @@ def profile_for(settings: Settings) -> Profile:
     if settings.overrides:
         profile = profile.replace(**{k.replace(".", "__", 1): v for k, v in settings.overrides.items()})
     if settings.cores is not None:
+        if settings.cores > profile.chip.ai_cores:        # a chip the profile does not describe
+            raise KdaInputError(f"--cores {settings.cores}: profile {profile.name} has {profile.chip.ai_cores} "
+                                f"AI cores (use at most that, or --set chip.ai_cores=N for another chip)")
         profile = profile.replace(chip__ai_cores=settings.cores)
     if not settings.core_model:
         profile = profile.without_core()

@@ -1,0 +1,70 @@
+"""Issue 24: every run ends with a report, or with one line and exit status 2; never a traceback, a silently
+wrong number, or Infinity in JSON."""
+import json
+
+import pytest
+
+from kda.cli.run import main
+from kda.programs import DESIGNS
+
+SMALL = ["--dk", "16", "--dv", "16"]
+
+
+def strict_json(text: str):
+    """json.loads that refuses Infinity and NaN, as any parser but Python's does."""
+    def refuse(name):
+        raise AssertionError(f"{name} in JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+def one_line_error(capsys, argv, *needles):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:"), err
+    for n in needles:
+        assert n in err[0], err[0]
+    return err[0]
+
+
+# 1. unequal lengths in a variable-length batch: every design reports, with the numerics
+@pytest.mark.parametrize("version", list(DESIGNS))
+def test_every_design_reports_on_unequal_lengths(capsys, version):
+    assert main(["--version", version, "--seqlens", "64,130", *SMALL, "--dtype", "fp32", "--json"]) == 0
+    d = strict_json(capsys.readouterr().out)
+    assert d["seqlens"] == [64, 130] and d["parity"]["rel_rms_err"] < 1e-4    # the numerics are kept
+    latency = d["latency_us"]["pipelined"] if "latency_us" in d else d["design"]["latency_us"]
+    assert latency > 0
+
+
+def test_unequal_lengths_timing_only_and_all_versions(capsys):
+    assert main(["--version", "all", "--seqlens", "64,4096,1", "--no-numerics", *SMALL, "--json"]) == 0
+    d = strict_json(capsys.readouterr().out)
+    assert [x["version"] for x in d] == list(DESIGNS)
+
+
+# 2. impossible machines
+def test_more_cores_than_the_profile_has_is_refused(capsys):
+    one_line_error(capsys, ["--cores", "25", "--no-numerics", "--chunks", "2"], "--cores 25", "24 AI cores")
+    assert main(["--cores", "24", "--no-numerics", "--chunks", "2", "--heads", "2"]) == 0
+
+
+@pytest.mark.parametrize("field, value", [("sync.latency_us", "1e308"), ("core.align_bytes", "1e12"),
+                                          ("chip.clock_ghz", "1e9"), ("cube.macs_per_cycle", "1e300")])
+def test_absurd_profile_values_are_refused(capsys, field, value):
+    one_line_error(capsys, ["--set", f"{field}={value}", "--no-numerics", "--chunks", "2"], field)
+
+
+@pytest.mark.parametrize("field, value", [("sync.latency_us", "inf"), ("chip.clock_ghz", "inf"),
+                                          ("chip.launch_overhead_us", "nan"), ("workspace.slot_kib", "inf")])
+def test_non_finite_profile_values_in_a_file_are_refused(capsys, tmp_path, field, value):
+    section, name = field.split(".")
+    path = tmp_path / "p.toml"
+    path.write_text(f'inherits = "ascend-910b2"\n[{section}]\n{name} = {value}\n')
+    one_line_error(capsys, ["--profile", str(path), "--no-numerics", "--chunks", "2"], field)
+
+
+def test_json_never_holds_infinity(capsys):
+    # seed-doc has no HBM rate (inf): the roofline ratio has no floor; it must come out as null
+    assert main(["--profile", "seed-doc", "--version", "all", "--chunks", "2", *SMALL, "--json"]) == 0
+    d = strict_json(capsys.readouterr().out)
+    assert all(x["version"] for x in d)
