@@ -16,9 +16,11 @@ import torch
 from npusim import NpuSimError, keep_freed_memory, load_profile, shipped_profiles
 
 from kda.cli import jsonout
+from kda.cli.checks import check_args, given
 from kda.api import KdaInputError
 from kda.device import resolve_device
 from kda.studies.evaluate import Settings, evaluate, make_settings_inputs, profile_for, reference
+from kda.studies.work import check_work
 from kda.inputs import GATES, KdaInputs
 from kda.programs import DESIGNS
 
@@ -86,7 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--states", choices=("recompute", "store"), default="recompute", help="with --backward: "
                    "recompute the forward's intermediates in the backward, or time it over what the forward kept")
     p.add_argument("--json", action="store_true", help="print one JSON object (a list with --version all)")
-    p.add_argument("--strict", action="store_true", help="exit 1 if any version fails parity or overflows")
+    p.add_argument("--strict", action="store_true", help="the verdict in the exit status: 1 if any version fails parity, overflows or "
+                   "has a workspace plan that does not fit (without --strict a finished report exits 0); bad "
+                   "input or a step that fails exits 2 either way")
     p.add_argument("--precision", metavar="NAME=TYPE,...", help="precision policy: a transfer type per sync "
                    "payload, e.g. 'A_raw=fp32,M=fp32' (the rest carry --dtype)")
     p.add_argument("--state-dtype", choices=("fp32", "bf16", "fp16"), help="type the state is kept in between "
@@ -151,26 +155,8 @@ def parse_overrides(items: list[str]) -> dict[str, float]:
 
 
 def _settings(args) -> Settings:
-    checks = {"--chunks": args.chunks, "--heads": args.heads, "--batch": args.batch,
-              "--chunk-size": args.chunk_size, "--dk": args.dk, "--dv": args.dv}
-    for flag, value in checks.items():
-        if value < 1:
-            raise KdaInputError(f"{flag} must be >= 1, got {value}")
-    if args.tokens is not None and args.tokens < 1:
-        raise KdaInputError(f"--tokens must be >= 1, got {args.tokens}")
-    if args.interleave < 1:
-        raise KdaInputError(f"--interleave must be >= 1, got {args.interleave}")
+    check_args(args)                     # every bound and conflict, in one place (kda/cli/checks.py)
     seqlens = parse_seqlens(args.seqlens) if args.seqlens is not None else None
-    if seqlens and (args.batch != 1 or args.tokens is not None):
-        raise KdaInputError("--seqlens gives every sequence's length: it replaces --batch and --tokens")
-    if args.uncertainty is not None and args.uncertainty < 2:
-        raise KdaInputError(f"--uncertainty needs at least 2 samples, got {args.uncertainty}")
-    if args.cores is not None and args.cores < 1:
-        raise KdaInputError(f"--cores must be >= 1, got {args.cores}")
-    if args.no_numerics and args.inputs is not None:
-        raise KdaInputError("--no-numerics replays timing only: it takes no --inputs")
-    if args.no_numerics and args.attribution:
-        raise KdaInputError("--attribution reruns the numerics: it does not go with --no-numerics")
     device = resolve_device(args.device)  # one line if torch cannot use it, before anything runs
     if device.type == "cpu":
         keep_freed_memory()              # chunk-sized tensors reuse freed memory (npusim/memory.py)
@@ -233,8 +219,16 @@ def load_inputs(path: Path) -> KdaInputs:
     return KdaInputs(data["q"], data["k"], data["v"], g, data["beta"], data.get("initial_state"))
 
 
+def parse_args(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None):
+    """The parsed options, with `given`: the ones the command line names (for the conflicts)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = (parser or build_parser()).parse_args(argv)
+    args.given = given(build_parser(), argv)
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     versions = list(DESIGNS) if args.version == "all" else [args.version]
     if args.version != "all" and args.version not in DESIGNS:
         return _fail(f"unknown version {args.version!r}: choose from {', '.join(DESIGNS)} or all")
@@ -243,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(bad_output)
     try:
         settings = _settings(args)
-        profile_for(settings)          # the profile and its --set overrides load, or one line says why
+        check_work(settings, profile_for(settings), args.uncertainty or 0,  # the profile loads and the
+                   len(versions))                                      # work fits this machine, or one line
         inputs = None
         if args.inputs is not None:
             inputs = load_inputs(args.inputs)
@@ -298,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         for e in errors:
             _fail(e)
         return 2
-    if args.strict and any(not r.passed or r.execution.nonfinite for r in results):
+    if args.strict and any(r.verdict for r in results):
         return 1
     return 0
 

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from npusim import NpuSimError
+from npusim.model.limits import MAX_SAMPLES, check
 
 from kda.cli import jsonout
 from kda.studies.validate import DATA, lines, summary, validate
@@ -26,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --samples must be 0 or >= 2, got {args.samples}", file=sys.stderr)
         return 2
     try:
+        check("--samples", args.samples, MAX_SAMPLES)
         rows, diag, result, floors, influences = validate(args.data, args.profile, args.samples, args.seed,
                                                           args.fit, args.only,
                                                           args.fields.split(",") if args.fields else None)

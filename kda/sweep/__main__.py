@@ -2,7 +2,8 @@
 python -m kda.sweep plot results.parquet [-o DIR] [--heatmap X,Y] [--metric COLUMN]
 
 Runs every point of a sweep spec (kda/sweep/spec.py) and writes one row per point: its settings, status,
-error and metrics. Bad input gets one line on stderr and exit status 2; a failing point is a row.
+error and metrics. Bad input gets one line on stderr and exit status 2; a failing point is a row, and
+a sweep with failed points exits 1 once its table is written (0 when every point ran).
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def _fail(message: str) -> int:
 
 
 def run_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m kda.sweep", description="Run every point of a sweep spec (TOML).")
+    p = _Parser(prog="python -m kda.sweep", description="Run every point of a sweep spec (TOML). Exit status: 0 every "
+                "point ran, 1 the table is written but some points failed (their rows say why), 2 bad input.")
     p.add_argument("spec", type=Path, help="the spec file: [axes], [fixed], metrics, numerics")
     p.add_argument("-o", "--output", type=Path, help="the table (.parquet, or .csv); default SPEC.parquet "
                    "(.csv without pyarrow)")
@@ -91,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{out.workers} Dask workers" if out.workers else "in-process"
         print(f"{len(out.rows)} points ({out.ran} run {where}, {out.cached} from the cache), "
               f"{out.failed} failed, {time.perf_counter() - start:.1f} s -> {written}", file=sys.stderr)
+    if out.failed:
+        print(f"error: {out.failed} of {len(out.rows)} points failed (status 'failed' in {written}, the "
+              f"error column says why)", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -68,3 +68,64 @@ def test_json_never_holds_infinity(capsys):
     assert main(["--profile", "seed-doc", "--version", "all", "--chunks", "2", *SMALL, "--json"]) == 0
     d = strict_json(capsys.readouterr().out)
     assert all(x["version"] for x in d)
+
+
+# 5. work this machine cannot do: refused before it starts, saying the limit and how to lift it
+@pytest.mark.parametrize("argv", [["--chunk-size", "100000"], ["--chunks", "100000000"],
+                                  ["--tokens", "1000000000000"], ["--heads", "10000000", "--no-numerics"],
+                                  ["--seqlens", "1,100000000000"], ["--uncertainty", "100000000", "--no-numerics"],
+                                  ["--chunks", "1500000", "--no-numerics", "--trace", "t.json"]])
+def test_huge_runs_are_refused_before_they_start(capsys, argv):
+    one_line_error(capsys, argv, "limit", "NPUSIM_NO_LIMITS=1")
+
+
+def test_the_limit_can_be_lifted(capsys, monkeypatch):
+    from npusim.model.limits import LimitError, check
+    with pytest.raises(LimitError, match="limit of 10"):
+        check("x", 11, 10)
+    monkeypatch.setenv("NPUSIM_NO_LIMITS", "1")
+    check("x", 11, 10)
+
+
+def test_validate_refuses_a_huge_sample_count(capsys):
+    from kda.cli.validate import main as validate
+    assert validate(["--samples", "100000000"]) == 2
+    assert "--samples" in capsys.readouterr().err
+
+
+def test_a_huge_sweep_grid_is_refused_before_its_points_are_listed():
+    from kda.sweep.spec import SpecError, parse_spec
+    axes = {"sync.latency_us": [0.1 * i for i in range(1, 1001)], "seed": list(range(1000)),
+            "heads": list(range(1, 1001))}                                  # 1e9 points
+    with pytest.raises(SpecError, match="points"):
+        parse_spec({"axes": axes, "numerics": False})
+
+
+# 6. options that contradict each other
+@pytest.mark.parametrize("argv, needle", [
+    (["--tokens", "100", "--chunks", "5"], "--chunks"), (["--seqlens", "64,130", "--chunks", "3"], "--chunks"),
+    (["--states", "store"], "--backward"), (["--inputs", "x.pt", "--dk", "16"], "--dk"),
+    (["--inputs", "x.pt", "--heads", "2"], "--heads")])
+def test_conflicting_options_are_refused(capsys, argv, needle):
+    one_line_error(capsys, argv, needle)
+
+
+def test_options_that_agree_still_run(capsys):
+    assert main(["--tokens", "100", "--no-numerics", *SMALL]) == 0
+    assert main(["--chunks", "2", "--no-numerics", *SMALL]) == 0
+
+
+# 7. the verdict in the exit status under --strict
+@pytest.mark.parametrize("argv", [["--slot-kib", "1", *SMALL], ["--profile", "seed-doc", "--dtype", "fp32"]])
+def test_a_workspace_plan_that_fails_exits_1_under_strict(capsys, argv):
+    argv = [*argv, "--chunks", "2", "--no-numerics"]
+    assert main(argv) == 0                                  # the report is printed: the run finished
+    assert "workspace" in capsys.readouterr().out
+    assert main([*argv, "--strict"]) == 1
+
+
+def test_one_verdict_per_run(capsys):
+    # chunk size 1: single-token chunks have tiny errors relative to nothing; the whole output passes
+    assert main(["--chunk-size", "1", "--chunks", "4", *SMALL]) == 0
+    out = capsys.readouterr().out
+    assert "fails parity" not in out
