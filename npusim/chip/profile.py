@@ -209,10 +209,15 @@ def _resolve(raw: dict, origin: str, seen: set[str]) -> Profile:
     ranges: dict[str, tuple[float, float]] = {}
     reasons: dict[str, str] = {}
     if parent is not None:
-        if parent in seen:
+        if not isinstance(parent, str) or not parent.strip():
+            raise ProfileError(f"profile {origin}: inherits must be a profile name or a .toml path, got {parent!r}")
+        here = Path(origin).parent if origin.endswith(".toml") else None
+        if here is not None and (parent.endswith(".toml") or "/" in parent) and not Path(parent).is_absolute():
+            parent = str(here / parent)          # a relative path is relative to the file that names it
+        if parent in seen or Path(parent).resolve() in {Path(x).resolve() for x in seen}:
             raise ProfileError(f"profile {origin}: inherits from itself through {parent!r}")
         base_raw, base_origin = _read(parent)
-        base = _resolve(base_raw, base_origin, seen | {parent})
+        base = _resolve(base_raw, base_origin, seen | {parent, origin})
         merged = base.as_dict()
         sources, ranges, reasons = dict(base.sources), dict(base.ranges), dict(base.range_reasons)
         for key, value in raw.items():
