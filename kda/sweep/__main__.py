@@ -72,6 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as err:
         return _fail(str(err))
     cache = None if args.no_cache else (args.cache or output.with_name(output.stem + ".cache.jsonl"))
+    if cache is not None:                  # before the first point, not after it is computed
+        try:
+            if cache.is_dir():
+                raise IsADirectoryError(21, "a directory")
+            with cache.open("a", encoding="utf-8"):
+                pass
+        except OSError as err:
+            return _fail(f"--cache {cache}: cannot write there ({err.strerror or err}); name another file "
+                         f"or use --no-cache")
     start = time.perf_counter()
     try:
         out = run_sweep(spec, workers=args.workers, scheduler=args.scheduler, cache=cache,
@@ -79,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     except SchedulerError as err:
         return _fail(str(err))
     except KeyboardInterrupt:
-        print(f"interrupted: the finished points are in {cache}; run again to go on", file=sys.stderr)
+        print(f"interrupted: the finished points are in {cache}; run again to go on" if cache else
+              "interrupted: with --no-cache the finished points are not kept", file=sys.stderr)
         return 130
     try:
         written = write_table(out.rows, output)

@@ -84,7 +84,10 @@ class Cache:
             return
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            cut = self.path.is_file() and self.path.stat().st_size and self.path.read_bytes()[-1:] != b"\n"
             self._file = self.path.open("a", encoding="utf-8")
+            if cut:                        # a last line cut short must not swallow this row
+                self._file.write("\n")
         self._file.write(json.dumps({"key": key, "row": row}) + "\n")
         self._file.flush()
 
