@@ -11,17 +11,16 @@ import math
 import sys
 from pathlib import Path
 
-import torch
-
 from npusim import NpuSimError, keep_freed_memory, load_profile, shipped_profiles
 
 from kda.cli import jsonout
-from kda.cli.checks import check_args, given
+from kda.cli.checks import (check_args, given, load_inputs, parse_overrides,  # noqa: F401 (kda.cli.run's API)
+                            parse_payload_dtypes, parse_seqlens)
 from kda.api import KdaInputError
 from kda.device import resolve_device
 from kda.studies.evaluate import Settings, evaluate, make_settings_inputs, profile_for, reference
 from kda.studies.work import check_work
-from kda.inputs import GATES, KdaInputs
+from kda.inputs import GATES
 from kda.programs import DESIGNS
 
 
@@ -108,52 +107,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_payload_dtypes(text: str | None) -> dict[str, str]:
-    """'A_raw=fp32, M=fp32' -> {'A_raw': 'fp32', 'M': 'fp32'}; one line naming what is wrong otherwise."""
-    out: dict[str, str] = {}
-    for item in (text or "").split(","):
-        if not item.strip():
-            continue
-        name, sep, dtype = (x.strip() for x in item.partition("="))
-        if not sep or not name or dtype not in ("fp32", "bf16", "fp16"):
-            raise KdaInputError(f"--precision: {item.strip()!r} is not NAME=TYPE with TYPE fp32, bf16 or fp16")
-        out[name] = dtype
-    return out
-
-
-def parse_seqlens(text: str) -> tuple[int, ...]:
-    """'4096,131072' -> (4096, 131072); one line naming what is wrong otherwise."""
-    items = [x.strip() for x in text.split(",")]
-    if not any(items):
-        raise KdaInputError("--seqlens is empty: give each sequence's tokens, e.g. 4096,131072")
-    out = []
-    for x in items:
-        try:
-            n = int(x)
-        except ValueError:
-            raise KdaInputError(f"--seqlens: {x!r} is not a whole number of tokens") from None
-        if n < 1:
-            raise KdaInputError(f"--seqlens: every sequence needs at least one token, got {n}")
-        out.append(n)
-    return tuple(out)
-
-
-def parse_overrides(items: list[str]) -> dict[str, float]:
-    """['sync.latency_us=0.3'] -> {'sync.latency_us': 0.3}; one line naming what is wrong otherwise."""
-    out: dict[str, float] = {}
-    for item in items:
-        key, sep, value = (x.strip() for x in item.partition("="))
-        if not sep or key.count(".") != 1:
-            raise KdaInputError(f"--set: {item!r} is not SECTION.FIELD=VALUE (e.g. sync.latency_us=0.3)")
-        try:
-            out[key] = float(value)
-        except ValueError:
-            raise KdaInputError(f"--set {key}: {value!r} is not a number") from None
-        if not math.isfinite(out[key]) or out[key] < 0:
-            raise KdaInputError(f"--set {key}: {value!r} must be a finite number >= 0")
-    return out
-
-
 def _settings(args) -> Settings:
     check_args(args)                     # every bound and conflict, in one place (kda/cli/checks.py)
     seqlens = parse_seqlens(args.seqlens) if args.seqlens is not None else None
@@ -191,32 +144,6 @@ def _events(args) -> int:
             return 0
     chunks = -(-args.tokens // args.chunk_size) if args.tokens else args.chunks
     return chunks * args.batch * args.heads * 20
-
-
-def load_inputs(path: Path) -> KdaInputs:
-    """User inputs from a .pt file; the shapes set batch, tokens, heads, d_k and d_v."""
-    if not path.is_file():
-        raise KdaInputError(f"--inputs {path}: no such file")
-    try:
-        data = torch.load(path, weights_only=True)
-    except Exception as err:  # noqa: BLE001 - any unreadable file is the same user error
-        raise KdaInputError(f"--inputs {path}: cannot read it as a torch file ({type(err).__name__})") from None
-    if not isinstance(data, dict):
-        raise KdaInputError(f"--inputs {path}: expected a dict of tensors")
-    missing = [k for k in ("q", "k", "v", "beta") if k not in data]
-    if missing or ("g" not in data and "alpha" not in data):
-        raise KdaInputError(f"--inputs {path}: missing {', '.join(missing) or 'g or alpha'}")
-    g = data.get("g")
-    if g is None:
-        alpha = data["alpha"].float()
-        if bool(torch.isnan(alpha).any()):
-            raise KdaInputError("alpha contains NaN")
-        bad = (alpha <= 0) | (alpha > 1)
-        if bool(bad.any()):
-            raise KdaInputError(f"decay alpha must lie in (0, 1]; {int(bad.sum())} values do not "
-                                f"(min {float(alpha.min()):.4g}, max {float(alpha.max()):.4g})")
-        g = alpha.log()
-    return KdaInputs(data["q"], data["k"], data["v"], g, data["beta"], data.get("initial_state"))
 
 
 def parse_args(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None):
@@ -303,6 +230,9 @@ def _uncertainty(args, settings: Settings, results, errors: list[str]):
     timed = [r for r in results if r.design_report is not None]
     if args.uncertainty is None or not timed:
         return None
+    if not timed[0].profile.ranges:
+        errors.append(f"--uncertainty: profile {timed[0].profile.name} gives no field a range: nothing to sample")
+        return None
     from kda.studies.uncertainty import propagate
     total = args.uncertainty * len(timed)
     with _progress(enabled=not args.json, total=total, label="samples") as tick:
@@ -345,6 +275,14 @@ def _write_outputs(args, results) -> None:
     if not timed:
         raise ValueError("--trace/--plot: no version has timing (" +
                          "; ".join(f"{r.version}: {r.workspace_error}" for r in results) + ")")
+    try:
+        _write_files(args, timed, multi)
+    except OSError as err:                 # name the option: the message alone says only the path
+        flag = "--plot" if args.plot is not None and str(args.plot) in str(err) else "--trace"
+        raise OSError(f"{flag}: cannot write {err.filename or ''} ({err.strerror or err})") from None
+
+
+def _write_files(args, timed, multi: bool) -> None:
     if args.trace is not None:
         labels, heads = [r.version for r in timed], timed[0].settings.heads
         if multi:

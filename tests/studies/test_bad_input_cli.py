@@ -129,3 +129,35 @@ def test_one_verdict_per_run(capsys):
     assert main(["--chunk-size", "1", "--chunks", "4", *SMALL]) == 0
     out = capsys.readouterr().out
     assert "fails parity" not in out
+
+
+# 9. smaller ones
+@pytest.mark.parametrize("value, needle", [("list", "list"), ("sparse", "sparse")])
+def test_inputs_that_are_not_dense_tensors_are_one_line(capsys, tmp_path, value, needle):
+    import torch
+    from kda.inputs import make_inputs
+    x = make_inputs(1, 8, 1, 4, 4, "seed", 0, False)
+    data = {"q": x.q, "k": x.k, "v": x.v, "g": x.g, "beta": x.beta}
+    data["q"] = x.q.tolist() if value == "list" else x.q.reshape(8, 4).to_sparse()
+    path = tmp_path / "x.pt"
+    torch.save(data, path)
+    one_line_error(capsys, ["--inputs", str(path)], "q must be a dense tensor", needle)
+
+
+def test_uncertainty_without_ranges_says_there_is_nothing_to_sample(capsys, tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_text('inherits = "seed-doc"\n')            # seed-doc gives no field a range
+    assert main(["--no-numerics", "--chunks", "2", "--uncertainty", "3", "--profile", str(path)]) == 2
+    assert "nothing to sample" in capsys.readouterr().err
+
+
+def test_an_unwritable_trace_names_the_option(capsys, tmp_path):
+    (tmp_path / "t.json").mkdir()                          # a directory where the file should go
+    assert main(["--no-numerics", "--chunks", "2", *SMALL, "--trace", str(tmp_path / "t.json")]) == 2
+    assert "--trace" in capsys.readouterr().err
+
+
+def test_the_sub_chunk_error_does_not_blame_v4_for_fla(capsys):
+    assert main(["--version", "fla", "--chunk-size", "24", "--chunks", "2", *SMALL]) == 2
+    err = capsys.readouterr().err
+    assert "sub-chunks of 16" in err and "v4" not in err
