@@ -162,7 +162,7 @@ KERNEL_TILED = {"kda_chunk_v3": ("A", "G"), "kda_chunk_v4": ("A", "G"),
                 "kda_chunk_v5": ("intra.A", "state.A", "state.G", "state.F2")}
 
 
-def sim_plans(version: str, *, heads: int, chunks: int, dtype: str = "bf16", profile: str = "ascend-910b2",
+def sim_plans(version: str, *, heads: int, chunks: int, dtype: str = "bf16", profile: str = "ascend-910b2-uncalibrated",
               chunk_size: int = 64, d_k: int = 128, d_v: int = 128) -> dict[str, dict]:
     """The simulator's core-memory plan of every phase ("pass.phase" or "phase" -> PhasePlan.to_dict()): tiles,
     tile_shape, tile_bytes, capacity_bytes; {} where the design has no plan at this shape (a workspace error)."""

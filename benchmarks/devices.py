@@ -14,6 +14,9 @@ and v4 (and the multi-pass designs fla and v5): wall time of `kda.execute` (inpu
 graph capture included), with the step captured as a CUDA graph and eagerly, and for v3 and v4 the recording
 runtime for reference (`--no-slow` skips it); whether eager and the runtime give the graph's bits; FLA's
 Triton chunk_kda on the same inputs where fla-core is installed, and the rel RMS between them.
+
+`--backward` (issue 25): the layer's training numerics, forward + backward of kda.chunk_kda under autograd
+for v6, v4 and fla (bf16), wall time and peak memory, every gradient against FLA's Triton backward.
 """
 from __future__ import annotations
 
@@ -156,11 +159,77 @@ def cuda_case(device: torch.device, tokens: int, slow: bool) -> list[tuple[str, 
     return rows
 
 
+TRAINING = ("v6", "v4", "fla")          # the designs with a backward program (v5 shares v6's)
+
+
+def _train_step(fn, x, do):
+    """One training step of the layer: forward, backward of <o, do>; (grads, forward s, backward s)."""
+    leaves = [t.detach().requires_grad_(True) for t in x]
+    device = x[0].device
+    synchronize(device)
+    t0 = time.perf_counter()
+    o = fn(*leaves)
+    synchronize(device)
+    t1 = time.perf_counter()
+    o.backward(do)
+    synchronize(device)
+    t2 = time.perf_counter()
+    return [t.grad for t in leaves], t1 - t0, t2 - t1
+
+
+def training_case(device: torch.device, tokens: int, versions=TRAINING) -> list[tuple[str, str, str]]:
+    """The whole layer's training numerics (issue 25): kda.chunk_kda forward + backward under autograd
+    (bf16 inputs and hand-offs, CUDA graphs on CUDA), wall time and peak memory, and every gradient against
+    FLA's Triton chunk_kda backward on the same inputs where fla-core runs (worst rel RMS / FLA's tolerance)."""
+    import kda
+    from kda.reference.parity import tolerance
+    x = layer(tokens, device)
+    do = torch.randn(x[2].shape, generator=torch.Generator(device=device).manual_seed(3), device=device).bfloat16()
+    ht, cuda = HEADS * tokens, device.type == "cuda"
+    names = ("dq", "dk", "dv", "dg", "dbeta")
+    rows = [("what", "measured", "target")]
+    fla, g_fla = _fla(), None
+    if callable(fla):
+        run_fla = lambda q, k, v, g, b: fla(q=q, k=k, v=v, g=g, beta=b)[0]
+        try:
+            _train_step(run_fla, x, do)                              # Triton's compile and autotune
+            g_fla, t_f, t_b = _train_step(run_fla, x, do)
+            rows.append((f"FLA Triton chunk_kda forward + backward, {HEADS} x {tokens}, bf16",
+                         f"{(t_f + t_b) * 1e3:,.1f} ms (forward {t_f * 1e3:,.1f}, backward {t_b * 1e3:,.1f})", ""))
+        except Exception as err:  # noqa: BLE001 - Triton absent or unable to run here: a row says why
+            rows.append(("FLA Triton chunk_kda forward + backward", f"did not run: {type(err).__name__}", ""))
+    else:
+        rows.append(("FLA Triton chunk_kda forward + backward", f"not importable: {fla}", ""))
+    small = [t[:, :256] for t in x]
+    for version in versions:
+        run = lambda q, k, v, g, b: kda.chunk_kda(q, k, v, g, b, version=version)[0]
+        _train_step(run, small, do[:, :256])                         # CUDA context, cuBLAS handles
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(device)
+        try:
+            grads, t_f, t_b = _train_step(run, x, do)
+        except torch.OutOfMemoryError:
+            rows.append((f"{version} forward + backward, {HEADS} x {tokens}", "out of device memory", "<= 5 s"))
+            continue
+        peak = f", peak {torch.cuda.max_memory_allocated(device) / 2 ** 30:.1f} GiB" if cuda else ""
+        agree = ""
+        if g_fla is not None:
+            ratios = {n: compare(a.float(), b.float()).rel_rms_err / tolerance(n, "bf16")
+                      for n, a, b in zip(names, g_fla, grads)}
+            agree = ("; vs FLA's gradients, rel RMS / FLA's tolerance: " +
+                     ", ".join(f"{n} {r:.2f}" for n, r in ratios.items()) +
+                     f" ({'all within' if max(ratios.values()) < 1 else 'NOT within'})")
+        rows.append((f"{version} forward + backward (kda.chunk_kda under autograd), {HEADS} x {tokens}, bf16",
+                     f"{t_f + t_b:,.2f} s (forward {t_f:,.2f} s, backward {t_b:,.2f} s; "
+                     f"{ht / (t_f + t_b) / 1e6:,.2f} M head-tokens/s){peak}{agree}",
+                     "<= 5 s" if cuda else ""))
+        del grads
+    return rows
+
+
 def render(rows, header: str) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"
-    out = [header, "", line(rows[0]), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-    return "\n".join(out + [line(r) for r in rows[1:]]) + "\n"
+    from kda.views.table import markdown
+    return "\n".join([header, "", markdown(rows[1:], rows[0])]) + "\n"
 
 
 def main() -> None:
@@ -173,7 +242,9 @@ def main() -> None:
     p.add_argument("--profile", action="store_true", help="CPU: where the fast path's time goes, per op")
     p.add_argument("--malloc-default", action="store_true", help="CPU: leave glibc's malloc thresholds as they "
                    "are (by default freed memory is kept for reuse: npusim/memory.py)")
-    p.add_argument("--out", type=Path, help="default: benchmarks/results/devices_<device type>.md")
+    p.add_argument("--backward", action="store_true", help="the layer's training numerics instead: forward + "
+                   "backward of v6, v4 and fla under autograd, against FLA's Triton backward (issue 25)")
+    p.add_argument("--out", type=Path, help="default: benchmarks/results/devices_<device type>[_backward].md")
     a = p.parse_args()
     try:
         device = resolve_device(a.device)
@@ -182,7 +253,11 @@ def main() -> None:
         sys.exit(2)
     if a.threads:
         torch.set_num_threads(a.threads)
-    if device.type == "cpu":
+    if a.backward:
+        tokens = a.tokens or (131072 if device.type == "cuda" else 1024)
+        rows = training_case(device, tokens)
+        where = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine()
+    elif device.type == "cpu":
         tokens = a.tokens or 8192
         kept = False if a.malloc_default else keep_freed_memory()
         load = os.getloadavg()[0]
@@ -197,7 +272,7 @@ def main() -> None:
     cmd = "python benchmarks/devices.py " + " ".join(sys.argv[1:])
     text = render(rows, f"`{cmd.strip()}` on {where}, torch {torch.__version__}")
     print(text)
-    out = a.out or ROOT / "benchmarks" / "results" / f"devices_{device.type}.md"
+    out = a.out or ROOT / "benchmarks" / "results" / f"devices_{device.type}{'_backward' if a.backward else ''}.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
 

@@ -158,9 +158,8 @@ def main() -> None:
                      f"{u['head_tokens_per_s']:,.0f} head-tokens/s ({u['wall_s']:.1f} s), peak "
                      f"{u['peak_rss_gb']:.2f} GiB (inputs 5 GiB, output 1 GiB)"
                      + ("" if u["finite"] else ", NON-FINITE OUTPUT"), "<= 8 GB"))
-    width = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines = [f"| {' | '.join(c.ljust(w) for c, w in zip(r, width))} |" for r in rows]
-    lines.insert(1, f"|{'|'.join('-' * (w + 2) for w in width)}|")
+    from kda.views.table import markdown
+    lines = markdown(rows[1:], rows[0]).splitlines()
     import torch
     header = (f"`python benchmarks/scale.py{' --quick' if a.quick else ''}` on {platform.machine()}, "
               f"{__import__('os').cpu_count()} CPUs, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}")

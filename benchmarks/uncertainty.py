@@ -48,12 +48,10 @@ def main() -> None:
          f"{iv.nominal / 1000:.2f} ms, {iv.median / 1000:.2f} ms, [{iv.lo / 1000:.2f}, {iv.hi / 1000:.2f}] ms", ""),
         ("  decided by (Spearman rho^2)", top, ""),
     ]
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"
     head = (f"`python benchmarks/uncertainty.py --samples {a.samples} --tokens {a.tokens}` on {platform.machine()}, "
             f"{os.cpu_count()} CPUs, {dt.date.today()}")
-    text = "\n".join([head, "", line(rows[0]),
-                      "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows[1:])]) + "\n"
+    from kda.views.table import markdown
+    text = "\n".join([head, "", markdown(rows[1:], rows[0])]) + "\n"
     print(text)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(text)

@@ -70,7 +70,10 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
         return api.chunk_kda(q, k, v, g, beta, scale, initial_state, output_final_state, version=version,
                              chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
                              cu_seqlens=cu_seqlens)
-    backward_design(version)                  # one line if the design has no backward program, before any work
+    try:                                      # one line if the design has no backward program, before any work
+        backward_design(version)
+    except KdaInputError as err:
+        raise KdaInputError(f"version={version!r} under autograd: {err} (gradients need one of them)") from None
     check_backward_chunk_size(chunk_size)     # and one if the backward cannot take this chunk size
     precision = _precision(q, transfer_dtype, precision, version)
     o, ht = ChunkKdaFunction.apply(q, k, v, g, beta, initial_state, scale, version, chunk_size, transfer_dtype,

@@ -24,7 +24,7 @@ from npusim.record.precision import itemsize
 from npusim.model.schedule import CHUNKS, Design
 
 from kda.api import KdaInputError, _blocks, _check, _chunked, _precision, design_precision, seqlens_of
-from kda.multipass import _run_items, _run_sequential, record_passes
+from kda.multipass import _run_items, _run_sequential, pass_args, record_passes
 from kda.programs import STATES, get_backward_design
 
 GRADS = {"dQ": "dq", "dK": "dk", "dV": "dv", "dg": "dg", "dbeta": "dbeta"}
@@ -156,16 +156,25 @@ def run_backward_passes(design: Design, executors: list[Executor], pool: dict, S
     N, NT = pool["Q"].shape[:2]
     first: Nonfinite | None = None
     flip = lambda d: {a: (x.flip(1) if isinstance(x, torch.Tensor) else x) for a, x in d.items()}
-    for p, ex in zip(design.passes, executors):
+    # what a later pass reads, the gradients and Q (the layout's reference) stay; the rest is freed after the
+    # pass that reads it last (the Kimi layer's pool on a GPU: tens of GB)
+    later = [{"Q", *GRADS, *(a for q in design.passes[i + 1:] for a in pass_args(q))}
+             for i in range(len(design.passes))]
+    for i, (p, ex) in enumerate(zip(design.passes, executors)):
         if p.layout == CHUNKS:
             outputs = _run_items(p, ex, pool, N, NT)
-        elif p.reverse:
-            outputs, dS = _run_sequential(p, ex, flip(pool), dS, NT, progress)
+        elif p.reverse:          # only what the pass reads is flipped (a copy): the Kimi layer's pool is GBs
+            reads = {a: pool[a] for a in pass_args(p) if a in pool}
+            outputs, dS = _run_sequential(p, ex, flip(reads), dS, NT, progress)
+            del reads
             outputs = flip(outputs)
         else:
             outputs, S = _run_sequential(p, ex, pool, S, NT, None)
         for name, t in outputs.items():
             pool[name] = precision.round(t, precision.of(name))
+        del outputs
+        for name in [n for n, x in pool.items() if isinstance(x, torch.Tensor) and n not in later[i]]:
+            del pool[name]
         if first is None and ex.first_nonfinite is not None:
             nf = ex.first_nonfinite
             if p.layout == CHUNKS:            # flat items: item = sequence x NT + chunk

@@ -1,4 +1,4 @@
-"""python -m kda.run --version v3 --chunks 16
+"""kda-run (python -m kda.run) --version v3 --chunks 16
 
 Runs KDA phase programs on the simulated Ascend NPU with real tensor math, checks them against the
 fp64 recurrence, and reports hand-offs, bytes and latency (serial and pipelined over many chunks).
@@ -9,102 +9,23 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from pathlib import Path
 
-from npusim import NpuSimError, keep_freed_memory, load_profile, shipped_profiles
+from npusim import NpuSimError, keep_freed_memory
 
 from kda.cli import jsonout
 from kda.cli.checks import (check_args, given, load_inputs, parse_overrides,  # noqa: F401 (kda.cli.run's API)
                             parse_payload_dtypes, parse_seqlens)
 from kda.api import KdaInputError
+from kda.cli.common import fail, progress
+from kda.cli.run_options import build_parser
 from kda.device import resolve_device
 from kda.studies.evaluate import Settings, evaluate, make_settings_inputs, profile_for, reference
 from kda.studies.work import check_work
-from kda.inputs import GATES
 from kda.programs import DESIGNS
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):               # one line, exit 2 (argparse prints usage too)
-        raise SystemExit(_fail(f"{self.prog}: {message}"))
-
-
 def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m kda.run", description=__doc__.split("\n\n")[1],
-                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--version", default="v3", help=f"design: {', '.join(DESIGNS)} or all")
-    p.add_argument("--chunks", type=int, default=16, help="chunks per sequence")
-    p.add_argument("--tokens", type=int, default=None, help="tokens per sequence instead of --chunks (any T)")
-    p.add_argument("--heads", type=int, default=1)
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--seqlens", help="a variable-length batch: tokens of each sequence, e.g. 4096,131072 "
-                   "(replaces --batch and --tokens; FLA's cu_seqlens)")
-    p.add_argument("--interleave", type=int, default=1, help="sequences a core alternates in its sequential "
-                   "passes, each filling the others' hand-off gaps")
-    p.add_argument("--chunk-size", type=int, default=64)
-    p.add_argument("--dk", type=int, default=128)
-    p.add_argument("--dv", type=int, default=128)
-    p.add_argument("--dtype", default="bf16", choices=("fp32", "bf16", "fp16"), help="transfer type of every hand-off")
-    p.add_argument("--profile", default="ascend-910b2", help=f"{', '.join(shipped_profiles())} or a .toml path")
-    p.add_argument("--gates", default="seed", choices=GATES,
-                   help="seed: sigmoid(randn); kimi: -5*sigmoid(x); strong: alpha=0.01; slow: long memories")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--initial-state", choices=("zero", "randn"), default="zero")
-    p.add_argument("--inputs", type=Path, help="a .pt file with q, k, v, beta and g (log decay) or alpha, "
-                   "in FLA's layout [B, T, H, ...], optionally initial_state; replaces the generated inputs")
-    p.add_argument("--state-handoff", choices=("ride", "own"), default="ride",
-                   help="the state rides on an existing sync of the right direction, or has its own")
-    p.add_argument("--slots", type=int,
-                   help="workspace slots of each sequence a core runs at a time (override the profile)")
-    p.add_argument("--slot-kib", type=float, help="slot size in KiB (override the profile)")
-    p.add_argument("--resident-kib", type=float, help="resident region in KiB (override the profile)")
-    p.add_argument("--resident", help="comma-separated tensors for the workspace's resident region, replacing "
-                   "the program's plan ('none' for none)")
-    p.add_argument("--capacity", choices=("tile", "refuse"), default="tile",
-                   help="a phase that does not fit its unit's UB / L1 is tiled (more GM traffic), or the run "
-                   "is refused with one line naming the phase, its tensors and bytes")
-    p.add_argument("--core-model", choices=("on", "off"), default="on",
-                   help="off: ignore the profile's [core] table (no UB/L1 capacity, GM traffic at the per-core "
-                   "HBM rate in series with compute): the model before issue 11")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", dest="overrides",
-                   help="override a profile field, e.g. --set sync.latency_us=0.3 (repeatable)")
-    p.add_argument("--serial", action="store_true", help="show the serial (no overlap) timeline as the main one")
-    p.add_argument("--cores", type=int, help="AI cores to spread batch x heads over (default: the profile's)")
-    p.add_argument("--no-numerics", action="store_true", help="timing only: record the phase graph on random "
-                   "inputs of the right shapes and replay it for every chunk and head (no parity)")
-    p.add_argument("--device", default="cpu", help="torch device of the numerics: cpu, cuda or npu "
-                   "(npu needs the optional torch_npu: pip install -e \".[npu]\")")
-    p.add_argument("--uncertainty", type=int, metavar="N", help="also replay timing under N profiles sampled "
-                   "(Latin hypercube, --seed) from the ranges of the profile's assumed fields: every latency as a "
-                   "median and 90 %% interval, the assumptions ranked, and with --version all the share each design wins")
-    p.add_argument("--backward", action="store_true", help="the backward pass (training): every gradient against "
-                   "fp64 autograd and the backward design's timing beside the forward's (kda/run_backward.py)")
-    p.add_argument("--states", choices=("recompute", "store"), default="recompute", help="with --backward: "
-                   "recompute the forward's intermediates in the backward, or time it over what the forward kept")
-    p.add_argument("--json", action="store_true", help="print one JSON object (a list with --version all)")
-    p.add_argument("--strict", action="store_true", help="the verdict in the exit status: 1 if any version fails parity, overflows or "
-                   "has a workspace plan that does not fit (without --strict a finished report exits 0); bad "
-                   "input or a step that fails exits 2 either way")
-    p.add_argument("--precision", metavar="NAME=TYPE,...", help="precision policy: a transfer type per sync "
-                   "payload, e.g. 'A_raw=fp32,M=fp32' (the rest carry --dtype)")
-    p.add_argument("--state-dtype", choices=("fp32", "bf16", "fp16"), help="type the state is kept in between "
-                   "chunks (default: the program's declared default, else --dtype)")
-    p.add_argument("--accumulate", choices=("fp32", "bf16", "fp16"), help="type Cube matmuls accumulate in "
-                   "(default fp32)")
-    p.add_argument("--attribution", action="store_true", help="rank the hand-offs by the accuracy their "
-                   "rounding costs: each rounded alone, the rest exact (one extra run per payload)")
-    p.add_argument("--trace", type=Path, metavar="OUT.json",
-                   help="write a Chrome trace (Perfetto, chrome://tracing) of the pipelined run, or of the serial "
-                   "one with --serial; --version all puts every version in one file")
-    p.add_argument("--plot", type=Path, metavar="OUT.png",
-                   help="write a Gantt chart (.png, .svg or .pdf) of the pipelined run, or the serial one with "
-                   "--serial; --version all stacks the versions on one time axis")
-    return p
+    return fail(message)
 
 
 def _settings(args) -> Settings:
@@ -156,6 +77,9 @@ def parse_args(argv: list[str] | None = None, parser: argparse.ArgumentParser | 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.version is None:
+        from kda.cli.run_backward import DEFAULT_BACKWARD
+        args.version = DEFAULT_BACKWARD if args.backward else "v3"
     versions = list(DESIGNS) if args.version == "all" else [args.version]
     if args.version != "all" and args.version not in DESIGNS:
         return _fail(f"unknown version {args.version!r}: choose from {', '.join(DESIGNS)} or all")
@@ -180,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_backward(args, settings, inputs, _fail)
     results, errors = [], []
     ref = None
-    with _progress(enabled=not args.json and settings.numerics,
+    with progress(enabled=not args.json and settings.numerics,
                    total=len(versions) * math.ceil(settings.T / settings.chunk_size)) as tick:
         for v in versions:
             try:        # a version the input does not suit is reported; the others still run
@@ -235,7 +159,7 @@ def _uncertainty(args, settings: Settings, results, errors: list[str]):
         return None
     from kda.studies.uncertainty import propagate
     total = args.uncertainty * len(timed)
-    with _progress(enabled=not args.json, total=total, label="samples") as tick:
+    with progress(enabled=not args.json, total=total, label="samples") as tick:
         try:
             return propagate(timed, args.uncertainty, seed=args.seed, fixed=settings.overrides, progress=tick)
         except (NpuSimError, ValueError) as err:
@@ -259,6 +183,14 @@ def _check_outputs(args) -> str | None:
     formats = (".png", ".svg", ".pdf")          # kda.views.plots.FORMATS (matplotlib loads only when plotting)
     if args.plot is not None and args.plot.suffix.lower() not in formats:
         return f"--plot {args.plot}: the file must end in {', '.join(formats)}"
+    if args.trace_window is not None:
+        if args.trace is None:
+            return "--trace-window cuts the trace: it needs --trace OUT.json"
+        from npusim.output.trace_file import parse_window
+        try:
+            parse_window(args.trace_window)
+        except ValueError as err:
+            return str(err)
     return None
 
 
@@ -284,16 +216,7 @@ def _write_outputs(args, results) -> None:
 
 def _write_files(args, timed, multi: bool) -> None:
     if args.trace is not None:
-        labels, heads = [r.version for r in timed], timed[0].settings.heads
-        if multi:
-            from npusim.output import design_trace
-            design_trace.write(args.trace, [r.design_serial if args.serial else r.design_run for r in timed],
-                               labels=labels, heads=heads)
-        else:
-            from npusim.output import chrome_trace
-            runs = [r.serial if args.serial else r.pipelined for r in timed]
-            chrome_trace.write(args.trace, runs, labels=labels, heads=heads)
-        print(f"wrote {args.trace} (Chrome trace: open in https://ui.perfetto.dev)", file=sys.stderr)
+        _write_trace(args, timed, multi)
     if args.plot is not None:
         if multi:
             from kda.views.plot_occupancy import save_design_plot
@@ -304,37 +227,32 @@ def _write_files(args, timed, multi: bool) -> None:
         print(f"wrote {args.plot}", file=sys.stderr)
 
 
+def _write_trace(args, timed, multi: bool) -> None:
+    """The Chrome trace, cut to --trace-window; a warning on stderr first when it is large."""
+    from npusim.output import trace_file
+    labels, heads = [r.version for r in timed], timed[0].settings.heads
+    if multi:
+        from npusim.output import design_trace
+        trace = design_trace.build([r.design_serial if args.serial else r.design_run for r in timed],
+                                   labels=labels, heads=heads)
+    else:
+        from npusim.output import chrome_trace
+        trace = chrome_trace.build([r.serial if args.serial else r.pipelined for r in timed], labels=labels,
+                                   heads=heads)
+    if args.trace_window is not None:
+        trace = trace_file.window(trace, *trace_file.parse_window(args.trace_window))
+    size = trace_file.estimate_bytes(trace)
+    if size > trace_file.LARGE_BYTES:
+        print(f"warning: --trace {args.trace}: about {size / 1e6:.0f} MB ({len(trace['traceEvents'])} events); "
+              f"--trace-window START:END (us) keeps a part of it", file=sys.stderr)
+    trace_file.write(args.trace, trace)
+    print(f"wrote {args.trace} (Chrome trace: open in https://ui.perfetto.dev)", file=sys.stderr)
+
+
 def _json_default(x):
     if isinstance(x, float) and not math.isfinite(x):
         return None
     raise TypeError(type(x).__name__)
-
-
-class _progress:
-    """A progress bar on stderr for long runs; silent when stderr is not a terminal."""
-
-    def __init__(self, enabled: bool, total: int, label: str = "chunks"):
-        self.enabled = enabled and sys.stderr.isatty() and total >= 64
-        self.label = label
-        self.total = total
-        self.done = 0
-
-    def __enter__(self):
-        if not self.enabled:
-            return lambda done, total: None
-        from rich.progress import Progress
-        self.bar = Progress(transient=True)
-        self.bar.__enter__()
-        self.task = self.bar.add_task(self.label, total=self.total)
-        return self.tick
-
-    def tick(self, done: int, total: int) -> None:
-        self.bar.advance(self.task, 1)
-
-    def __exit__(self, *exc):
-        if self.enabled:
-            self.bar.__exit__(*exc)
-        return False
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 The backward pass (training) on the simulated NPU: every gradient (dq, dk, dv, dg, dbeta, dh0) against
 the fp64 autograd reference with FLA's tolerances, the first inf/NaN, the backward design's passes
 (syncs and bytes per chunk), its pipelined and serial latency beside the forward's, and GM kept for it.
-`--version all` runs every design that has a backward program and ranks them for training. Bad input:
-one line, exit 2.
+`--version all` runs every design that has a backward program and ranks them for training; without
+`--version`, `--backward` runs v6's (DEFAULT_BACKWARD). `--seqlens` (a variable-length batch, FLA's cu_seqlens)
+and `--device` (the numerics on a torch device) work as for the forward. Bad input: one line, exit 2.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from types import SimpleNamespace
 
 import torch
 from rich import box
-from rich.console import Console
+from kda.views.render import make_console
 from rich.table import Table
 
 from npusim import NpuSimError
@@ -25,6 +26,7 @@ from kda.programs import BACKWARD, DESIGNS
 from kda.views.render_design import passes_table
 
 KIB, GB = 1024, 1e9
+DEFAULT_BACKWARD = "v6"          # --backward without --version: the fastest for training (benchmarks/backward.py)
 
 
 def load_grad_outputs(path) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -40,14 +42,13 @@ def run_backward(args, settings, inputs, fail) -> int:
     versions = list(BACKWARD) if args.version == "all" else [args.version]
     errors, results = [], []
     try:
-        for flag, given in (("--seqlens", settings.seqlens), ("--uncertainty", args.uncertainty),
-                            ("--device", settings.device != "cpu")):
-            if given:
-                raise KdaInputError(f"--backward does not take {flag} yet")
+        if args.uncertainty:
+            raise KdaInputError("--backward does not take --uncertainty yet")
         for v in versions:
             if v not in BACKWARD:
                 known = "unknown design" if v not in DESIGNS else "design"
-                raise KdaInputError(f"{known} {v!r} has no backward program: --backward runs for {', '.join(BACKWARD)}")
+                raise KdaInputError(f"--version: {known} {v!r} has no backward program: --backward runs for "
+                                    f"{', '.join(BACKWARD)} (default {DEFAULT_BACKWARD})")
         do, dht = load_grad_outputs(args.inputs) if settings.numerics else (None, None)
         check_policy_names(versions, settings)       # a name must belong to one of the designs
     except (KdaInputError, NpuSimError, ValueError) as err:
@@ -101,7 +102,7 @@ def _attribution(args, settings, inputs, results: list[BackwardResult]) -> None:
     x = inputs or make_settings_inputs(settings)
     do, dht = grad_outputs(x, settings.seed)
     narrow = settings.dtype if settings.dtype != "fp32" else "bf16"
-    console = Console(width=140)
+    console = make_console()
     for r in results:
         items = attribute_backward(r.version, x, do, dht, chunk_size=settings.chunk_size, narrow=narrow)
         t = Table(title=f"{r.version} backward: each hand-off rounded to {narrow} alone (worst gradient error / "
@@ -154,7 +155,7 @@ def summary_table(results: list[BackwardResult]) -> Table:
 
 
 def print_backward(results: list[BackwardResult]) -> None:
-    console = Console(width=140)
+    console = make_console()
     for r in results:
         if r.parity is not None:
             console.print(parity_table(r))

@@ -6,6 +6,7 @@ import sys
 from dataclasses import asdict, replace
 
 from kda.cli import jsonout
+from kda.cli.common import Parser, console, prog_name
 from kda.programs import PROGRAMS
 from kda.studies.attribution import one_thread
 from kda.studies.stability import GRID_SETTINGS, THRESHOLD_SETTINGS, grid, grid_table, threshold_table, thresholds
@@ -17,11 +18,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from rich.console import Console
-    p = argparse.ArgumentParser(prog="python -m kda.stability", description="The stability grid and v3's "
-                                "failure thresholds (see the module docstring).")
+    prog = prog_name("kda.stability")
+    p = Parser(prog=prog, description="The stability grid (every design over gates, types and chunk counts) and "
+               "v3's failure thresholds (kda/studies/stability.py).", epilog=f"""examples:
+  {prog}                                  the grid and the thresholds
+  {prog} --versions v3,v6 --no-thresholds --json""")
     p.add_argument("--chunks", type=int, default=GRID_SETTINGS.chunks, help="chunks per sequence in the grid")
-    p.add_argument("--versions", default=",".join(PROGRAMS), help="comma-separated versions for the grid")
+    p.add_argument("--versions", default=",".join(PROGRAMS), metavar="V,...",
+                   help="comma-separated versions for the grid")
     p.add_argument("--thresholds", action=argparse.BooleanOptionalAction, default=True,
                    help="also bisect the failure thresholds (a few seconds)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -42,7 +46,7 @@ def _main(argv: list[str] | None) -> int:
                           "threshold_settings": {"chunks": THRESHOLD_SETTINGS.chunks, "chunk_size": 64,
                                                  "d_k": 128, "d_v": 128}}, indent=2, ensure_ascii=False))
         return 0
-    con = Console() if sys.stdout.isatty() else Console(width=140)
+    con = console()
     con.print(grid_table(cells, args.chunks))
     if ths:
         con.print(threshold_table(ths))

@@ -15,7 +15,7 @@ npusim.fit.calibrate and kda.studies.validate read kernels through `resolve`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from npusim import simulate
@@ -27,7 +27,9 @@ from npusim.chip.profile import Profile
 
 from kda.api import program_default_state, record_graphs
 from kda.programs import DESIGNS, PROGRAMS
-from kda.kernels.gdn import GDN_FLA
+from kda.kernels.gdn import GDN_FLA, GDN_TRITON
+from kda.kernels.pto import GDN_PTO, GDN_PTO_FUSED
+from kda.kernels.recording import record_kernel
 
 
 def _designs() -> dict:
@@ -35,6 +37,9 @@ def _designs() -> dict:
     out = {f"kda_{name}": (d, None) for name, d in DESIGNS.items()}
     out.update({f"gdn_{name}": (DESIGNS[name], 1) for name in PROGRAMS})
     out["gdn_fla"] = (GDN_FLA, 1)
+    out["gdn_triton64"] = out["gdn_triton128"] = (GDN_TRITON, 1)     # the chunk comes with the shape (C=)
+    out["gdn_pto"] = (GDN_PTO, 1)
+    out["gdn_pto_fused"] = (GDN_PTO_FUSED, 1)
     return out
 
 
@@ -56,6 +61,7 @@ class KernelShape:
     heads: int               # value heads: one state per (sequence, head)
     d_k: int
     d_v: int
+    q_heads: int = 0         # grouped q/k heads (Hg); 0: as many as value heads
 
     @property
     def tokens(self) -> int:
@@ -81,13 +87,14 @@ def parse_shape(text: str, form: str = "simple") -> tuple[KernelShape, int]:
                 raise ValueError
             seqlens = tuple(int(x) for x in kv["T"].split("+"))
             B, H, K, V = (int(kv[k]) for k in "BHKV")
+            Hg = int(kv.get("Hg", H))
             C = int(kv.get("C", 64))
             T = min(seqlens + (C,))
         elif form == "msprof":
             parts = [[int(x) for x in p.split(",") if x.strip()] for p in text.split(";")]
             if len(parts) < 3 or len(parts[0]) != 4 or len(parts[2]) != 4:
                 raise ValueError
-            (B, T, _, K), (_, _, H, V) = parts[0], parts[2]
+            (B, T, Hg, K), (_, _, H, V) = parts[0], parts[2]
             seqlens = (T,)
         else:
             fields = text.lower().split("x")
@@ -95,21 +102,26 @@ def parse_shape(text: str, form: str = "simple") -> tuple[KernelShape, int]:
                 raise ValueError
             seqlens = tuple(int(x) for x in fields[1].split("+"))
             B, H, K, V = (int(fields[i]) for i in (0, 2, 3, 4))
+            Hg = H
             T = min(seqlens)
     except ValueError:
         want = ("q;k;v;... with q [B,T,Hg,K] and v [B,T,H,V]" if form == "msprof" else
                 "BxTxHxKxV (e.g. 1x4096x32x128x128) or B=..;T=..;H=..;K=..;V=..[;C=..]")
         raise ValueError(f"shape {text!r} is not {want}") from None
-    if min(B, T, H, K, V) < 1:
+    if min(B, T, H, K, V, Hg) < 1:
         raise ValueError(f"shape {text!r}: every dimension must be >= 1")
+    if H % Hg:
+        raise ValueError(f"shape {text!r}: H = {H} value heads is not a multiple of Hg = {Hg} q/k heads")
     if len(seqlens) > 1 and B != 1:
         raise ValueError(f"shape {text!r}: a variable-length batch (T = a+b+...) needs B = 1, as FLA's cu_seqlens")
-    return KernelShape(B, seqlens, H, K, V), C
+    return KernelShape(B, seqlens, H, K, V, Hg), C
 
 
 @lru_cache(maxsize=64)
-def _graphs(kernel: str, chunk_size: int, d_k: int, d_v: int, dtype: str):
+def _graphs(kernel: str, chunk_size: int, d_k: int, d_v: int, dtype: str, heads: int):
     design, width = KERNELS[kernel]
+    if any(p.all_heads for p in design.passes):         # a pass over [C, H] tiles: recorded for these heads
+        return tuple(record_kernel(design, chunk_size, d_k, d_v, dtype, heads))
     state_program = (design.state_pass or design.passes[0]).program
     precision = Precision(dtype, {}, state=program_default_state(state_program, dtype))
     graphs, _ = record_graphs(design, chunk_size=chunk_size, d_k=d_k, d_v=d_v, precision=precision,
@@ -123,6 +135,7 @@ class KernelModel:
     shape: KernelShape
     dtype: str
     chunk_size: int = 64
+    stage: str = ""          # one pass of a design of several, or "" for the whole design
 
     @property
     def design(self):
@@ -130,30 +143,42 @@ class KernelModel:
 
     def predict(self, profile: Profile) -> float:
         """Latency in us of the kernel on `profile` (timing only, the graphs recorded once): the makespan
-        of every pass plus a launch (or barrier) before each."""
-        graphs = _graphs(self.name, self.chunk_size, self.shape.d_k, self.shape.d_v, self.dtype)
-        tpls = templates(self.design, list(graphs), profile, RIDE)   # a pass may declare its own state hand-off
+        of every pass plus a launch (or barrier) before each; with a `stage`, that pass alone (its own
+        launch and makespan, as NPU events around one stage's kernel time it)."""
+        heads = self.shape.heads
+        graphs = _graphs(self.name, self.chunk_size, self.shape.d_k, self.shape.d_v, self.dtype,
+                         heads if any(p.all_heads for p in self.design.passes) else 0)
+        design, graphs = self.design, list(graphs)
+        if self.stage:                       # that pass alone, as a design of one pass
+            i = next(i for i, p in enumerate(design.passes) if p.name == self.stage)
+            design, graphs = replace(design, passes=(design.passes[i],)), graphs[i:i + 1]
+        tpls = templates(design, graphs, profile, RIDE)   # a pass may declare its own state hand-off
         counts = self.shape.chunk_counts(self.chunk_size)
+        if self.stage:
+            return simulate_design(design, tpls, profile, counts, trace=False, heads=heads).latency_us
         if self.design.single:
             uniform = len(set(counts)) == 1
             run = simulate(tpls[0], profile, chunks=counts[0] if uniform else counts, sequences=len(counts),
                            trace=False)
             return run.latency_us
-        return simulate_design(self.design, tpls, profile, counts, trace=False).latency_us
+        return simulate_design(self.design, tpls, profile, counts, trace=False, heads=heads).latency_us
 
 
-def model(kernel: str, shape: str, dtype: str, form: str = "simple") -> KernelModel:
-    """ValueError naming the kernel or shape when it cannot be modelled."""
+def model(kernel: str, shape: str, dtype: str, form: str = "simple", stage: str = "") -> KernelModel:
+    """ValueError naming the kernel, stage or shape when it cannot be modelled."""
     kernel = ALIASES.get(kernel, kernel)
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r} (known: {', '.join(kernel_names())})")
+    passes = [p.name for p in KERNELS[kernel][0].passes]
+    if stage and stage not in passes:
+        raise ValueError(f"kernel {kernel} has no stage {stage!r} (its stages: {', '.join(passes)})")
     parsed, chunk_size = parse_shape(shape, form)
-    return KernelModel(kernel, parsed, dtype, chunk_size)
+    return KernelModel(kernel, parsed, dtype, chunk_size, stage)
 
 
 def resolve(m: Measurement) -> KernelModel:
     """The model of a measured row; MeasurementError naming the row otherwise."""
     try:
-        return model(m.kernel, m.shape, m.dtype, m.form)
+        return model(m.kernel, m.shape, m.dtype, m.form, getattr(m, "stage", ""))
     except ValueError as err:
         raise MeasurementError(f"{m.where()}: {err}") from None

@@ -38,8 +38,10 @@ def get_design(version: str) -> Design:
 # design of passes; a reverse pass walks the chunks from the last to the first (kda/backward.py).
 from kda.programs.fla_bwd import FLA_BACKWARD  # noqa: E402
 from kda.programs.v4_bwd import V4_BACKWARD  # noqa: E402
+from kda.programs.v6_bwd import V6_BACKWARD  # noqa: E402
 
-BACKWARD: dict[str, dict[str, Design]] = {"v4": V4_BACKWARD, "fla": FLA_BACKWARD}
+# v5 computes v6's forward math (in two passes): v6's backward is its backward too.
+BACKWARD: dict[str, dict[str, Design]] = {"v4": V4_BACKWARD, "v6": V6_BACKWARD, "v5": V6_BACKWARD, "fla": FLA_BACKWARD}
 STATES = ("recompute", "store")
 
 

@@ -106,7 +106,7 @@ def bwd_intra(npu, Q, K, V, gc, beta, A_inv, H, V_new, dVp, dS_end, dO, scale):
     npu.keep(dL_neg, dA_qk)
 
     with npu.vec("diagonal"):                      # the Cube's off-diagonal products run meanwhile
-        mask = torch.ones(S_, S_, dtype=Q.dtype).tril()
+        mask = torch.ones(S_, S_, dtype=Q.dtype, device=Q.device).tril()
         E_diag = ((g_sub[..., :, None, :] - g_sub[..., None, :, :]).clamp_max(0).exp()
                   * mask[..., None])                                       # [.., n, S, S, d_k]: e_ij, j <= i
         dL = -dL_neg.tril(-1)                                              # gradient of A = Diag(beta) A_kk

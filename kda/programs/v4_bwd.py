@@ -153,7 +153,7 @@ def kda_chunk_v4_bwd(npu, Q, K, V, g, beta, H, dO, dS, scale):
 
     # Phase E2: Vec, the diagonal blocks (D3 runs on the Cube meanwhile)
     with npu.vec("E2"):
-        mask = torch.ones(S_, S_, dtype=Q.dtype).tril()
+        mask = torch.ones(S_, S_, dtype=Q.dtype, device=Q.device).tril()
         E_diag = ((g_sub[..., :, None, :] - g_sub[..., None, :, :]).clamp_max(0).exp()
                   * mask[..., None])                                       # [.., n, S, S, d_k]: e_ij, j <= i
         dL = -dL_neg.tril(-1)                                              # gradient of A = A_kk * beta_i

@@ -24,7 +24,7 @@ def _grads(fn, q, k, v, g, beta, initial_state, do, dht, dtype) -> dict[str, tor
     B, T, H, K = q.shape
     V = v.shape[-1]
     leaves = [x.detach().to(dtype).requires_grad_(True) for x in (q, k, v, g, beta)]
-    h0 = (torch.zeros(B, H, K, V, dtype=dtype) if initial_state is None else initial_state.detach().to(dtype))
+    h0 = (torch.zeros(B, H, K, V, dtype=dtype, device=q.device) if initial_state is None else initial_state.detach().to(dtype))
     h0.requires_grad_(True)
     with torch.enable_grad():
         o, S = fn(*leaves, h0)

@@ -21,7 +21,7 @@ from npusim.record.precision import itemsize
 
 from kda.api import KdaInputError
 from kda.backward import BackwardExecution, backward_design, execute_backward, kept_bytes, record_backward_graphs
-from kda.studies.evaluate import Settings, evaluate, make_settings_inputs, precision_for, profile_for
+from kda.studies.evaluate import Settings, _cu, evaluate, make_settings_inputs, on_device, precision_for, profile_for
 from kda.inputs import KdaInputs
 from kda.reference.parity import Parity, compare, tolerance
 from kda.reference.recurrence_bwd import GRADS, recurrent_kda_grads
@@ -58,8 +58,10 @@ class BackwardResult:
         return None if self.forward_report is None else self.forward_report.latency_us + self.report.latency_us
 
     def to_json(self) -> dict:
+        from kda.studies.run_json import SCHEMA_VERSION, layer_json
         s, rep = self.settings, self.report
         return {
+            "schema_version": SCHEMA_VERSION,
             "version": self.version, "states": self.states, "tokens": s.T, "heads": s.heads, "batch": s.batch,
             "chunk_size": s.chunk_size, "d_k": s.d_k, "d_v": s.d_v, "dtype": s.dtype, "gates": s.gates,
             "profile": self.profile.name,
@@ -68,7 +70,7 @@ class BackwardResult:
             "pass": self.passed,
             "nonfinite": None if self.execution is None or self.execution.nonfinite is None
             else str(self.execution.nonfinite),
-            "backward": rep.to_dict(),
+            "backward": layer_json(rep, s.batch * s.T, s.heads, self.profile.chip.ai_cores),
             "forward_latency_us": None if self.forward_report is None else self.forward_report.latency_us,
             "training_us": self.training_us, "kept_bytes": self.kept_bytes,
         }
@@ -83,12 +85,14 @@ def backward_floor_bytes(settings: Settings, transfer: str) -> int:
     return ht * ((2 * K + 2 * V + 2 * K + V) * itemsize(transfer) + 2 * (K + 1) * 4) + 2 * sequences * K * V * 4
 
 
-def grad_outputs(x: KdaInputs, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """do [B, T, H, V] and dht [B, H, K, V]: randn from the seed (FLA's tests use randn_like)."""
+def grad_outputs(x: KdaInputs, seed: int, sequences: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """do [B, T, H, V] and dht [B, H, K, V] (one per sequence of a variable-length batch: `sequences`): randn
+    from the seed on the CPU (FLA's tests use randn_like), then on the inputs' device."""
     gen = torch.Generator().manual_seed(seed + 1000)
     B, T, H, K = x.q.shape
     V = x.v.shape[-1]
-    return torch.randn(B, T, H, V, generator=gen), torch.randn(B, H, K, V, generator=gen)
+    do, dht = torch.randn(B, T, H, V, generator=gen), torch.randn(sequences or B, H, K, V, generator=gen)
+    return do.to(x.q.device), dht.to(x.q.device)
 
 
 def evaluate_backward(version: str, settings: Settings, states: str = "recompute", inputs: KdaInputs | None = None,
@@ -103,13 +107,16 @@ def evaluate_backward(version: str, settings: Settings, states: str = "recompute
         check_policy_names(version, settings)
     ex, parity, tol = None, None, {}
     if settings.numerics:
-        x = inputs or make_settings_inputs(settings)
+        x = on_device(inputs or make_settings_inputs(settings), settings.device)
         if do is None:
-            do, dht_seeded = grad_outputs(x, settings.seed)
+            do, dht_seeded = grad_outputs(x, settings.seed, len(settings.seqlens) if settings.seqlens else None)
             dht = dht_seeded if dht is None else dht
+        to_dev = lambda t: None if t is None else t.to(x.q.device)
+        do, dht = to_dev(do), to_dev(dht)
         ex = execute_backward(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, do, dht, version=version,
-                              chunk_size=C, precision=precision, states=states, progress=progress)
-        ref = reference_grads(x, do, dht, ex.precision)
+                              chunk_size=C, precision=precision, states=states, progress=progress,
+                              cu_seqlens=_cu(settings))
+        ref = reference_grads(x, do, dht, ex.precision, settings.seqlens)
         tol = {n: tolerance(n, ex.precision.transfer) for n in GRADS}
         parity = {n: compare(ref[n], ex.grads[n], tol[n]) for n in GRADS}
         graphs = list(ex.graphs)
@@ -141,13 +148,23 @@ def time_backward(design, graphs, profile: Profile, settings: Settings, transfer
     return build_design_report(run, serial, backward_floor_bytes(settings, transfer)), run, serial
 
 
-def reference_grads(x: KdaInputs, do, dht, precision) -> dict[str, torch.Tensor]:
-    """The fp64 autograd gradients on the inputs as the NPU's GM held them."""
+def reference_grads(x: KdaInputs, do, dht, precision, seqlens=None) -> dict[str, torch.Tensor]:
+    """The fp64 autograd gradients on the inputs as the NPU's GM held them; with `seqlens` (FLA's varlen
+    layout [1, total, ...]) each sequence through the recurrence on its own, put back in place."""
     cd = precision.compute
     stored = lambda t: precision.round(t.to(cd), precision.transfer)
     state = lambda t: None if t is None else precision.round(t.to(cd), precision.state_type)
-    return recurrent_kda_grads(stored(x.q), stored(x.k), stored(x.v), x.g.to(cd), x.beta.to(cd), None,
-                               state(x.initial_state), stored(do), state(dht))
+    args = (stored(x.q), stored(x.k), stored(x.v), x.g.to(cd), x.beta.to(cd))
+    h0, dO, dS = state(x.initial_state), stored(do), state(dht)
+    if not seqlens:
+        return recurrent_kda_grads(*args, None, h0, dO, dS)
+    parts, start = [], 0
+    for i, n in enumerate(seqlens):
+        cut = lambda t: t[:, start:start + n]
+        one = lambda t: None if t is None else t[i:i + 1]
+        parts.append(recurrent_kda_grads(*(cut(t) for t in args), None, one(h0), cut(dO), one(dS)))
+        start += n
+    return {g: torch.cat([p[g] for p in parts], 0 if g == "dh0" else 1) for g in GRADS}
 
 
 def check_policy_names(versions: str | list[str], settings: Settings) -> None:

@@ -108,57 +108,34 @@ class VersionResult:
         return f"workspace: {self.workspace_error}" if self.workspace_error else None
 
     def to_json(self) -> dict:
-        s, r, ex = self.settings, self.report, self.execution
-        out = {
+        """One shape for every design (kda/studies/run_json.py, kda/schema/run.schema.json)."""
+        from kda.studies.run_json import SCHEMA_VERSION, layer_json, pipeline_json, programs_json
+        s, ex = self.settings, self.execution
+        dr = self.design_report
+        return {
+            "schema_version": SCHEMA_VERSION,
             "version": self.version, "chunks": ex.chunks, "tokens": s.T, "batch": s.batch, "heads": s.heads,
             "chunk_size": s.chunk_size, "d_k": s.d_k, "d_v": s.d_v, "dtype": s.dtype, "gates": s.gates,
-            "seed": s.seed, "profile": self.profile.name,
+            "seed": s.seed, "profile": self.profile.name, "interleave": s.interleave,
+            "seqlens": list(s.seqlens) if s.seqlens else None,
             "numerics": self.parity_o is not None,
+            "layer": None if dr is None else layer_json(dr, s.batch * s.T, s.heads, self.profile.chip.ai_cores),
+            "pipeline": None if self.report is None or (dr is not None and len(dr.passes) > 1)
+            else pipeline_json(self),
+            "programs": programs_json(self),
             "parity": None if self.parity_o is None else {
                 **self.parity_o.to_dict(), "state": self.parity_state.to_dict(), "pass": self.passed,
                 "first_failing_chunk": self.first_failing_chunk, "note": self.note},
-            "overflow": _overflow(ex),
-            "workspace_error": self.workspace_error,
-            "capacity_error": self.capacity_error,
             "errors": None if self.parity_o is None else {
                 "o": _json_err(self.parity_o.rel_rms_err), "final_state": _json_err(self.parity_state.rel_rms_err),
                 "o_per_chunk": [_json_err(e) for e in self.chunk_errors]},
+            "overflow": _overflow(ex),
+            "workspace_error": self.workspace_error,
+            "capacity_error": self.capacity_error,
             "precision": _policy_json(ex),
             "attribution": self.attribution.to_dict() if self.attribution is not None else None,
+            "memory": plans_json(self) if dr is not None else None,
         }
-        if self.design_report is not None:
-            out["design"] = self.design_report.to_dict()
-            out["memory"] = plans_json(self)
-            out["interleave"] = s.interleave
-            out["seqlens"] = list(s.seqlens) if s.seqlens else None
-        g = ex.graph
-        out.update(syncs_per_chunk=len(g.syncs), sync_bytes_per_chunk=g.sync_bytes,
-                   sync_tensors=[list(x.tensors) for x in g.syncs],
-                   redundant_bytes_per_chunk=g.redundant_bytes, unused_bytes_per_chunk=g.unused_bytes,
-                   macs_by_phase=g.macs_by_phase(), element_ops_by_phase=g.element_ops_by_phase())
-        if r is not None:
-            out["state_handoffs"] = {"per_chunk": 1 if r.state.mode else 0, "total": r.state.handoffs,
-                                     "mode": r.state.mode, "rides_on": r.state.rides_on, "bytes": r.state.nbytes}
-            out["latency_us"] = {"serial": r.serial_us, "pipelined": r.pipelined_us, "bound": r.bound_us,
-                                 "sync": r.sync_us_per_chunk, "state_sync": r.state.time_us,
-                                 "bound_unit": r.bound_unit_us, "bound_chain": r.bound_chain_us,
-                                 "launch": r.launch_us}
-            out["speedup"] = r.speedup
-            out["efficiency"] = r.efficiency
-            out["utilization"] = {"cube": r.utilization.get("cube", 0.0), "vec": r.utilization.get("vec", 0.0),
-                                  **{k: v for k, v in r.utilization.items() if k.startswith("link")}}
-            out["phase_us"] = r.phase_us
-            out["cores"] = r.cores
-            tokens = s.batch * s.T
-            out["chip"] = {"ai_cores": r.ai_cores, "cores_used": r.cores, "waves": r.waves,
-                           "layer_latency_us": r.pipelined_us, "tokens_per_s": tokens / (r.pipelined_us * 1e-6),
-                           "head_tokens_per_s": tokens * s.heads / (r.pipelined_us * 1e-6),
-                           "cube_roofline_us": r.roofline_us, "roofline_efficiency": r.roofline_efficiency,
-                           "utilization": r.chip_utilization, "shared_bandwidth_utilization": r.shared_utilization}
-            if self.pipelined is not None and self.pipelined.trace is not None:
-                from npusim.output.overlap import analyse      # interval-merging metrics of the pipelined run
-                out["overlap"] = analyse(self.pipelined).to_dict()
-        return out
 
 
 def plans_of(r) -> list[tuple]:

@@ -202,18 +202,9 @@ def _pct(x) -> str:
 
 
 def lines(rows, diag, result, floors, influences) -> list[str]:
-    out = [f"{'id':24} {'measured':>10} {'predicted':>10} {'error':>6}  {'90 % interval':>20} {'in':>3}"
-           f" {'affine':>9} {'error':>6}" + (f" {'fitted':>9} {'error':>6}" if result else "") + "  held out"]
-    for r in rows:
-        iv = f"[{r.p05 / 1000:.2f}, {r.p95 / 1000:.2f}] ms" if not math.isnan(r.p05) else "-"
-        inside = "-" if math.isnan(r.p05) else ("yes" if r.inside else "no")
-        line = (f"{r.id:24} {r.measured_us / 1000:8.3f}ms {r.predicted_us / 1000:8.3f}ms {r.error:+6.0%}  {iv:>20} "
-                f"{inside:>3}")
-        line += (f" {r.affine_us / 1000:7.3f}ms {r.affine_error:+6.0%}" if not math.isnan(r.affine_us)
-                 else f" {'-':>9} {'-':>6}")
-        if result:
-            line += f" {r.fitted_us / 1000:7.3f}ms {r.fitted_error:+6.0%}"
-        out.append(line + ("  held out" if r.held_out else ""))
+    """What the table of the rows (kda/views/render_validate.py) leaves out: the summaries, the affine
+    diagnostic, the fit."""
+    out = []
     s = summary(rows)
     out.append(f"shipped profile: mean |error| {_pct(s['all']['mean_abs'])} over {s['all']['n']} rows "
                f"(largest {_pct(s['all']['max_abs'])}); held out: {_pct(s['held_out']['mean_abs'])}"

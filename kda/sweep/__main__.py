@@ -12,26 +12,31 @@ import sys
 import time
 from pathlib import Path
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise SystemExit(_fail(f"{self.prog}: {message}"))
+from kda.cli.common import Parser, fail, prog_name
 
 
 def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
+    return fail(message)
 
 
 def run_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m kda.sweep", description="Run every point of a sweep spec (TOML). Exit status: 0 every "
-                "point ran, 1 the table is written but some points failed (their rows say why), 2 bad input.")
+    prog = prog_name("kda.sweep")
+    p = Parser(prog=prog, description="Run every point of a sweep spec (TOML): one row per point, with its "
+               "settings, status, error and metrics. Exit status: 0 every point ran; 1 the table is written but "
+               "some points failed (their rows say why); 2 bad input.", epilog=f"""examples:
+  # every point of a spec on a local Dask cluster, one worker per core
+  {prog} benchmarks/sweep_kimi.toml -o kimi.parquet
+  # in this process (no Dask), then the Pareto front and heat maps of the table
+  {prog} spec.toml --workers 0 -o results.parquet
+  {prog} plot results.parquet --heatmap sync.latency_us,chunk-size""")
     p.add_argument("spec", type=Path, help="the spec file: [axes], [fixed], metrics, numerics")
     p.add_argument("-o", "--output", type=Path, help="the table (.parquet, or .csv); default SPEC.parquet "
                    "(.csv without pyarrow)")
     p.add_argument("--workers", type=int, help="worker processes of the local Dask cluster (default: one per "
                    "core); 0 runs in this process")
-    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="an existing Dask cluster's scheduler")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="an existing Dask cluster's scheduler. It "
+                   "connects to any scheduler at that address, and Dask exchanges pickles with it: a scheduler "
+                   "or worker can run code in this process, so name only a cluster you trust")
     p.add_argument("--cache", type=Path, help="the cache of finished points (default OUTPUT.cache.jsonl)")
     p.add_argument("--no-cache", action="store_true", help="run every point, read and write no cache")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary line")
@@ -39,7 +44,7 @@ def run_parser() -> argparse.ArgumentParser:
 
 
 def plot_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m kda.sweep plot", description="Pareto front, heat maps and the best point "
+    p = Parser(prog=prog_name("kda.sweep") + " plot", description="Pareto front, heat maps and the best point "
                 "per shape of a sweep's table.")
     p.add_argument("table", type=Path, help="a sweep's .parquet or .csv")
     p.add_argument("-o", "--outdir", type=Path, help="where the figures go (default TABLE_plots/)")

@@ -27,11 +27,11 @@ def axes(df) -> list[str]:
 
 
 def latency_column(df) -> str:
-    for c in ("design.latency_us", "latency_us.pipelined", "chip.layer_latency_us"):
-        if c in df.columns and df[c].notna().any():
-            return c
-    raise PlotError("the table has no latency column (design.latency_us or latency_us.pipelined): "
-                    "were they left out of the spec's metrics, or did every point fail?")
+    c = "layer.latency_us"
+    if c in df.columns and df[c].notna().any():
+        return c
+    raise PlotError("the table has no latency column (layer.latency_us): was it left out of the spec's "
+                    "metrics, or did every point fail?")
 
 
 def with_objectives(df):
@@ -173,9 +173,5 @@ def plot_table(path: str | Path, outdir: str | Path | None = None, heatmaps: lis
 
 
 def markdown_table(df) -> str:
-    """A DataFrame as a markdown table (numbers to 4 significant digits)."""
-    def cell(x):
-        return f"{x:.4g}" if isinstance(x, float) else str(x)
-    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
-    lines += ["| " + " | ".join(cell(x) for x in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join(lines)
+    """A DataFrame as a markdown table (pandas' to_markdown; numbers to 4 significant digits)."""
+    return df.to_markdown(index=False, floatfmt=".4g")

@@ -29,8 +29,6 @@ def run_point(version: str, settings: Settings, threads: int | None = None) -> t
         return {"status": FAILED, "error": str(err)}, True
     except Exception as err:  # noqa: BLE001 - a sweep outlives any one point
         return {"status": FAILED, "error": f"{type(err).__name__}: {err}"}, False
-    if "design" not in data and getattr(r, "design_report", None) is not None:
-        data["design"] = r.design_report.to_dict()
     data["workspace_kib"] = workspace_kib(r)
     error = r.workspace_error or getattr(r, "capacity_error", None) or _overflow_text(data.get("overflow"))
     return {"status": FAILED if error else OK, "error": error, **flatten(data)}, True

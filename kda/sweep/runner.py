@@ -149,9 +149,10 @@ class _Bar:
 
     def __enter__(self):
         if self.enabled:
+            from rich.console import Console
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
             self.bar = Progress(TextColumn("sweep"), BarColumn(), TextColumn("{task.description}"),
-                                TimeElapsedColumn(), transient=True)
+                                TimeElapsedColumn(), transient=True, console=Console(stderr=True))
             self.bar.__enter__()
             self.task = self.bar.add_task(self._text(), total=self.total, completed=self.done)
         return self

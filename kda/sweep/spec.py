@@ -1,7 +1,7 @@
 """A sweep spec (TOML): axes and their values, fixed settings, the metrics to keep, numerics on or off.
 
     numerics = false                      # default true
-    metrics = ["design.latency_us", "errors"]   # columns to keep, by dotted name or prefix; default: all
+    metrics = ["layer.latency_us", "errors"]   # columns to keep, by dotted name or prefix; default: all
 
     [axes]                                # every combination is one point; the first axis varies slowest
     version = ["v3", "v4"]                # any long option of `python -m kda.run`, without the dashes
@@ -35,6 +35,7 @@ from kda.cli.run import _settings, build_parser, parse_args
 
 # kda.cli.run options that shape output, not the run: not axes
 NOT_AXES = {"json": "an output format", "trace": "an output file", "plot": "an output file",
+            "trace-window": "a cut of the output file",
             "strict": "an exit-status rule", "serial": "a display choice", "help": "help",
             "inputs": "a file of tensors (a sweep generates its inputs)",
             "set": "written as SECTION.FIELD axes, e.g. \"sync.latency_us\"",
@@ -84,7 +85,7 @@ class Spec:
         for i, combo in enumerate(itertools.product(*(self.axes[n] for n in names))):
             values = dict(zip(names, combo))
             options = {**self.fixed, **values}
-            out.append(Point(i, str(options.get("version", _default("version"))),
+            out.append(Point(i, str(options.get("version", _default("version") or "v3")),
                              {column(n): v for n, v in values.items()},
                              point_settings(options, self.numerics, self.keep_trace())))
         return out
@@ -161,7 +162,7 @@ def parse_spec(raw: dict, origin: str = "spec") -> Spec:
         raise SpecError(f"{origin}: numerics must be true or false, got {numerics!r}")
     metrics = raw.get("metrics", [])
     if not isinstance(metrics, list) or not all(isinstance(m, str) and m for m in metrics):
-        raise SpecError(f"{origin}: metrics must be a list of column names, e.g. [\"design.latency_us\"]")
+        raise SpecError(f"{origin}: metrics must be a list of column names, e.g. [\"layer.latency_us\"]")
     axes = {_name(k, origin, "axis"): v for k, v in axes.items()}
     fixed = {_name(k, origin, "fixed setting"): v for k, v in fixed.items()}
     both = set(axes) & set(fixed)

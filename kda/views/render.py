@@ -269,13 +269,14 @@ def side_by_side(results: list[VersionResult]) -> Table:
         row("worst hand-off (attribution)", lambda r: "" if r.attribution is None or not r.attribution.payloads
             else f"{r.attribution.payloads[0].name} {_err(r.attribution.payloads[0].err)}")
     row("overflow", lambda r: str(r.execution.nonfinite) if r.execution.nonfinite else "none")
-    row("syncs per chunk", lambda r: f"{len(r.execution.graph.syncs)}" + doc(r, "syncs"))
+    graphs = lambda r: r.execution.pass_graphs          # every pass: the same counts as the designs' table
+    row("syncs per chunk (all passes)", lambda r: f"{sum(len(g.syncs) for g in graphs(r))}" + doc(r, "syncs"))
     row("state hand-off", lambda r: (f"rides on {r.report.state.rides_on}" if r.report and r.report.state.rides_on
                                      else "own sync" if r.report and r.report.state.mode else ""))
-    row("KiB per chunk", lambda r: f"{sum(r.execution.graph.sync_bytes) / KIB:g}" + doc(r, "total_kib"))
-    row("redundant / unused KiB", lambda r: f"{r.execution.graph.redundant_bytes / KIB:g} / "
-                                            f"{r.execution.graph.unused_bytes / KIB:g}")
-    row("Cube MACs per chunk", lambda r: f"{r.execution.graph.macs / 1e6:.2f} M"
+    row("KiB per chunk", lambda r: f"{sum(sum(g.sync_bytes) for g in graphs(r)) / KIB:g}" + doc(r, "total_kib"))
+    row("redundant / unused KiB", lambda r: f"{sum(g.redundant_bytes for g in graphs(r)) / KIB:g} / "
+                                            f"{sum(g.unused_bytes for g in graphs(r)) / KIB:g}")
+    row("Cube MACs per chunk", lambda r: f"{sum(g.macs for g in graphs(r)) / 1e6:.2f} M"
         + (f" (doc {CLAIMS[r.version]['total_macs'] / 1e6:g} M)" if "total_macs" in CLAIMS.get(r.version, {}) else ""))
     rep = lambda r, f: f(r.report) if r.report else (r.workspace_error and "does not fit") or ""
     row("sync µs per chunk (serial)", lambda r: rep(r, lambda x: f"{x.sync_us_per_chunk:.2f}") + doc(r, "sync_us"))
@@ -300,10 +301,18 @@ def _overlap_cell(r: VersionResult) -> str:
     return f"{o.concurrent_us:.1f}, " + ("—" if o.period_us is None else f"{o.period_us:.2f}")
 
 
-def make_console() -> Console:
-    """Rich's own width on a terminal; 120 columns in logs and pipes, where it would pick 80."""
+WIDE = 400          # columns when nothing says the width: wider than any table the commands print
+
+
+def make_console(stderr: bool = False) -> Console:
+    """The terminal's width on a terminal; COLUMNS when set; otherwise (a pipe, a log) wide enough that no
+    table is cut, where rich would pick 80 columns: tables keep their natural width."""
+    import os
     import sys
-    return Console() if sys.stdout.isatty() else Console(width=120)
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty() or os.environ.get("COLUMNS", "").isdigit():
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=WIDE)
 
 
 def print_results(results: list[VersionResult], console: Console | None = None) -> None:

@@ -59,7 +59,7 @@ def designs_side_by_side(results: list[VersionResult]) -> Table:
     row("Cube roofline efficiency", lambda d: f"{d.roofline_efficiency:.1%}")
     row("launches / barriers", lambda d: f"{d.launches} / {d.barriers}")
     row("passes", lambda d: str(len(d.passes)))
-    row("syncs per chunk", lambda d: str(d.syncs_per_chunk))
+    row("syncs per chunk (all passes)", lambda d: str(d.syncs_per_chunk))
     row("hand-off KiB per chunk", lambda d: f"{d.sync_bytes_per_chunk / KIB:g}")
     row("HBM GB", lambda d: f"{d.hbm_bytes / GB:.3f}")
     row("cores used (most)", lambda d: str(max(p.cores for p in d.passes)))

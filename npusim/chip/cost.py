@@ -6,15 +6,21 @@ Vector phase: sum over ops of elements / (lanes x Vector units) + per-instructio
 Both:         GM inputs loaded and outputs stored at the per-core GM rate (phase_us: the model without the
               core's pipes; template.py times phases through pipes.py, which splits them into tiles)
 Sync:         fixed latency + bytes / bandwidth
+With the profile's [isa] table (isa.py) an op costs what the measured instruction tables charge instead.
 """
 from __future__ import annotations
 
 from npusim.record.graph import CUBE, Phase
 from npusim.record.ops import MATMUL, SEQUENTIAL
 from npusim.chip.profile import Profile
+from npusim.chip import isa
 
 
 def op_us(op, unit: str, profile: Profile) -> float:
+    if isa.enabled(profile):
+        if unit == CUBE:
+            return profile.cycles_to_us(isa.cube_op_cycles(op, profile))
+        return profile.cycles_to_us(isa.vector_op_cycles(op, profile, profile.chip.vec_per_core))
     if unit == CUBE:
         if op.kind != MATMUL or op.macs == 0:
             return 0.0

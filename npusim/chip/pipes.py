@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from npusim.chip.capacity import (TILE, capacity_bytes, fitting_tiles, footprint, l0_tiles, l0_use, max_tiles,
                        memory_name, reload_bytes, share, tile_bytes)
+from npusim.chip import isa
 from npusim.chip.cost import op_us
 from npusim.record.graph import CUBE, Phase
 from npusim.chip.profile import Profile
@@ -148,11 +149,54 @@ def _rate(profile: Profile, pipe: str) -> float:
     return profile.pipe_gbps(pipe) * 1e3        # bytes per us
 
 
+def _rows(local) -> int:
+    """Strided rows of a GM tile: a [.., C, D] tile is C rows (one per token); a vector is one."""
+    shape = [d for d in local.shape if d > 1]
+    return shape[-2] if len(shape) >= 2 else 1
+
+
+def _isa_io_us(phase: Phase, profile: Profile, tiles: int) -> tuple[float, float, float]:
+    """Per tile, with the [isa] table: MTE2 loads and MTE3 stores as one DataCopy per buffer, on each of the
+    Vector units that split the phase (a whole buffer once, split over the tiles); the Vector units' casts
+    of 16-bit buffers to and from fp32. A Cube phase's results leave L0C through the FixPipe inside each
+    matmul (isa.cube_op_cycles), so its store segment is empty."""
+    cube = phase.unit == CUBE
+    units = 1 if cube else profile.chip.vec_per_core
+    align = profile.core.align_bytes
+    load = cast = store = 0.0
+    for lo in phase.locals:
+        numel = math.prod(lo.shape) if lo.shape else 1
+        narrow = lo.nbytes / max(numel, 1) < 4
+        if lo.source == "gm":
+            nbytes = lo.nbytes / tiles if lo.whole else tile_bytes(lo, tiles, align)
+            load += isa.load_cycles(profile, nbytes / units, to_l1=cube, rows=_rows(lo) / (1 if cube else units))
+            if narrow and not cube:
+                cast += isa.cast_cycles(profile, numel / tiles / units)
+    stored = [lo for lo in phase.locals if lo.stored]
+    made = sum(lo.nbytes for lo in stored)
+    if made and not cube:
+        ratio = phase.gm_write_bytes / made
+        for lo in stored:
+            numel = math.prod(lo.shape) if lo.shape else 1
+            store += isa.store_cycles(profile, tile_bytes(replace(lo, nbytes=lo.nbytes * ratio), tiles, align) / units,
+                                      from_l0c=False, rows=_rows(lo) / units)
+            if ratio < 1:
+                cast += isa.cast_cycles(profile, numel / tiles / units)
+    us = profile.cycles_to_us
+    return us(load), us(cast), us(store)
+
+
 def _timing(phase: Phase, profile: Profile, tiles: int, buffers: int) -> tuple[PipeTiming, float, float, int]:
     load, store = _gm_bytes(phase, tiles, profile.core.align_bytes)
     extra = reload_bytes(phase, tiles)
     load += extra
     store_pipe = FIXPIPE if phase.unit == CUBE else MTE3
+    if isa.enabled(profile):
+        lu, cu, su = _isa_io_us(phase, profile, tiles)
+        lu += extra / tiles / (profile.isa.gm_l1_bytes_per_cycle if phase.unit == CUBE else
+                               profile.isa.gm_ub_bytes_per_cycle * profile.chip.vec_per_core) / (profile.chip.clock_ghz * 1e3)
+        timing = PipeTiming(tiles, buffers, lu, tile_compute_us(phase, profile, tiles) + cu, su, store_pipe)
+        return timing, load, store, extra
     lr, sr = _rate(profile, MTE2), _rate(profile, store_pipe)
     timing = PipeTiming(tiles, buffers, (load / lr if load else 0.0) / tiles, tile_compute_us(phase, profile, tiles),
                         (store / sr if store else 0.0) / tiles, store_pipe)

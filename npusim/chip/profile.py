@@ -83,9 +83,40 @@ class Core:
     buffer_num: int = 1               # 1: load, compute, store in series; 2: double buffering (BUFFER_NUM = 2)
 
 
+@dataclass(frozen=True)
+class Isa:
+    """The core's instructions and transfers as measured (npusim/chip/isa.py). A profile without the table
+    (`enabled = 0`) keeps the model before it: elements / lanes per Vector op, MACs / rate per matmul,
+    bytes / rate per transfer. Cycles at the chip's clock; a repeat is 256 bytes of the source operand."""
+    enabled: float = 0.0                    # 1: cost ops and transfers with the fields below; 0: as before
+    vec_repeat_bytes: float = 256.0         # one Vector repeat: 8 blocks of 32 B
+    vec_min_cycles: float = 3.0             # the least one Vector instruction takes (one repeat)
+    vec_binary_cycles: float = 2.0          # per repeat: two tensors in (add, sub, mul, max, min, select, compare)
+    vec_unary_cycles: float = 1.0           # per repeat: tensor and scalar (adds, muls), casts, copies, broadcasts
+    vec_exp_cycles: float = 2.0             # per repeat: exp, ln (fp32)
+    vec_div_cycles: float = 4.0             # per repeat: div, sqrt
+    vec_reduce_cycles: float = 3.0          # per repeat: a sum along the row (vcadd)
+    vec_dependent_cycles: float = 0.0       # an instruction waiting for the one before (pipe_barrier(PIPE_V))
+    mmad_fixed_cycles: float = 2.0          # per matmul instruction
+    mmad_fractal_cycles: float = 1.0        # per 16 x 16 x 16 fractal of 16-bit operands
+    mte1_l0a_bytes_per_cycle: float = 263.0 # L1 -> L0A
+    mte1_l0b_bytes_per_cycle: float = 131.6 # L1 -> L0B
+    mte1_fixed_cycles: float = 2.0
+    gm_l1_fixed_cycles: float = 206.0       # MTE2 GM -> L1, per transfer
+    gm_l1_bytes_per_cycle: float = 174.0
+    gm_burst_cycles: float = 0.0            # per row after the first of a strided DataCopy (a head's rows in
+                                            # FLA's [B, T, H, D] layout lie H x D apart)
+    gm_ub_fixed_cycles: float = 64.0        # MTE2 GM -> UB, per transfer
+    gm_ub_bytes_per_cycle: float = 47.7
+    ub_gm_fixed_cycles: float = 88.0        # MTE3 UB -> GM, per transfer
+    ub_gm_bytes_per_cycle: float = 73.1
+    fixpipe_min_cycles: float = 85.0        # FixPipe L0C -> GM / L1, per transfer: the larger of this and
+    fixpipe_bytes_per_cycle: float = 122.6  # the fp32 bytes over this rate
+
+
 _SECTIONS = {"chip": Chip, "cube": Cube, "vector": Vector, "sync": Sync, "memory": Memory,
-             "workspace": Workspace, "core": Core}
-_OPTIONAL_SECTIONS = {"core"}       # a file without the table gets the defaults (the model as before)
+             "workspace": Workspace, "core": Core, "isa": Isa}
+_OPTIONAL_SECTIONS = {"core", "isa"}    # a file without the table gets the defaults (the model as before)
 
 
 @dataclass(frozen=True)
@@ -99,6 +130,7 @@ class Profile:
     memory: Memory
     workspace: Workspace
     core: Core = Core()
+    isa: Isa = Isa()
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict, compare=False)
     range_reasons: dict[str, str] = field(default_factory=dict, compare=False)
@@ -339,7 +371,8 @@ def _check_number(value, type_name: str, where: str, origin: str):
 _POSITIVE = {"clock_ghz", "macs_per_cycle", "fp32_macs_per_cycle", "elems_per_cycle", "bandwidth_gbps",
              "gm_bandwidth_gbps", "chip_bandwidth_gbps", "l2_bandwidth_gbps", "slot_kib",
              "ub_kib", "l1_kib", "l0a_kib", "l0b_kib", "l0c_kib", "mte2_gbps", "mte3_gbps", "fixpipe_gbps",
-             "align_bytes"}
+             "align_bytes", "vec_repeat_bytes", "mte1_l0a_bytes_per_cycle", "mte1_l0b_bytes_per_cycle",
+             "gm_l1_bytes_per_cycle", "gm_ub_bytes_per_cycle", "ub_gm_bytes_per_cycle", "fixpipe_bytes_per_cycle"}
 # Fields whose infinity means "not modelled" (no contention, no capacity limit); every other must be finite.
 _MAY_BE_INF = {"memory.gm_bandwidth_gbps", "memory.chip_bandwidth_gbps", "memory.l2_bandwidth_gbps",
                *(f"core.{n}_kib" for n in ("ub", "l1", "l0a", "l0b", "l0c")),
@@ -359,4 +392,6 @@ _DEFAULT_SOURCE = {
        for n in ("mte2", "mte3", "fixpipe")},
     "core.align_bytes": "not in the profile: no padding (the model before pipes)",
     "core.buffer_num": "not in the profile: load, compute and store in series (the model before pipes)",
+    **{f"isa.{f.name}": "not in the profile: the model before the instruction tables (isa.enabled = 0)"
+       for f in fields(Isa)},
 }

@@ -22,6 +22,8 @@ import os
 import sys
 from pathlib import Path
 
+import tomli_w
+
 from npusim.errors import NpuSimError
 from npusim.fit.least_squares import Fit, fit
 from npusim.chip.floor import FloorPredictors
@@ -75,16 +77,16 @@ def calibrate(path: str | Path, profile: Profile, kernels: str = "kda.kernels.re
 
 
 def profile_toml(fitted: Profile, result: Fit, data: str, date: str) -> str:
-    """The whole profile as TOML, every field with its source; fitted fields say FIT."""
+    """The whole profile as TOML (values written by tomli_w), every field with its source; fitted fields
+    say FIT."""
     fit_by = {f.field: f for f in result.fields if f.determined}
-    lines = [f"# Calibrated by python -m npusim.calibrate from {data} on {date}.",
-             f"name = {json.dumps(fitted.name)}", f"description = {json.dumps(fitted.description)}"]
+    doc: dict = {"name": fitted.name, "description": fitted.description}
     raw = fitted.as_dict()
     for section in _SECTIONS:
-        lines += ["", f"[{section}]"]
+        doc[section] = {}
         for name, value in raw[section].items():
             key = f"{section}.{name}"
-            parts = [f"value = {_toml_number(value)}"]
+            entry: dict = {"value": value}
             if key in fit_by:
                 f = fit_by[key]
                 note = f", {f.rel_se:.1%} standard error" if math.isfinite(f.rel_se) else ""
@@ -96,21 +98,25 @@ def profile_toml(fitted: Profile, result: Fit, data: str, date: str) -> str:
                 if undetermined is not None:
                     source += f" [not fitted to {data}: {undetermined.why}]"
             if source:
-                parts.append(f"source = {json.dumps(source, ensure_ascii=False)}")
+                entry["source"] = source
             if key in fitted.ranges:
-                lo, hi = fitted.ranges[key]
-                parts.append(f"range = [{_toml_number(lo)}, {_toml_number(hi)}]")
-                parts.append(f"range_reason = {json.dumps(fitted.range_reasons[key], ensure_ascii=False)}")
-            lines.append(f"{name} = {{ {', '.join(parts)} }}")
+                entry["range"] = list(fitted.ranges[key])
+                entry["range_reason"] = fitted.range_reasons[key]
+            doc[section][name] = entry
+    lines = [f"# Calibrated by python -m npusim.calibrate from {data} on {date}.",
+             _toml_pair("name", doc["name"]), _toml_pair("description", doc["description"])]
+    for section in _SECTIONS:         # one line per field, an inline table as in the shipped profiles
+        lines += ["", f"[{section}]"]
+        lines += [f"{name} = {{ {', '.join(_toml_pair(k, v) for k, v in entry.items())} }}"
+                  for name, entry in doc[section].items()]
     return "\n".join(lines) + "\n"
 
 
-def _toml_number(x) -> str:
-    if isinstance(x, int):
-        return str(x)
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return repr(float(x))
+def _toml_pair(key: str, value) -> str:
+    """'key = value' with the value as tomli_w writes it (quoting, escapes, inf and nan); arrays on one line."""
+    if isinstance(value, (list, tuple)):
+        return f"{key} = [{', '.join(_toml_pair('v', x)[4:] for x in value)}]"
+    return tomli_w.dumps({key: value}).strip()
 
 
 def report_lines(result: Fit, rows) -> list[str]:
@@ -136,14 +142,24 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(_fail(f"{self.prog}: {message}"))
 
 
+EXAMPLES = """examples:
+  # fit the assumed fields of the shipped profile to your timings, and write the fitted profile
+  python -m npusim.calibrate my_timings.csv --out my-910b.toml
+  # msprof's op summary, other operators skipped, only two fields
+  python -m npusim.calibrate op_summary_0.csv --ignore-unknown --fields sync.latency_us,cube.fp32_macs_per_cycle"""
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog="python -m npusim.calibrate", description=__doc__.splitlines()[0])
+    p = _Parser(prog="python -m npusim.calibrate", description=__doc__.splitlines()[0], epilog=EXAMPLES,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("data", type=Path, help="measured timings: a CSV with kernel, shape, dtype, measured_us, "
                    "or msprof's op_summary_*.csv")
-    p.add_argument("--profile", default="ascend-910b2", help="profile to start from (name or .toml path)")
-    p.add_argument("--out", type=Path, help="write the fitted profile here (default: print it)")
-    p.add_argument("--fields", help="comma-separated fields to fit (default: every ranged field)")
-    p.add_argument("--kernels", default="kda.kernels.registry", help="module that models the kernels (resolve())")
+    p.add_argument("--profile", default="ascend-910b2", metavar="NAME|FILE.toml",
+                   help="profile to start from (default: ascend-910b2)")
+    p.add_argument("--out", type=Path, metavar="FILE.toml", help="write the fitted profile here (default: print it)")
+    p.add_argument("--fields", metavar="FIELD,...", help="comma-separated fields to fit (default: every ranged field)")
+    p.add_argument("--kernels", default="kda.kernels.registry", metavar="MODULE",
+                   help="module that models the kernels, with resolve() (default: kda.kernels.registry)")
     p.add_argument("--ignore-unknown", action="store_true", help="skip rows of kernels the model does not know "
                    "(other operators in an msprof summary) instead of failing")
     p.add_argument("--host-floor", action="store_true", help="the timings include a constant host time "

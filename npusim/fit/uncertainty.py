@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
+from scipy.stats import qmc
 
 from npusim.chip.profile import Profile
 
@@ -36,13 +38,12 @@ def assumptions(profile: Profile, fixed=()) -> list[Assumption]:
 
 
 def latin_hypercube(n: int, d: int, seed: int) -> np.ndarray:
-    """n points in [0, 1)^d, one in each of the n strata of every axis."""
+    """n points in [0, 1)^d, one in each of the n strata of every axis (scipy.stats.qmc)."""
     if n < 1:
         raise ValueError(f"the number of samples must be >= 1, got {n}")
-    rng = np.random.default_rng(seed)
-    u = rng.random((n, d))
-    strata = np.stack([rng.permutation(n) for _ in range(d)], axis=1) if d else np.zeros((n, 0))
-    return (strata + u) / n
+    if d == 0:
+        return np.zeros((n, 0))
+    return qmc.LatinHypercube(d=d, rng=np.random.default_rng(seed)).random(n)
 
 
 def sample_values(fields: list[Assumption], n: int, seed: int) -> np.ndarray:
@@ -81,22 +82,12 @@ def interval(samples, nominal: float) -> Interval:
     return Interval(float(p50), float(p5), float(p95), nominal)
 
 
-def _ranks(x: np.ndarray) -> np.ndarray:
-    """Average ranks (ties share their mean rank)."""
-    order = np.argsort(x, kind="stable")
-    ranks = np.empty(len(x))
-    ranks[order] = np.arange(len(x), dtype=float)
-    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
-    sums = np.bincount(inverse, weights=ranks)
-    return (sums / counts)[inverse]
-
-
 def spearman(x, y) -> float:
-    """Spearman rank correlation; 0 where either side is constant."""
-    rx, ry = _ranks(np.asarray(x, float)), _ranks(np.asarray(y, float))
-    rx, ry = rx - rx.mean(), ry - ry.mean()
-    den = math.sqrt(float(rx @ rx) * float(ry @ ry))
-    return 0.0 if den == 0 else float(rx @ ry) / den
+    """Spearman rank correlation (ties share their mean rank); 0 where either side is constant."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return 0.0
+    return float(stats.spearmanr(x, y).statistic)
 
 
 @dataclass(frozen=True)

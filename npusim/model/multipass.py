@@ -80,23 +80,27 @@ def templates(design: Design, graphs: list[PhaseGraph], profile: Profile, state_
     CapacityError if a phase does not fit its unit's memory and is refused (`capacity` "refuse") or no
     tiling fits. A pass's program may declare how its state travels (`@phase_program(..., state_handoff="own")`);
     otherwise `state_handoff` applies."""
-    return [build_template(g, profile, p.program.notes.get("state_handoff", state_handoff), capacity=capacity)
+    return [build_template(g, p.on(profile), p.program.notes.get("state_handoff", state_handoff), capacity=capacity)
             for g, p in zip(graphs, design.passes)]
 
 
 def simulate_design(design: Design, tpls: list[Template], profile: Profile, chunk_counts: list[int], *,
-                    serial: bool = False, interleave: int = 1, trace: bool = True) -> DesignRun:
-    """Replay every pass of `design` for sequences of `chunk_counts` chunks each."""
+                    serial: bool = False, interleave: int = 1, trace: bool = True, heads: int = 1) -> DesignRun:
+    """Replay every pass of `design` for sequences of `chunk_counts` chunks each (`heads` consecutive
+    entries are the heads of one sequence: a pass whose items hold every head counts each sequence once)."""
     counts = [int(c) for c in chunk_counts]
     t = 0.0
     out: list[PassRun] = []
     for i, (p, tpl) in enumerate(zip(design.passes, tpls)):
-        boundary = profile.chip.barrier_us if (i and p.boundary == BARRIER) else profile.chip.launch_overhead_us
+        boundary = profile.chip.barrier_us * p.barriers if (i and p.boundary == BARRIER) else \
+            profile.chip.launch_overhead_us
+        on = p.on(profile)
+        mine = counts[::heads] if p.all_heads else counts
         if p.layout == CHUNKS:
-            items = sum(counts)
-            run = simulate(tpl, profile, chunks=1, sequences=items, serial=serial, trace=trace)
+            items = sum(mine)
+            run = simulate(tpl, on, chunks=1, sequences=items, serial=serial, trace=trace)
         else:
-            run = simulate(tpl, profile, chunks=counts, sequences=len(counts), serial=serial, trace=trace,
+            run = simulate(tpl, on, chunks=mine, sequences=len(mine), serial=serial, trace=trace,
                            interleave=interleave)
         t += boundary
         out.append(PassRun(p, run, t, boundary))

@@ -31,7 +31,9 @@ of its passes' makespans and boundaries (every pass ends on all cores before the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from dataclasses import replace as _replace
 
+from npusim.chip.profile import Profile
 from npusim.record.program import PhaseProgram
 
 FUSED, CHUNKS, SEQUENTIAL = "fused", "chunks", "sequential"
@@ -47,6 +49,12 @@ class Pass:
     layout: str = FUSED
     boundary: str = LAUNCH            # how the pass starts after the previous one (the first always launches)
     reverse: bool = False             # walk the chunks from the last to the first (backward passes)
+    slots: int | None = None          # workspace slots the kernel gives a core (None: the profile's ping/pong)
+    vec_units: int | None = None      # Vector units of a core the kernel uses (None: all; 1: AIV0 only)
+    all_heads: bool = False           # an item is one chunk of every head at once (a [C, H] tile), not one head
+    barriers: int = 1                 # with boundary BARRIER: SyncAlls before it (0: runs on straight away)
+    buffers: int | None = None        # the kernel's BUFFER_NUM (None: the profile's); 1 also serialises a
+                                      # matmul's MTE1 loads and its MMAD (a single L0A/L0B buffer)
 
     def __post_init__(self):
         if self.layout not in LAYOUTS:
@@ -63,6 +71,20 @@ class Pass:
     @property
     def carries_state(self) -> bool:
         return self.layout != CHUNKS
+
+    def on(self, profile: Profile) -> Profile:
+        """The chip as this pass's kernel uses it: its workspace slots, buffers and Vector units, and
+        contiguous GM rows when an item holds every head."""
+        if self.slots is not None:
+            profile = _replace(profile, workspace=_replace(profile.workspace, slots=self.slots))
+        if self.buffers is not None:
+            profile = _replace(profile, core=_replace(profile.core, buffer_num=self.buffers))
+        if self.vec_units is not None:
+            profile = _replace(profile, chip=_replace(profile.chip, vec_per_core=min(self.vec_units,
+                                                                                    profile.chip.vec_per_core)))
+        if self.all_heads:               # a chunk of every head is a [C, H] block of [T, H]: contiguous rows
+            profile = _replace(profile, isa=_replace(profile.isa, gm_burst_cycles=0.0))
+        return profile
 
 
 @dataclass(frozen=True)
@@ -108,7 +130,7 @@ class Design:
 
     @property
     def barriers(self) -> int:
-        return sum(p.boundary == BARRIER for p in self.passes[1:])
+        return sum(p.barriers for p in self.passes[1:] if p.boundary == BARRIER)
 
 
 def single_pass(program: PhaseProgram) -> Design:

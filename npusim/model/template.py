@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from npusim.chip import isa
 from npusim.chip.capacity import TILE
 from npusim.record.graph import CUBE, VEC, Phase, PhaseGraph, Sync
 from npusim.chip.pipes import PhasePlan, PipeTiming, plan_phase
@@ -117,6 +118,7 @@ def build_template(graph: PhaseGraph, profile: Profile, state_handoff: str = RID
         if isinstance(s, Sync):
             syncs_into.setdefault(s.consumer, []).append(k)
     latency = profile.sync.latency_us
+    link_us = lambda nbytes, direction, payloads=None: _link_us(profile, nbytes, direction, payloads)
     nodes: list[Node] = []
     plans: list[PhasePlan] = []
     last_on_unit: dict[str, int] = {}
@@ -139,15 +141,18 @@ def build_template(graph: PhaseGraph, profile: Profile, state_handoff: str = RID
                               slot_add[k], slot_free[k], work, HBM, pipe))
         elif isinstance(s, Sync):
             extra = state.nbytes if ride_at is not None and order[k] is steps[ride_at] else 0
+            sizes = [(p.nbytes, p.dtype) for p in s.payload]
             nodes.append(Node(k, SYNC, s.name, s.label, f"link:{s.direction}",
-                              profile.transfer_us(s.nbytes + extra), profile.transfer_us(s.nbytes),
+                              link_us(s.nbytes + extra, s.direction, sizes + ([(extra, state.dtype)] if extra else [])),
+                              link_us(s.nbytes, s.direction, sizes),
                               latency, latency, s.nbytes + extra, s.nbytes,
                               (node_of_phase[s.producer],), slot_add[k], slot_free[k], 0.0, L2))
         else:   # an own state hand-off: nothing to do in a sequence's first chunk (the state is a GM input)
             state_node = k
             src = units[state.producer]
             dst = CUBE if src == VEC else VEC
-            nodes.append(Node(k, STATE, "state", "S", f"link:{src}->{dst}", profile.transfer_us(state.nbytes),
+            nodes.append(Node(k, STATE, "state", "S", f"link:{src}->{dst}",
+                              link_us(state.nbytes, f"{src}->{dst}", [(state.nbytes, state.dtype)]),
                               0.0, latency, 0.0, state.nbytes, 0, (), 0, 0, 0.0, L2))
 
     state_edges: list[tuple[int, int]] = []
@@ -177,6 +182,29 @@ def build_template(graph: PhaseGraph, profile: Profile, state_handoff: str = RID
     return Template(graph, tuple(nodes), tuple(sorted(set(state_edges))), tuple(sorted(set(war_edges))),
                     (RIDE if ride_at is not None else OWN if own_before is not None else None), state_sync,
                     release, use.resident_bytes, use, tuple(plans))
+
+
+def _link_us(profile: Profile, nbytes: int, direction: str, payloads) -> float:
+    """A hand-off's transfer time: bytes / sync bandwidth, or with the [isa] table one DataCopy per payload
+    tensor out of the producer (MTE3 from each Vector unit's half; a Cube result already left L0C through
+    the FixPipe in its matmul) and one into the consumer (MTE2 to L1, or to each Vector unit's UB), with the
+    Vector side's cast of a 16-bit tensor."""
+    if not isa.enabled(profile) or payloads is None:
+        return profile.transfer_us(nbytes)
+    units = profile.chip.vec_per_core
+    cycles = 0.0
+    for size, dtype in payloads:
+        if size <= 0:
+            continue
+        narrow = dtype in ("bf16", "fp16")
+        elements = size / (2 if narrow else 4) / units
+        if direction.startswith("vec"):
+            cycles += isa.store_cycles(profile, size / units, from_l0c=False) + isa.load_cycles(profile, size, to_l1=True)
+        else:
+            cycles += isa.load_cycles(profile, size / units, to_l1=False)
+        if narrow:
+            cycles += isa.cast_cycles(profile, elements)
+    return profile.cycles_to_us(cycles)
 
 
 def shared_rate(profile: Profile, shared: str | None) -> float:

@@ -34,6 +34,8 @@ class Op:
     steps: int = 0                # sequential: dependent steps
     operand_bytes: int = 4        # matmul: widest operand element size as stored
     shape: tuple[int, ...] = ()   # matmul: (M, N, K); others: output shape
+    scalar_operand: bool = False  # elementwise: fewer than two tensor inputs of more than one element
+    broadcast: bool = False       # elementwise: a tensor input smaller than the output, expanded first
 
     def describe(self) -> str:
         if self.kind == MATMUL:
@@ -129,7 +131,9 @@ def cost_of(kind: str, name: str, inputs: list[torch.Tensor], outputs: list[torc
     elements = outputs[0].numel() if outputs else (inputs[0].numel() if inputs else 0)
     if name == "__setitem__" and len(inputs) > 1:
         elements = inputs[-1].numel()
-    return Op(ELEMENTWISE, name, elements=elements, shape=tuple(outputs[0].shape) if outputs else ())
+    sizes = [x.numel() for x in inputs]
+    return Op(ELEMENTWISE, name, elements=elements, shape=tuple(outputs[0].shape) if outputs else (),
+              scalar_operand=sum(n > 1 for n in sizes) < 2, broadcast=any(1 < n < elements for n in sizes))
 
 
 class OpRecorder(TorchFunctionMode):

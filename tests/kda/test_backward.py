@@ -164,7 +164,7 @@ def test_bad_backward_requests_are_one_line_errors():
     with pytest.raises(KdaInputError, match="chunk_size must be a multiple of 16 and at least 32"):
         execute_backward(x.q, x.k, x.v, x.g, x.beta, None, None, do, version="v4", chunk_size=16)
     leaves = [t.clone().requires_grad_(True) for t in (x.q, x.k, x.v, x.g, x.beta)]
-    with pytest.raises(KdaInputError, match="'v3' has no backward program"):
+    with pytest.raises(KdaInputError, match="version='v3' under autograd: design 'v3' has no backward program"):
         kda.chunk_kda(*leaves, version="v3")
 
 
@@ -180,15 +180,25 @@ def test_cli_backward_reports_gradients_and_timing(capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--version", "v3"], "design 'v3' has no backward program"),
-    (["--version", "v5"], "design 'v5' has no backward program"),
-    (["--version", "v4", "--seqlens", "64,128"], "--backward does not take --seqlens yet"),
+    (["--version", "v3"], "--version: design 'v3' has no backward program"),
+    (["--version", "mform"], "--version: design 'mform' has no backward program"),
+    (["--version", "v4", "--uncertainty", "3"], "--backward does not take --uncertainty yet"),
 ])
 def test_cli_backward_errors_exit_2_with_one_line(capsys, args, message):
     size = [] if "--seqlens" in args else ["--chunks", "2"]          # --seqlens replaces --chunks
     assert main(["--backward", *args, *size, "--dk", "16", "--dv", "16"]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
+
+
+def test_cli_backward_defaults_to_v6_and_takes_seqlens(capsys):
+    assert main(["--backward", "--seqlens", "40,75", "--heads", "2", "--chunk-size", "32", "--dk", "16", "--dv", "16",
+                 "--dtype", "fp32", "--initial-state", "randn", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["version"] == "v6" and d["pass"] is True and set(d["parity"]) == set(GRADS)
+    assert max(p["rel_rms_err"] for p in d["parity"].values()) < 1e-5     # each sequence alone, fp64
+    # two sequences of 2 and 3 chunks of 32 and 2 heads: 10 (sequence, chunk) items through both passes
+    assert [(p["name"], p["items"]) for p in d["backward"]["passes"]] == [("v6.states", 10), ("v6.bwd", 10)]
 
 
 @pytest.mark.parametrize("make_do, message", [

@@ -97,7 +97,7 @@ def test_cli_runs_a_design_with_numerics_and_interleave(capsys):
                  "--interleave", "2", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["parity"]["pass"] and d["errors"]["o"] < 1e-5 and d["interleave"] == 2
-    assert [p["name"] for p in d["design"]["passes"]] == ["intra", "state"]
+    assert [p["name"] for p in d["layer"]["passes"]] == ["intra", "state"]
 
 
 def test_cli_varlen_and_bad_shapes(capsys):

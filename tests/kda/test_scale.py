@@ -38,18 +38,19 @@ def test_chip_report_roofline_and_throughput():
     macs = r.execution.graph.macs * 8 * 4
     assert rep.roofline_us == pytest.approx(macs / (24 * 4096 * 1.8e3))          # bf16 operands: 4096 MACs/cycle
     assert rep.roofline_us < rep.bound_us < rep.pipelined_us
-    chip = d["chip"]
-    assert chip["tokens_per_s"] == pytest.approx(8 * 64 / (rep.pipelined_us * 1e-6))
-    assert chip["head_tokens_per_s"] == pytest.approx(4 * chip["tokens_per_s"])
-    assert set(chip["shared_bandwidth_utilization"]) == {"hbm", "l2"}
-    assert all(0 < u < 1 for u in chip["utilization"].values())
+    layer, pipe = d["layer"], d["pipeline"]
+    assert layer["tokens_per_s"] == pytest.approx(8 * 64 / (rep.pipelined_us * 1e-6))
+    assert layer["head_tokens_per_s"] == pytest.approx(4 * layer["tokens_per_s"])
+    assert layer["roofline_us"] == pytest.approx(rep.roofline_us)
+    assert set(pipe["shared_bandwidth_utilization"]) == {"hbm", "l2"}
+    assert all(0 < u < 1 for u in pipe["chip_utilization"].values())
 
 
 def test_cli_timing_only_and_cores(capsys):
     assert main(["--no-numerics", "--heads", "5", "--tokens", "1000", "--cores", "2", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["numerics"] is False and d["parity"] is None and d["chunks"] == 16 and d["tokens"] == 1000
-    assert (d["chip"]["cores_used"], d["chip"]["waves"]) == (2, 3)
+    assert (d["layer"]["cores_used"], d["pipeline"]["waves"]) == (2, 3)
     assert main(["--no-numerics", "--heads", "5", "--cores", "2"]) == 0
     out = capsys.readouterr().out
     assert "Numerics off" in out and "On the chip: 5 sequences over 2 of 2 AI cores in 3 wave(s)" in out

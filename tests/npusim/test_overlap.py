@@ -79,7 +79,7 @@ def test_v3_metrics_are_consistent_and_in_the_json():
     assert o.period_bound_us <= o.period_us + 1e-9 and 0 < o.period_efficiency <= 1
     # the report's busy time per unit is the merged busy time here (a unit runs one thing at a time)
     assert o.cube_busy_us == pytest.approx(r.report.busy_us["cube"])
-    j = r.to_json()["overlap"]
+    j = r.to_json()["pipeline"]["overlap"]
     assert j["concurrent_us"] == pytest.approx(o.concurrent_us)
     assert j["critical"]["sync_us"] == pytest.approx(o.critical.sync_us) and "steps" not in j["critical"]
     assert set(j["idle"]) == {"cube", "vec", "link:vec->cube", "link:cube->vec"}

@@ -8,9 +8,8 @@ import torch
 
 from kda.cli.run import main
 
-KEYS = {"version", "chunks", "heads", "chunk_size", "d_k", "d_v", "dtype", "profile", "syncs_per_chunk",
-        "sync_bytes_per_chunk", "redundant_bytes_per_chunk", "state_handoffs", "latency_us", "utilization",
-        "parity", "overflow"}
+KEYS = {"schema_version", "version", "chunks", "heads", "chunk_size", "d_k", "d_v", "dtype", "profile", "layer",
+        "pipeline", "programs", "parity", "overflow"}
 
 
 def run_json(capsys, *args):
@@ -29,13 +28,19 @@ def test_main_job_prints_a_summary(capsys):
 def test_json_has_the_documented_keys(capsys):
     d = run_json(capsys, "--version", "v3", "--chunks", "3", "--heads", "2", "--profile", "seed-doc", "--dtype", "bf16")
     assert KEYS <= set(d)
-    assert d["syncs_per_chunk"] == 6 and d["sync_bytes_per_chunk"] == [k * 1024 for k in (80, 8, 8, 56, 24, 48)]
-    assert d["redundant_bytes_per_chunk"] == 16 * 1024 and d["heads"] == 2 and d["overflow"] is None
-    assert set(d["latency_us"]) >= {"serial", "pipelined", "bound", "sync"}
-    assert d["latency_us"]["bound"] <= d["latency_us"]["pipelined"] <= d["latency_us"]["serial"]
-    assert round(d["latency_us"]["sync"], 2) == 8.29
-    assert set(d["utilization"]) >= {"cube", "vec"} and d["parity"]["pass"] is True
-    assert d["state_handoffs"]["rides_on"] == "③" and d["state_handoffs"]["total"] == 2 * 2
+    (prog,) = d["programs"]
+    assert d["layer"]["syncs_per_chunk"] == prog["syncs_per_chunk"] == 6
+    assert prog["sync_bytes_per_chunk"] == [k * 1024 for k in (80, 8, 8, 56, 24, 48)]
+    assert d["layer"]["sync_bytes_per_chunk"] == (80 + 8 + 8 + 56 + 24 + 48) * 1024
+    assert prog["redundant_bytes_per_chunk"] == 16 * 1024 and d["heads"] == 2 and d["overflow"] is None
+    lat = d["pipeline"]["latency_us"]
+    assert set(lat) >= {"serial", "pipelined", "bound", "sync"}
+    assert lat["bound"] <= lat["pipelined"] <= lat["serial"]
+    assert (d["layer"]["bound_us"], d["layer"]["latency_us"], d["layer"]["serial_us"]) == (
+        lat["bound"], lat["pipelined"], lat["serial"])
+    assert round(lat["sync"], 2) == 8.29
+    assert set(d["pipeline"]["utilization"]) >= {"cube", "vec"} and d["parity"]["pass"] is True
+    assert d["pipeline"]["state_handoffs"]["rides_on"] == "③" and d["pipeline"]["state_handoffs"]["total"] == 2 * 2
 
 
 def test_all_versions_give_a_list_and_a_side_by_side_table(capsys):
@@ -112,10 +117,10 @@ def test_the_module_runs_as_a_program_without_tracebacks():
 
 def test_workspace_plan_from_the_command_line(capsys):
     d = run_json(capsys, "--profile", "seed-doc", "--chunks", "4", "--resident", "none", "--slot-kib", "96")
-    assert d["workspace_error"] is None and d["efficiency"] == pytest.approx(1.0)
+    assert d["workspace_error"] is None and d["layer"]["efficiency"] == pytest.approx(1.0)
     d = run_json(capsys, "--profile", "seed-doc", "--chunks", "4", "--resident", "none")
     assert d["workspace_error"].startswith("v3: sync ② needs 88 KiB live in a 64 KiB ping/pong slot")
-    assert "latency_us" not in d
+    assert d["layer"] is None and d["pipeline"] is None
 
 
 def test_a_version_the_input_does_not_suit_loses_nothing_else(capsys):
@@ -145,7 +150,7 @@ def test_set_overrides_a_profile_field(tmp_path):
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
             assert main(["--no-numerics", "--chunks", "4", "--json", *extra]) == 0
-        outs.append(json.loads(buf.getvalue())["latency_us"]["serial"])
+        outs.append(json.loads(buf.getvalue())["layer"]["serial_us"])
     assert abs((outs[1] - outs[0]) - 36.0) < 1e-6
 
 

@@ -12,7 +12,7 @@ from kda.sweep.plot import best_per_shape, pareto_mask
 pytest.importorskip("pandas")
 
 # timing only, the document's profile, 4 chunks of 64: each point takes milliseconds
-SMALL = {"numerics": False, "metrics": ["latency_us", "design.latency_us", "syncs_per_chunk", "workspace_kib"],
+SMALL = {"numerics": False, "metrics": ["pipeline.latency_us", "layer.latency_us", "layer.syncs_per_chunk", "workspace_kib"],
          "axes": {"version": ["v2", "v3"], "sync.latency_us": [0.5, 1.0]},
          "fixed": {"profile": "seed-doc", "chunks": 4}}
 
@@ -34,9 +34,9 @@ def test_grid_order_and_the_override_reaches_the_profile():
     assert all(r["status"] == "ok" and r["error"] is None for r in rows)
     # serial: every hand-off pays its fixed cost once per chunk; the state rides on an existing sync.
     # +0.5 us per sync x 4 chunks x (10 syncs for v2, 6 for v3)
-    assert [r["syncs_per_chunk"] for r in rows] == [10, 10, 6, 6]
-    assert rows[1]["latency_us.serial"] - rows[0]["latency_us.serial"] == pytest.approx(4 * 10 * 0.5)
-    assert rows[3]["latency_us.serial"] - rows[2]["latency_us.serial"] == pytest.approx(4 * 6 * 0.5)
+    assert [r["layer.syncs_per_chunk"] for r in rows] == [10, 10, 6, 6]
+    assert rows[1]["pipeline.latency_us.serial"] - rows[0]["pipeline.latency_us.serial"] == pytest.approx(4 * 10 * 0.5)
+    assert rows[3]["pipeline.latency_us.serial"] - rows[2]["pipeline.latency_us.serial"] == pytest.approx(4 * 6 * 0.5)
     assert "overlap.cube_vec_concurrent_us" not in rows[0]          # not among the spec's metrics
     assert rows[0]["chunks"] == 4 and rows[0]["heads"] == 1          # the report's settings are always kept
 
@@ -74,16 +74,16 @@ def test_a_cluster_that_cannot_be_reached_gets_one_line_and_exit_2(tmp_path, cap
 
 def test_rows_are_deterministic_and_the_seed_reaches_the_inputs():
     spec = {"axes": {"seed": [0, 1]}, "fixed": {"version": "v3", "chunks": 2},
-            "metrics": ["errors", "latency_us"]}
+            "metrics": ["errors", "pipeline.latency_us"]}
     first, again = run_sweep(parse_spec(spec)).rows, run_sweep(parse_spec(spec)).rows
     _rows_equal(first, again)                                      # numerics on, no cache: the same rows
     assert first[0]["errors.o"] != first[1]["errors.o"]            # other inputs, another rounding error
-    assert first[0]["latency_us.pipelined"] == first[1]["latency_us.pipelined"]   # timing: shapes only
+    assert first[0]["pipeline.latency_us.pipelined"] == first[1]["pipeline.latency_us.pipelined"]   # timing: shapes only
 
 
 def test_axes_range_over_the_multipass_designs_interleave_and_profile_fields():
     # one core, one head; a sequence of 256 tokens is 4 chunks of 64
-    spec = parse_spec({"numerics": False, "metrics": ["design"],
+    spec = parse_spec({"numerics": False, "metrics": ["layer"],
                        "axes": {"version": ["v3", "v5", "fla"], "seqlens": [[256], [256, 256]],
                                 "interleave": [1, 2], "sync.latency_us": [0.5, 1.0]},
                        "fixed": {"profile": "ascend-910b2", "heads": 1, "cores": 1}})
@@ -92,9 +92,9 @@ def test_axes_range_over_the_multipass_designs_interleave_and_profile_fields():
     at = {(r["version"], r["seqlens"], r["interleave"], r["sync.latency_us"]): r for r in rows}
     # v3: one fused kernel; v5: two passes, one kernel with an all-core barrier between; fla: FLA's six kernels
     kernels = {"v3": (1, 0), "v5": (1, 1), "fla": (6, 0)}
-    assert {v: (at[(v, "256", 1, 0.5)]["design.launches"], at[(v, "256", 1, 0.5)]["design.barriers"])
+    assert {v: (at[(v, "256", 1, 0.5)]["layer.launches"], at[(v, "256", 1, 0.5)]["layer.barriers"])
             for v in kernels} == kernels
-    assert at[("v3", "256", 1, 0.5)]["design.syncs_per_chunk"] == 6             # the document's six syncs
+    assert at[("v3", "256", 1, 0.5)]["layer.syncs_per_chunk"] == 6             # the document's six syncs
     # v5's state travels on a hand-off of its own, from each chunk to the next (kda/programs/v5.py); v3's
     # rides on sync ③, fla's stays in fwd_h
     own_state = {"v3": 0, "v5": 1, "fla": 0}
@@ -102,16 +102,16 @@ def test_axes_range_over_the_multipass_designs_interleave_and_profile_fields():
         one = at[(v, "256", 1, 0.5)]
         # serial: each sync's fixed cost is paid once per chunk, in every pass, and an own state hand-off
         # once between chunks: +0.5 us x (syncs x 4 chunks + 3)
-        assert at[(v, "256", 1, 1.0)]["design.serial_us"] - one["design.serial_us"] == pytest.approx(
-            0.5 * (one["design.syncs_per_chunk"] * 4 + own_state[v] * 3))
+        assert at[(v, "256", 1, 1.0)]["layer.serial_us"] - one["layer.serial_us"] == pytest.approx(
+            0.5 * (one["layer.syncs_per_chunk"] * 4 + own_state[v] * 3))
         # two sequences: twice the work, but each launch (20 us on 910B2) and barrier (1 us) is paid once
         two = at[(v, "256,256", 1, 0.5)]
-        assert two["design.serial_us"] == pytest.approx(2 * one["design.serial_us"] - 20.0 * launches - 1.0 * barriers)
+        assert two["layer.serial_us"] == pytest.approx(2 * one["layer.serial_us"] - 20.0 * launches - 1.0 * barriers)
         # interleave: nothing to alternate with in one sequence; with two, the core fills one's gaps
-        assert at[(v, "256", 2, 0.5)]["design.latency_us"] == one["design.latency_us"]
+        assert at[(v, "256", 2, 0.5)]["layer.latency_us"] == one["layer.latency_us"]
         both = at[(v, "256,256", 2, 0.5)]
-        assert both["design.serial_us"] == two["design.serial_us"]
-        assert both["design.latency_us"] < two["design.latency_us"]
+        assert both["layer.serial_us"] == two["layer.serial_us"]
+        assert both["layer.latency_us"] < two["layer.latency_us"]
 
 
 def test_the_cache_skips_finished_points(tmp_path, monkeypatch):
@@ -153,9 +153,9 @@ def test_a_phase_that_fits_no_tiling_of_its_unit_memory_is_a_failed_row():
     spec = parse_spec({"numerics": False, "axes": {"chunk-size": [64, 128]},
                        "fixed": {"version": "v4", "chunks": 2, "profile": "ascend-910b2"}})
     ok, bad = run_sweep(spec).rows
-    assert ok["status"] == "ok" and ok["latency_us.pipelined"] > 0
+    assert ok["status"] == "ok" and ok["pipeline.latency_us.pipelined"] > 0
     assert bad["status"] == "failed" and "192 KiB UB" in bad["error"], bad["error"]
-    assert bad.get("latency_us.pipelined") is None                # no timing: never a silently empty "ok" row
+    assert bad.get("pipeline.latency_us.pipelined") is None                # no timing: never a silently empty "ok" row
 
 
 def test_an_overflow_is_a_failed_row_with_its_numbers():
@@ -163,7 +163,7 @@ def test_an_overflow_is_a_failed_row_with_its_numbers():
     ok, bad = run_sweep(spec).rows
     assert ok["status"] == "ok" and ok["parity.pass"] is True
     assert bad["status"] == "failed" and bad["error"].startswith("overflow: inf/NaN first in K_div")
-    assert bad["latency_us.pipelined"] > 0                       # the timing of a failed point is kept
+    assert bad["pipeline.latency_us.pipelined"] > 0                       # the timing of a failed point is kept
 
 
 @pytest.mark.parametrize("body, message", [
@@ -208,7 +208,7 @@ def test_cli_writes_the_table_and_plot_finds_the_best_point(tmp_path, capsys):
                                                             "best.md"}
     best = best_per_shape(df)
     assert len(best) == 1                                        # one shape
-    fastest = df.loc[df["design.latency_us"].idxmin()]
+    fastest = df.loc[df["layer.latency_us"].idxmin()]
     assert (best["version"][0], best["sync.latency_us"][0]) == (fastest["version"], fastest["sync.latency_us"])
     assert (fastest["version"], fastest["sync.latency_us"]) == ("v3", 0.5)   # fewer syncs, cheaper syncs
     assert "v3" in capsys.readouterr().out
@@ -243,7 +243,7 @@ def test_csv_where_parquet_cannot_be_written(tmp_path, monkeypatch):
     assert written == tmp_path / "r.csv"
     df = read_table(written)
     assert list(df["version"]) == ["v2", "v2", "v3", "v3"]
-    assert list(df["latency_us.serial"]) == pytest.approx([r["latency_us.serial"] for r in rows])
+    assert list(df["pipeline.latency_us.serial"]) == pytest.approx([r["pipeline.latency_us.serial"] for r in rows])
 
 
 def test_pareto_mask_keeps_what_nothing_dominates():

@@ -1,0 +1,129 @@
+"""The options of `kda-run` (python -m kda.run), in four groups: the shape of the layer, the design, the
+chip model and the output. kda/cli/run.py reads them; kda/sweep takes any of them as a sweep axis."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from npusim import shipped_profiles
+
+from kda.cli.common import Parser, prog_name
+from kda.inputs import GATES
+from kda.programs import DESIGNS
+
+DESCRIPTION = """\
+Runs KDA phase programs on the simulated Ascend NPU with real tensor math, checks them against the
+fp64 recurrence, and reports hand-offs, bytes and latency (serial and pipelined over many chunks).
+Bad input gets one line on stderr and exit status 2."""
+
+EXAMPLES = """\
+examples:
+  # one design: parity against the fp64 recurrence, hand-offs, latency
+  {prog} --version v3 --chunks 16
+  # every design's timing of a Kimi layer (32 heads, 128 Ki tokens)
+  {prog} --version all --heads 32 --tokens 131072 --no-numerics
+  # the same figures as JSON (shape: kda/schema/run.schema.json)
+  {prog} --version all --heads 32 --tokens 131072 --no-numerics --json > designs.json
+  # a what-if on one profile field
+  {prog} --version v3 --set sync.latency_us=0.3
+  # a Chrome trace of the first 200 us of v6
+  {prog} --version v6 --heads 32 --tokens 16384 --no-numerics --trace v6.json --trace-window 0:200
+  # the training pass: gradients against fp64 autograd, and the backward designs' timing
+  {prog} --backward --version all"""
+
+TYPES = ("fp32", "bf16", "fp16")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    prog = prog_name("kda.run")
+    p = Parser(prog=prog, description=DESCRIPTION, epilog=EXAMPLES.format(prog=prog))
+    _shape(p.add_argument_group("shape", "the layer's shape and its inputs"))
+    _design(p.add_argument_group("design", "which phase program, its precision and its work split"))
+    _model(p.add_argument_group("model", "the chip model: profile, workspace, capacity, what is computed"))
+    _output(p.add_argument_group("output", "what is printed or written"))
+    return p
+
+
+def _shape(g) -> None:
+    g.add_argument("--chunks", type=int, metavar="N", default=16, help="chunks per sequence")
+    g.add_argument("--tokens", type=int, metavar="N", default=None, help="tokens per sequence instead of --chunks (any T)")
+    g.add_argument("--heads", type=int, metavar="N", default=1, help="attention heads (independent recurrences)")
+    g.add_argument("--batch", type=int, metavar="N", default=1, help="sequences of equal length")
+    g.add_argument("--seqlens", metavar="T1,T2,...", help="a variable-length batch: tokens of each sequence, e.g. 4096,131072 "
+                   "(replaces --batch and --tokens; FLA's cu_seqlens)")
+    g.add_argument("--chunk-size", type=int, metavar="N", default=64, help="tokens per chunk")
+    g.add_argument("--dk", type=int, metavar="N", default=128, help="key (and query) head dimension")
+    g.add_argument("--dv", type=int, metavar="N", default=128, help="value head dimension")
+    g.add_argument("--gates", default="seed", choices=GATES,
+                   help="seed: sigmoid(randn); kimi: -5*sigmoid(x); strong: alpha=0.01; slow: long memories")
+    g.add_argument("--seed", type=int, metavar="N", default=0, help="seed of the generated inputs (and of --uncertainty)")
+    g.add_argument("--initial-state", choices=("zero", "randn"), default="zero",
+                   help="the state before the first chunk")
+    g.add_argument("--inputs", type=Path, metavar="FILE.pt", help="a .pt file with q, k, v, beta and g (log decay) or alpha, "
+                   "in FLA's layout [B, T, H, ...], optionally initial_state; replaces the generated inputs")
+
+
+def _design(g) -> None:
+    g.add_argument("--version", metavar="NAME", help=f"design: {', '.join(DESIGNS)} or all "
+                   "(default: v3; v6 with --backward)")
+    g.add_argument("--dtype", default="bf16", choices=TYPES, help="transfer type of every hand-off")
+    g.add_argument("--precision", metavar="NAME=TYPE,...", help="precision policy: a transfer type per sync "
+                   "payload, e.g. 'A_raw=fp32,M=fp32' (the rest carry --dtype)")
+    g.add_argument("--state-dtype", choices=TYPES, help="type the state is kept in between chunks "
+                   "(default: the program's declared default, else --dtype)")
+    g.add_argument("--accumulate", choices=TYPES, help="type Cube matmuls accumulate in (default fp32)")
+    g.add_argument("--state-handoff", choices=("ride", "own"), default="ride",
+                   help="the state rides on an existing sync of the right direction, or has its own")
+    g.add_argument("--interleave", type=int, metavar="N", default=1, help="sequences a core alternates in its sequential "
+                   "passes, each filling the others' hand-off gaps")
+    g.add_argument("--cores", type=int, metavar="N", help="AI cores to spread batch x heads over (default: the profile's)")
+    g.add_argument("--resident", metavar="NAME,...", help="comma-separated tensors for the workspace's resident region, replacing "
+                   "the program's plan ('none' for none)")
+    g.add_argument("--backward", action="store_true", help="the backward pass (training): every gradient "
+                   "against fp64 autograd and the backward design's timing beside the forward's")
+    g.add_argument("--states", choices=("recompute", "store"), default="recompute", help="with --backward: "
+                   "recompute the forward's intermediates in the backward, or time it over what the forward kept")
+
+
+def _model(g) -> None:
+    g.add_argument("--profile", default="ascend-910b2", metavar="NAME|FILE.toml", help=f"{', '.join(shipped_profiles())} or a .toml path")
+    g.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", dest="overrides",
+                   help="override a profile field, e.g. --set sync.latency_us=0.3 (repeatable)")
+    g.add_argument("--slots", type=int, metavar="N",
+                   help="workspace slots of each sequence a core runs at a time (override the profile)")
+    g.add_argument("--slot-kib", type=float, metavar="KIB", help="slot size in KiB (override the profile)")
+    g.add_argument("--resident-kib", type=float, metavar="KIB", help="resident region in KiB (override the profile)")
+    g.add_argument("--capacity", choices=("tile", "refuse"), default="tile",
+                   help="a phase that does not fit its unit's UB / L1 is tiled (more GM traffic), or the run "
+                   "is refused with one line naming the phase, its tensors and bytes")
+    g.add_argument("--core-model", choices=("on", "off"), default="on",
+                   help="off: ignore the profile's [core] table (no UB/L1 capacity, GM traffic at the per-core "
+                   "HBM rate in series with compute), the simpler model for comparison")
+    g.add_argument("--no-numerics", action="store_true", help="timing only: record the phase graph on random "
+                   "inputs of the right shapes and replay it for every chunk and head (no parity)")
+    g.add_argument("--device", default="cpu", metavar="DEVICE", help="torch device of the numerics: cpu, cuda or npu "
+                   "(npu needs the optional torch_npu: pip install -e \".[npu]\")")
+    g.add_argument("--uncertainty", type=int, metavar="N", help="also replay timing under N profiles sampled "
+                   "(Latin hypercube, --seed) from the ranges of the profile's assumed fields: every latency as a "
+                   "median and 90 %% interval, the assumptions ranked, and with --version all the share each "
+                   "design wins")
+    g.add_argument("--attribution", action="store_true", help="rank the hand-offs by the accuracy their "
+                   "rounding costs: each rounded alone, the rest exact (one extra run per payload)")
+
+
+def _output(g) -> None:
+    g.add_argument("--json", action="store_true", help="print one JSON object (a list with --version all); "
+                   "its shape: kda/schema/run.schema.json")
+    g.add_argument("--strict", action="store_true", help="the verdict in the exit status: 1 if any version fails "
+                   "parity, overflows or has a workspace plan that does not fit (without --strict a finished "
+                   "report exits 0); bad input or a step that fails exits 2 either way")
+    g.add_argument("--serial", action="store_true", help="show the serial (no overlap) timeline as the main one")
+    g.add_argument("--trace", type=Path, metavar="OUT.json",
+                   help="write a Chrome trace (Perfetto, chrome://tracing) of the pipelined run, or of the serial "
+                   "one with --serial; --version all puts every version in one file")
+    g.add_argument("--plot", type=Path, metavar="OUT.png",
+                   help="write a Gantt chart (.png, .svg or .pdf) of the pipelined run, or the serial one with "
+                   "--serial; --version all stacks the versions on one time axis")
+    g.add_argument("--trace-window", metavar="START:END", help="with --trace: only the events that overlap "
+                   "this window, in us from the first node's start (either end may be left out, e.g. 0:200 or "
+                   "500:); a trace over ~100 MB gets a warning on stderr before it is written")

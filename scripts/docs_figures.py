@@ -1,0 +1,165 @@
+"""Figures that cannot go stale: every figure in README.md and docs/ is the output of a command written beside it.
+
+A figure is a marked region of a markdown file:
+
+    <!-- figure: python -m kda.run --version all --no-numerics -->
+    ...generated: the command, then what it prints...
+    <!-- end figure -->
+
+Options go in brackets after `figure`, comma-separated:
+    slow        expensive: `make docs-figures` refreshes it, the staleness test (tests/test_docs_figures.py) skips it
+    markdown    the output is markdown (a generated table) and goes in as it is, not in a code block
+    exit=N      the command is expected to exit with status N (a figure of an error line), default 0
+
+    .venv/bin/python scripts/docs_figures.py            # refresh every figure (what `make docs-figures` runs)
+    .venv/bin/python scripts/docs_figures.py --check    # list the stale figures, change nothing (exit 1 if any)
+    .venv/bin/python scripts/docs_figures.py --fast     # skip the slow ones
+    .venv/bin/python scripts/docs_figures.py docs/tutorial.md   # only these files
+
+Commands run with bash from the repository root, with this Python's folder first on PATH (so `python` is the
+project's interpreter) and output not a terminal (the reports are 120 columns wide, as in a pipe).
+Trailing spaces are dropped from every line.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OPTIONS = ("slow", "markdown", "exit")
+MARK = re.compile(r"^<!-- figure(?:\[(?P<opts>[^\]]*)\])?: (?P<cmd>.+?) -->\n(?P<body>.*?)^<!-- end figure -->",
+                  re.DOTALL | re.MULTILINE)
+OPENING = re.compile(r"^<!-- figure", re.MULTILINE)   # markers count only at the start of a line
+
+
+@dataclass(frozen=True)
+class Figure:
+    path: Path          # the markdown file
+    line: int           # line of the opening marker, 1-based
+    command: str
+    body: str           # what the file holds between the markers now
+    slow: bool = False
+    markdown: bool = False
+    exit_status: int = 0
+
+    @property
+    def where(self) -> str:
+        return f"{_shown(self.path)}:{self.line}"
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+class FigureError(Exception):
+    """A marker that cannot be read, or a command that did not print what its marker says it does."""
+
+
+def _options(text: str | None, where: str) -> dict:
+    out = {"slow": False, "markdown": False, "exit_status": 0}
+    for opt in filter(None, (o.strip() for o in (text or "").split(","))):
+        name, _, value = opt.partition("=")
+        if name == "slow" and not value:
+            out["slow"] = True
+        elif name == "markdown" and not value:
+            out["markdown"] = True
+        elif name == "exit" and value.isdigit():
+            out["exit_status"] = int(value)
+        else:
+            raise FigureError(f"{where}: unknown figure option {opt!r} (known: slow, markdown, exit=N)")
+    return out
+
+
+def find(path: Path) -> list[Figure]:
+    """The figures of one markdown file, in order."""
+    text = path.read_text()
+    figures = []
+    for m in MARK.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        where = f"{_shown(path)}:{line}"
+        figures.append(Figure(path, line, m["cmd"].strip(), m["body"], **_options(m["opts"], where)))
+    opened = len(OPENING.findall(text))
+    if opened != len(figures):
+        raise FigureError(f"{_shown(path)}: {opened} figure markers but {len(figures)} closed by "
+                          "'<!-- end figure -->' at the start of a line")
+    return figures
+
+
+def markdown_files() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def run(command: str, exit_status: int = 0, timeout: float = 1800) -> str:
+    """What the command prints (stdout, then stderr), trailing spaces dropped; raises if its exit status is
+    not the expected one."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+               PYTHONHASHSEED="0", COLUMNS="120", TERM="dumb")
+    env.pop("FORCE_COLOR", None)
+    proc = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    if proc.returncode != exit_status:
+        raise FigureError(f"`{command}` exited with status {proc.returncode}, expected {exit_status}:\n"
+                          f"{(proc.stderr or proc.stdout)[-2000:]}")
+    out = proc.stdout + proc.stderr
+    return "\n".join(line.rstrip() for line in out.rstrip().splitlines())
+
+
+def render(figure: Figure, output: str) -> str:
+    """The region between the markers for this output."""
+    if figure.markdown:
+        return f"{output}\n\n<sub>Generated by `{figure.command}`.</sub>\n"
+    fence = "````" if "```" in output else "```"
+    return f"{fence}text\n$ {figure.command}\n{output}\n{fence}\n"
+
+
+def refresh(path: Path, check: bool = False, fast: bool = False, log=None) -> list[Figure]:
+    """Re-run the figures of one file; write it back unless `check`. Returns the figures that were stale."""
+    log = log or (lambda line: print(line, flush=True))
+    text = path.read_text()
+    stale = []
+    pieces, last = [], 0
+    for figure, m in zip(find(path), MARK.finditer(text)):
+        body = figure.body
+        if not (fast and figure.slow):
+            start = time.perf_counter()
+            body = render(figure, run(figure.command, figure.exit_status))
+            log(f"{figure.where}: {figure.command}  ({time.perf_counter() - start:.1f} s)")
+            if body != figure.body:
+                stale.append(figure)
+        pieces.append(text[last:m.start("body")] + body)
+        last = m.end("body")
+    new = "".join(pieces) + text[last:]
+    if not check and new != text:
+        path.write_text(new)
+    return stale
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="scripts/docs_figures.py", description=__doc__.splitlines()[0])
+    p.add_argument("files", nargs="*", type=Path, help="markdown files (default: README.md and docs/**/*.md)")
+    p.add_argument("--check", action="store_true", help="change nothing; exit 1 when a figure is stale")
+    p.add_argument("--fast", action="store_true", help="skip the figures marked slow")
+    args = p.parse_args(argv)
+    files = [f.resolve() for f in args.files] or markdown_files()
+    stale = []
+    try:
+        for path in files:
+            stale += refresh(path, check=args.check, fast=args.fast)
+    except FigureError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    verb = "stale" if args.check else "refreshed"
+    for figure in stale:
+        print(f"{verb}: {figure.where}: {figure.command}")
+    print(f"{len(stale)} figure(s) {verb}")
+    return 1 if (args.check and stale) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""What the command lines share (kda/cli/common.py): the name as invoked, help for every option in groups,
+a console that does not cut tables in pipes, the trace's size warning and window."""
+import json
+import sys
+
+import pytest
+
+from kda.cli import common
+from kda.cli.run import main
+from kda.cli.run_options import build_parser
+
+
+def test_every_option_has_help_and_a_group():
+    p = build_parser()
+    groups = {g.title: [a.dest for a in g._group_actions] for g in p._action_groups}
+    assert {"shape", "design", "model", "output"} <= set(groups)
+    for a in p._actions:
+        if a.dest != "help":
+            assert a.help, f"--{a.dest} has no help"
+            assert any(a.dest in dests for t, dests in groups.items() if t in ("shape", "design", "model", "output"))
+    text = p.format_help()
+    assert "examples:" in text and "issue" not in text
+
+
+@pytest.mark.parametrize("argv0, expected", [("/usr/bin/kda-run", "kda-run"),
+                                             ("/x/kda/run.py", "python -m kda.run"),
+                                             ("-c", "python -m kda.run")])
+def test_the_program_is_named_as_invoked(monkeypatch, argv0, expected):
+    monkeypatch.setattr(sys, "argv", [argv0])
+    assert common.prog_name("kda.run") == expected
+    assert build_parser().prog == expected
+
+
+def test_a_bad_option_names_the_program_as_invoked(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/kda-run"])
+    with pytest.raises(SystemExit) as exit_:
+        main(["--chunks", "x"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: kda-run: argument --chunks") and err.count("\n") == 1
+
+
+def test_a_pipe_gets_the_full_width_and_columns_win(monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert common.console().width > 200             # pytest's stdout is not a terminal
+    monkeypatch.setenv("COLUMNS", "97")
+    assert common.console().width == 97
+
+
+def test_the_trace_window_cuts_the_trace(tmp_path, capsys):
+    full, cut = tmp_path / "full.json", tmp_path / "cut.json"
+    base = ["--version", "v3", "--chunks", "32", "--no-numerics"]
+    assert main(base + ["--trace", str(full)]) == 0
+    assert main(base + ["--trace", str(cut), "--trace-window", "0:10"]) == 0
+    slices = [e for e in json.loads(cut.read_text())["traceEvents"] if e["ph"] == "X"]
+    every = [e for e in json.loads(full.read_text())["traceEvents"] if e["ph"] == "X"]
+    assert slices and all(e["ts"] <= 10 for e in slices)
+    assert len(slices) == sum(e["ts"] <= 10 and e["ts"] + e["dur"] >= 0 for e in every)
+
+
+@pytest.mark.parametrize("extra, message", [(["--trace-window", "0:10"], "needs --trace"),
+                                            (["--trace", "t.json", "--trace-window", "10"], "START:END")])
+def test_bad_trace_windows_are_one_line(capsys, extra, message):
+    assert main(["--chunks", "2", "--no-numerics"] + extra) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_a_large_trace_is_announced_before_it_is_written(tmp_path, capsys, monkeypatch):
+    from npusim.output import trace_file
+    monkeypatch.setattr(trace_file, "LARGE_BYTES", 1000)
+    assert main(["--version", "v3", "--chunks", "4", "--no-numerics", "--trace", str(tmp_path / "t.json")]) == 0
+    err = capsys.readouterr().err
+    assert err.index("warning: --trace") < err.index("wrote")
+
+
+def test_a_table_is_its_columns():
+    from rich.console import Console
+    from kda.views.table import Column, ms, signed_pct, table
+    rows = [{"id": "a", "us": 1500.0, "err": 0.25}, {"id": "b", "us": float("nan"), "err": -0.5}]
+    cols = [Column("id", lambda r: r["id"], "left"), Column("time", lambda r: ms(r["us"])),
+            Column("error", lambda r: signed_pct(r["err"])), Column("hidden", lambda r: "x", when=False)]
+    con = Console(width=100, record=True)
+    con.print(table("T", cols, rows))
+    text = con.export_text()
+    assert "1.500 ms" in text and "+25%" in text and "-50%" in text and "hidden" not in text
+    assert [line.split()[:2] for line in text.splitlines() if line.strip().startswith("b")] == [["b", "-"]]
+
+
+def test_markdown_tables_keep_their_cells():
+    from kda.views.table import markdown
+    text = markdown([("v3", "0.50", "1,234 ms")], ("design", "ratio", "latency")).splitlines()
+    assert len(text) == 3 and text[0].split("|")[1].strip() == "design"
+    assert [c.strip() for c in text[2].split("|")[1:-1]] == ["v3", "0.50", "1,234 ms"]   # "0.50" not re-formatted
+
+
+def test_progress_goes_to_stderr_and_leaves_stdout_clean(monkeypatch, capsys):
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    with common.progress(True, total=100) as tick:
+        for i in range(100):
+            tick(i + 1, 100)
+    assert capsys.readouterr().out == ""
+    assert "chunks" in err.getvalue()
