@@ -205,7 +205,7 @@ def _check(spec: Spec) -> None:
     for name, value, extra in trials:
         options = {**spec.fixed, **extra}
         where = f"axis {name!r} value {value!r}" if name else "[fixed]"
-        version = options.get("version", _default("version"))
+        version = options.get("version", _default("version") or "v3")
         if version not in DESIGNS:
             raise SpecError(f"{spec.origin}: {where}: unknown version {version!r}: choose from "
                             f"{', '.join(DESIGNS)} or all")

@@ -262,14 +262,14 @@ def test_version_all_expands_to_every_design():
 def test_an_edited_profile_is_a_new_point_not_the_cached_row(tmp_path):
     """The cache key holds the profile's content: after the file changes, the old row must not come back."""
     prof, cache = tmp_path / "p.toml", tmp_path / "c.jsonl"
-    spec = {"numerics": False, "metrics": ["latency_us"], "axes": {"version": ["v3"]},
+    spec = {"numerics": False, "metrics": ["pipeline.latency_us"], "axes": {"version": ["v3"]},
             "fixed": {"profile": str(prof), "chunks": 2, "dk": 16, "dv": 16}}
     prof.write_text('inherits = "seed-doc"\n[sync]\nlatency_us = 0.5\n')
     first = run_sweep(parse_spec(spec), cache=cache)
     prof.write_text('inherits = "seed-doc"\n[sync]\nlatency_us = 5.0\n')     # 4.5 us more per hand-off
     second = run_sweep(parse_spec(spec), cache=cache)
     assert first.ran == 1 and second.ran == 1 and second.cached == 0
-    assert second.rows[0]["latency_us.pipelined"] > first.rows[0]["latency_us.pipelined"] + 4.5
+    assert second.rows[0]["pipeline.latency_us.pipelined"] > first.rows[0]["pipeline.latency_us.pipelined"] + 4.5
 
 
 def test_a_cache_whose_last_line_was_cut_short_keeps_the_next_row(tmp_path):
