@@ -9,8 +9,9 @@
 #    - otherwise `pip install -e ".[cuda]" pytest` where an index answers;
 #    - the checkout itself goes on PYTHONPATH either way (no build step needed);
 # 2. runs the GPU tests: the FLA oracle (tests/kda/test_gpu_oracle.py, every design against FLA's Triton
-#    chunk_kda on the Kimi layer shape in bf16) and the CUDA device tests -> OUT_DIR/gpu_tests.txt;
-# 3. runs the whole-layer benchmark -> OUT_DIR/devices.md.
+#    chunk_kda on the Kimi layer shape in bf16), the CUDA device tests and the backward's (every design with a
+#    backward against FLA's Triton backward and fp64 autograd) -> OUT_DIR/gpu_tests.txt;
+# 3. runs the whole-layer benchmarks -> OUT_DIR/devices.md (forward), OUT_DIR/devices_backward.md (training).
 # Exit status: that of the tests (the benchmark runs regardless).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,8 +36,9 @@ for name in ("simpy", "numpy", "pytest", "fla", "einops", "triton"):
     print(f"  {name}: {'ok' if importlib.util.find_spec(name) else 'MISSING'}")
 PY
 
-"$PY" -m pytest tests/kda/test_gpu_oracle.py tests/kda/test_devices.py -m cuda -o addopts="" -q -rs --durations=12 2>&1 | tee "$OUT_DIR/gpu_tests.txt"
+"$PY" -m pytest tests/kda/test_gpu_oracle.py tests/kda/test_devices.py tests/kda/test_backward_devices.py -m cuda -o addopts="" -q -rs --durations=12 2>&1 | tee "$OUT_DIR/gpu_tests.txt"
 status=${PIPESTATUS[0]}
 
 "$PY" benchmarks/devices.py --device cuda --out "$OUT_DIR/devices.md"
+"$PY" benchmarks/devices.py --device cuda --backward --out "$OUT_DIR/devices_backward.md"
 exit "$status"

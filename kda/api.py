@@ -86,20 +86,22 @@ def _precision(q, transfer_dtype, precision, compute_dtype, program) -> Precisio
 
 
 def record_graph(program, *, chunk_size: int, d_k: int, d_v: int, precision: Precision,
-                 gate_width: int | None = None) -> PhaseGraph:
+                 gate_width: int | None = None, group: int = 1) -> PhaseGraph:
     """The phase graph of one chunk, recorded on random inputs: it depends on the shapes and the
     precision policy only, so a timing-only replay needs no real data (`--no-numerics`).
     `gate_width=1` records GDN: one decay per head, broadcast over the key channels by the same program
-    (its gate ops then touch C values instead of C x d_k)."""
+    (its gate ops then touch C values instead of C x d_k). `group` > 1 records one q/k head with the
+    `group` value heads that share it (grouped value heads): Q and K [1, C, d_k] loaded once, V, g, beta
+    and the state [group, ...]; the program's ops broadcast Q and K over the group."""
     gen = torch.Generator().manual_seed(0)
     cd = precision.compute
     rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=cd, device="cpu")
-    C = chunk_size
+    C, G = chunk_size, group
     inputs = {"Q": F.normalize(rnd(1, C, d_k), dim=-1), "K": F.normalize(rnd(1, C, d_k), dim=-1),
-              "V": rnd(1, C, d_v), "g": F.logsigmoid(rnd(1, C, gate_width or d_k)), "beta": torch.sigmoid(rnd(1, C)),
+              "V": rnd(G, C, d_v), "g": F.logsigmoid(rnd(G, C, gate_width or d_k)), "beta": torch.sigmoid(rnd(G, C)),
               "scale": d_k ** -0.5}
     ex = Executor(program, precision, input_types={"g": "fp32", "beta": "fp32"})
-    return ex.record(inputs, torch.zeros(1, d_k, d_v, dtype=cd, device="cpu"), shapes={"chunk_size": C, "d_k": d_k, "d_v": d_v})
+    return ex.record(inputs, torch.zeros(G, d_k, d_v, dtype=cd, device="cpu"), shapes={"chunk_size": C, "d_k": d_k, "d_v": d_v})
 
 
 def _cut_block(x: torch.Tensor, first: int, n: int, C: int, T: int, dtype: torch.dtype, round_to=None) -> torch.Tensor:
@@ -141,21 +143,22 @@ def design_precision(design, precision: Precision) -> Precision:
 
 
 def record_graphs(design, *, chunk_size: int, d_k: int, d_v: int, precision: Precision,
-                  gate_width: int | None = None) -> tuple[list, Precision]:
-    """Every pass's graph, recorded on random inputs of one chunk (see record_graph); and the policy used."""
+                  gate_width: int | None = None, group: int = 1) -> tuple[list, Precision]:
+    """Every pass's graph, recorded on random inputs of one chunk (see record_graph, `group` too); and the
+    policy used."""
     if design.single:
         return [record_graph(design.passes[0].program, chunk_size=chunk_size, d_k=d_k, d_v=d_v,
-                             precision=precision, gate_width=gate_width)], precision
+                             precision=precision, gate_width=gate_width, group=group)], precision
     precision = design_precision(design, precision)
     gen = torch.Generator().manual_seed(0)
-    cd, C = precision.compute, chunk_size
+    cd, C, G = precision.compute, chunk_size, group
     rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=cd, device="cpu")
     pool = {"Q": F.normalize(rnd(1, 1, C, d_k), dim=-1), "K": F.normalize(rnd(1, 1, C, d_k), dim=-1),
-            "V": rnd(1, 1, C, d_v), "g": F.logsigmoid(rnd(1, 1, C, gate_width or d_k)),
-            "beta": torch.sigmoid(rnd(1, 1, C)),
+            "V": rnd(G, 1, C, d_v), "g": F.logsigmoid(rnd(G, 1, C, gate_width or d_k)),
+            "beta": torch.sigmoid(rnd(G, 1, C)),
             "scale": d_k ** -0.5}
-    graphs, _ = record_passes(design, pool, torch.zeros(1, d_k, d_v, dtype=cd, device="cpu"), precision,
-                              {"g": "fp32", "beta": "fp32"}, {"chunk_size": C, "d_k": d_k, "d_v": d_v})
+    graphs, _ = record_passes(design, pool, torch.zeros(G, d_k, d_v, dtype=cd, device="cpu"), precision,
+                              {"g": "fp32", "beta": "fp32"}, {"chunk_size": C, "d_k": d_k, "d_v": d_v}, whole=True)
     return graphs, precision
 
 

@@ -31,18 +31,21 @@ def pass_args(p: Pass) -> list[str]:
 
 
 def record_passes(design: Design, pool: dict, state: torch.Tensor | None, precision: Precision,
-                  input_types: dict[str, str], shapes: dict[str, int]) -> tuple[list[PhaseGraph], list[Executor]]:
-    """Record every pass on a probe (the first item of `pool`, one sequence's first chunk); the probe's
+                  input_types: dict[str, str], shapes: dict[str, int],
+                  whole: bool = False) -> tuple[list[PhaseGraph], list[Executor]]:
+    """Record every pass on a probe (the first item of `pool`, one sequence's first chunk; `whole`: every
+    item's first chunk, e.g. one q/k head with its group of value heads, kda.api.record_graphs); the probe's
     outputs feed the next pass's probe."""
     graphs, executors = [], []
-    probe = {k: (v[:1, 0] if isinstance(v, torch.Tensor) else v) for k, v in pool.items()}
+    n = None if whole else 1
+    probe = {k: (v[:n, 0] if isinstance(v, torch.Tensor) else v) for k, v in pool.items()}
     types = dict(input_types)
     for p in design.passes:
         ex = Executor(p.program, precision, input_types=types)
         args = _args(p, probe)
-        graphs.append(ex.record(args, state[:1].clone() if p.program.state else None, shapes=shapes))
+        graphs.append(ex.record(args, state[:n].clone() if p.program.state else None, shapes=shapes))
         executors.append(ex)
-        outputs, _ = ex.step(args, state[:1].clone() if p.program.state else None, 0)
+        outputs, _ = ex.step(args, state[:n].clone() if p.program.state else None, 0)
         ex.first_nonfinite = None
         for name, t in outputs.items():
             probe[name] = precision.round(t, precision.of(name))

@@ -33,6 +33,11 @@ def check_args(args) -> None:
     for flag, value in checks.items():
         if value < 1:
             raise KdaInputError(f"{flag} must be >= 1, got {value}")
+    if args.value_heads is not None and (args.value_heads < 1 or args.value_heads % args.heads):
+        raise KdaInputError(f"--value-heads must be a positive multiple of --heads {args.heads}, got {args.value_heads}")
+    if args.value_heads is not None and (args.inputs is not None or args.backward):
+        raise KdaInputError(f"--value-heads sets generated inputs and times the forward: it does not go with "
+                            f"{'--inputs' if args.inputs is not None else '--backward'}")
     if args.uncertainty is not None and args.uncertainty < 2:
         raise KdaInputError(f"--uncertainty needs at least 2 samples, got {args.uncertainty}")
     if args.no_numerics and args.inputs is not None:

@@ -47,7 +47,7 @@ def _settings(args) -> Settings:
                     profile=str(args.profile), state_handoff=args.state_handoff,
                     initial_state=args.initial_state == "randn", tokens=args.tokens, workspace=workspace,
                     cores=args.cores, numerics=not args.no_numerics, overrides=parse_overrides(args.overrides),
-                    interleave=args.interleave, seqlens=seqlens,
+                    interleave=args.interleave, seqlens=seqlens, value_heads=args.value_heads,
                     device=args.device, capacity=args.capacity, core_model=args.core_model == "on",
                     keep_trace=bool(args.trace or args.plot) or _events(args) <= MAX_KEPT_EVENTS)
 

@@ -1,4 +1,9 @@
-"""python -m kda.validate: the model against published Ascend timings (kda/studies/validate.py)."""
+"""python -m kda.validate: the model against measured Ascend timings (kda/studies/validate.py).
+
+By default both shipped files (kda/validation/measurements.csv: whole forwards; megagdn.csv: MegaGDN-PTO's
+stages one kernel at a time); `--data FILE` (repeatable) reads yours instead: a CSV with id, kernel, stage,
+shape, dtype, measured_us, implementation, held_out (kda/validation/README.md), or an msprof op summary.
+"""
 from __future__ import annotations
 
 import sys
@@ -9,18 +14,23 @@ from npusim.model.limits import MAX_SAMPLES, check
 
 from kda.cli import jsonout
 from kda.cli.common import Parser, console, fail, prog_name
-from kda.studies.validate import DATA, lines, summary, validate
+from kda.studies.validate import SHIPPED, by_implementation, summary, validate
+
+FORMATS = (".png", ".svg", ".pdf")          # kda.views.plots.FORMATS (matplotlib loads only when plotting)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> Parser:
     prog = prog_name("kda.validate")
     p = Parser(prog=prog, description=__doc__.splitlines()[0], epilog=f"""examples:
-  # every published row against the shipped profile, with a 90 % interval from 50 sampled profiles
-  {prog}
-  # also fit the assumed fields (and a host floor per implementation) to the rows not held out
+  # every shipped row against the shipped profile, with a 90 % interval from 50 sampled profiles
+  {prog} --jobs 8
+  # your own timings (msprof numbers in the same columns), timing only, and the log-log plot
+  {prog} --data my_timings.csv --samples 0 --plot fidelity.png
+  # also fit the assumed fields (and a host floor per implementation and stage) to the rows not held out
   {prog} --fit --samples 0""")
-    p.add_argument("--data", type=Path, default=DATA, metavar="FILE.csv",
-                   help="measurements (default: kda/validation/measurements.csv, shipped with the package)")
+    p.add_argument("--data", type=Path, action="append", metavar="FILE.csv",
+                   help="measurements, repeatable (default: kda/validation/measurements.csv and megagdn.csv, "
+                        "shipped with the package)")
     p.add_argument("--profile", default="ascend-910b2", metavar="NAME|FILE.toml", help="the profile to test")
     p.add_argument("--samples", type=int, default=50, metavar="N",
                    help="profiles sampled for the 90 %% interval (0: none)")
@@ -28,30 +38,66 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fit", action="store_true", help="also fit the assumed fields to the rows not held out")
     p.add_argument("--fields", metavar="FIELD,...", help="with --fit: only these ranged fields (default: all)")
     p.add_argument("--only", metavar="IMPLEMENTATION", help="only the rows of one implementation")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    args = p.parse_args(argv)
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="worker processes for the predictions (the numbers do not depend on it)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
+    p.add_argument("--plot", type=Path, metavar="OUT.png",
+                   help="also draw predicted against measured, log-log, held-out rows hollow (.png, .svg, .pdf)")
+    return p
+
+
+def _check_plot(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    if path.suffix.lower() not in FORMATS:
+        return f"--plot {path}: the file must end in {', '.join(FORMATS)}"
+    if not path.parent.is_dir():
+        return f"--plot {path}: no such folder {path.parent}"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.samples < 0 or args.samples == 1:
         return fail(f"--samples must be 0 or >= 2, got {args.samples}")
+    if args.jobs < 1:
+        return fail(f"--jobs must be >= 1, got {args.jobs}")
+    if problem := _check_plot(args.plot):
+        return fail(problem)
+    paths = args.data or list(SHIPPED)
     try:
         check("--samples", args.samples, MAX_SAMPLES)
-        rows, diag, result, floors, influences = validate(args.data, args.profile, args.samples, args.seed,
+        rows, diag, result, floors, influences = validate(paths, args.profile, args.samples, args.seed,
                                                           args.fit, args.only,
-                                                          args.fields.split(",") if args.fields else None)
+                                                          args.fields.split(",") if args.fields else None,
+                                                          args.jobs)
     except NpuSimError as err:
         return fail(str(err))
     if args.json:
         print(jsonout.dumps({
+            "files": [str(p) for p in paths],
             "rows": [r.to_dict() for r in rows], "summary": summary(rows),
+            "by_implementation": by_implementation(rows),
             "influence": [i.to_dict() for i in influences],
             "affine": {k: a.__dict__ for k, a in diag.items()},
             "fit": None if result is None else {"fields": [f.to_dict() for f in result.fields],
                                                 "host_floor_us": floors,
-                                                "summary": summary(rows, "fitted_error")}}, indent=2))
+                                                "summary": summary(rows, "fitted_error"),
+                                                "by_implementation": by_implementation(rows, "fitted_error")}},
+            indent=2))
     else:
-        from kda.views.render_validate import validation_table
+        from kda.views.render_validate import report
         con = console()
-        con.print(validation_table(rows, fitted=result is not None))
-        con.print("\n".join(lines(rows, diag, result, floors, influences)), highlight=False, markup=False)
+        for part in report(rows, diag, result, floors, influences):
+            if isinstance(part, str):
+                con.print(part, highlight=False, markup=False)
+            else:
+                con.print(part)
+    if args.plot is not None:
+        from kda.views.plot_validate import figure_validation
+        from kda.views.plots import save
+        save(figure_validation(rows), args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr)
     return 0
 
 

@@ -18,7 +18,7 @@ from kda.device import resolve_device
 from kda.inputs import KdaInputs, make_inputs
 from kda.reference.parity import Parity, compare
 from kda.programs import get_design, get_program
-from kda.studies.timing import time_result
+from kda.studies.timing import grouped_graphs, time_result
 from kda.studies.work import check_work
 from kda.studies.oracle import Reference, _reference_key, reference  # noqa: F401  (kda.studies.evaluate.reference, as before)
 
@@ -59,6 +59,16 @@ class Settings:
     device: str = "cpu"              # torch device of the numerics: cpu, cuda or npu (kda/device.py)
     capacity: str = "tile"           # a phase over its unit's UB / L1: "tile" it, or "refuse" (npusim/capacity.py)
     core_model: bool = True          # False: the profile's [core] table ignored (no capacities, no pipes)
+    value_heads: int | None = None   # grouped value heads: HV, a multiple of `heads` (the q/k heads); None: heads
+
+    @property
+    def v_heads(self) -> int:
+        return self.value_heads or self.heads
+
+    @property
+    def group(self) -> int:
+        """Value heads per q/k head: a work item is one q/k head with its group (timing.grouped_graphs)."""
+        return self.v_heads // self.heads
 
     @property
     def T(self) -> int:
@@ -115,11 +125,12 @@ class VersionResult:
         return {
             "schema_version": SCHEMA_VERSION,
             "version": self.version, "chunks": ex.chunks, "tokens": s.T, "batch": s.batch, "heads": s.heads,
+            "value_heads": s.v_heads,
             "chunk_size": s.chunk_size, "d_k": s.d_k, "d_v": s.d_v, "dtype": s.dtype, "gates": s.gates,
             "seed": s.seed, "profile": self.profile.name, "interleave": s.interleave,
             "seqlens": list(s.seqlens) if s.seqlens else None,
             "numerics": self.parity_o is not None,
-            "layer": None if dr is None else layer_json(dr, s.batch * s.T, s.heads, self.profile.chip.ai_cores),
+            "layer": None if dr is None else layer_json(dr, s.batch * s.T, s.v_heads, self.profile.chip.ai_cores),
             "pipeline": None if self.report is None or (dr is not None and len(dr.passes) > 1)
             else pipeline_json(self),
             "programs": programs_json(self),
@@ -222,12 +233,18 @@ def profile_for(settings: Settings) -> Profile:
 
 
 def make_settings_inputs(s: Settings) -> KdaInputs:
+    """The run's inputs, one head per value head; with grouped value heads the value heads of a group share
+    their q/k head's q and k (the first head's of the group, repeated: FLA's numerics of grouped heads)."""
     if not s.seqlens:
-        return make_inputs(s.batch, s.T, s.heads, s.d_k, s.d_v, s.gates, s.seed, s.initial_state)
-    x = make_inputs(1, s.T, s.heads, s.d_k, s.d_v, s.gates, s.seed, False)      # FLA's varlen layout
-    if s.initial_state:
-        gen = torch.Generator().manual_seed(s.seed + 1)
-        x = replace(x, initial_state=torch.randn(len(s.seqlens), s.heads, s.d_k, s.d_v, generator=gen))
+        x = make_inputs(s.batch, s.T, s.v_heads, s.d_k, s.d_v, s.gates, s.seed, s.initial_state)
+    else:
+        x = make_inputs(1, s.T, s.v_heads, s.d_k, s.d_v, s.gates, s.seed, False)      # FLA's varlen layout
+        if s.initial_state:
+            gen = torch.Generator().manual_seed(s.seed + 1)
+            x = replace(x, initial_state=torch.randn(len(s.seqlens), s.v_heads, s.d_k, s.d_v, generator=gen))
+    if s.group > 1:
+        shared = lambda t: t[:, :, ::s.group].repeat_interleave(s.group, dim=2)
+        x = replace(x, q=shared(x.q), k=shared(x.k))
     return x
 
 
@@ -258,6 +275,8 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
         design = single_pass(program)
     if settings.interleave < 1:
         raise ValueError(f"--interleave must be >= 1, got {settings.interleave}")
+    if settings.v_heads % settings.heads:
+        raise ValueError(f"value_heads {settings.v_heads} must be a multiple of heads {settings.heads}")
     profile = profile_for(settings)
     check_work(settings, profile)          # one line before hours of work (kda/studies/work.py)
     if not settings.numerics:
@@ -281,6 +300,8 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
         from kda.studies.attribution import attribute
         result.attribution = attribute(ex, ref.o, ref.state, program)
     if timing:
+        if settings.group > 1:                 # timed as work items of one q/k head and its value heads
+            result.execution = grouped_graphs(ex, settings, design)
         _time(result)
     return result
 
@@ -291,7 +312,7 @@ def _timing_only(version: str, settings: Settings, profile: Profile, program, de
     chunks, the same graphs and so the same timeline as a full run."""
     precision = precision_for(settings, program)
     graphs, precision = record_graphs(design, chunk_size=settings.chunk_size, d_k=settings.d_k,
-                                      d_v=settings.d_v, precision=precision)
+                                      d_v=settings.d_v, precision=precision, group=settings.group)
     _check_policy_names(graphs, settings, program, foreign_payloads_ok)
     chunks = max(-(-n // settings.chunk_size) for n in (settings.seqlens or (settings.T,)))
     main = graphs[[p.program for p in design.passes].index(program)] if program in [p.program for p in design.passes] else graphs[-1]

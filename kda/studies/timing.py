@@ -3,6 +3,8 @@ report with the chip's HBM floor. evaluate.py calls it after the numerics (or on
 random inputs, for a timing-only run)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from npusim import WorkspaceError, build_report, simulate
 from npusim.chip.capacity import CapacityError
 from npusim.output.design_report import build_design_report
@@ -11,19 +13,36 @@ from npusim.record.precision import itemsize
 
 
 def chunk_counts(settings) -> list[int]:
-    """Chunks of each of the batch x heads sequences (b-major, as the driver flattens them)."""
+    """Chunks of each of the batch x heads sequences (b-major, as the driver flattens them). With grouped
+    value heads a work item is one q/k head and its group of value heads (grouped_graphs)."""
     C = settings.chunk_size
     lengths = settings.seqlens or (settings.T,) * settings.batch
     return [-(-n // C) for n in lengths for _ in range(settings.heads)]
 
 
 def floor_bytes(settings, transfer: str) -> int:
-    """The least HBM traffic of any design: q, k, v (transfer type), g and beta (fp32) read once, o written
-    once (transfer type), the initial state read and the final state written (fp32)."""
+    """The least HBM traffic of any design: q, k (per q/k head), v (per value head; transfer type), g and beta
+    (fp32, per value head) read once, o written once (transfer type), the initial state read and the final
+    state written (fp32, per value head)."""
     tokens = sum(settings.seqlens) if settings.seqlens else settings.batch * settings.T
-    ht, K, V = tokens * settings.heads, settings.d_k, settings.d_v
-    sequences = (len(settings.seqlens) if settings.seqlens else settings.batch) * settings.heads
-    return ht * ((2 * K + 2 * V) * itemsize(transfer) + (K + 1) * 4) + 2 * sequences * K * V * 4
+    H, HV = settings.heads, getattr(settings, "v_heads", settings.heads)
+    K, V = settings.d_k, settings.d_v
+    sequences = (len(settings.seqlens) if settings.seqlens else settings.batch) * HV
+    return (tokens * (H * 2 * K * itemsize(transfer) + HV * (2 * V * itemsize(transfer) + (K + 1) * 4))
+            + 2 * sequences * K * V * 4)
+
+
+def grouped_graphs(ex, settings, design):
+    """The Execution with its graphs recorded for grouped value heads (kda.api.record_graphs, group=G): a
+    work item is one q/k head with the G value heads that share it, so its chunk loads the q/k tile from GM
+    once for all G (the same numbers: the numerics ran each value head with its group's q and k)."""
+    from kda.api import record_graphs
+    graphs, _ = record_graphs(design, chunk_size=ex.chunk_size, d_k=settings.d_k, d_v=settings.d_v,
+                              precision=ex.precision, group=settings.group)
+    if design.single:
+        return replace(ex, graph=graphs[0], graphs=())
+    main = [g.program for g in ex.pass_graphs].index(ex.graph.program)
+    return replace(ex, graph=graphs[main], graphs=tuple(graphs))
 
 
 def time_result(result) -> None:

@@ -1,17 +1,22 @@
-"""python -m kda.validate [--samples 50] [--fit [--fields a,b]] [--only IMPLEMENTATION] [--json]
+"""python -m kda.validate [--data FILE ...] [--samples 50] [--fit [--fields a,b]] [--only IMPLEMENTATION] [--json]
+[--plot OUT.png]
 
-Predicted against published Ascend measurements (kda/validation/measurements.csv; sources in
-kda/validation/README.md): each row under the shipped profile, with the 90 % interval of the profile's assumed
-ranges (Latin hypercube, npusim/uncertainty.py), and the error.
+Predicted against measured Ascend timings: by default the two shipped files (kda/validation/measurements.csv,
+whole forwards of FlagGems-vllm and vllm-ascend; kda/validation/megagdn.csv, MegaGDN-PTO's stage kernels,
+its fused kernel and vllm-ascend's Triton stages; sources in kda/validation/README.md), or a user's own CSV in
+the same format (`--data`, msprof op summaries too). Each row under the shipped profile, with the 90 %
+interval of the profile's assumed ranges (Latin hypercube, npusim/fit/uncertainty.py), and the error; rows
+are grouped by implementation and stage, the held-out ones (never seen by any fit) apart.
 
 Then two fits, both on the rows not marked held out, both reported on the held-out rows apart:
-- the affine diagnostic (always): per implementation, measured = floor + scale x predicted. A floor is
-  time that does not grow with the shape (host dispatch, allocation, synchronisation: what a benchmark of a
-  Python function times around the kernels); a scale other than 1 is per-token work the model misses or
-  invents. Neither is a profile field: they say where the model is off, not what the chip is.
-- `--fit`: the profile's assumed fields fitted within their ranges (npusim/fit.py), with one host floor per
-  implementation solved in closed form at every step (npusim/floor.py), so the fields only have to explain
-  how time grows with the shape.
+- the affine diagnostic (always): per group (an implementation's whole kernels, or one stage of one of its
+  kernels: Row.group), measured = floor + scale x predicted. A floor is time that does not grow with the
+  shape (host dispatch, allocation, synchronisation: what a benchmark of a Python function times around the
+  kernels); a scale other than 1 is per-token work the model misses or invents. Neither is a profile field:
+  they say where the model is off, not what the chip is.
+- `--fit`: the profile's assumed fields fitted within their ranges (npusim/fit/least_squares.py), with one
+  host floor per group solved in closed form at every step (npusim/chip/floor.py), so the fields only have
+  to explain how time grows with the shape.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import math
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -32,7 +38,11 @@ from npusim.fit.uncertainty import Influence, assumptions, rank_influences, samp
 
 from kda.kernels.registry import resolve
 
-DATA = Path(str(resources.files("kda") / "validation" / "measurements.csv"))     # shipped in the package
+_SHIPPED = resources.files("kda") / "validation"                                   # package data
+DATA = Path(str(_SHIPPED / "measurements.csv"))      # FlagGems-vllm and vllm-ascend: whole forwards
+MEGAGDN = Path(str(_SHIPPED / "megagdn.csv"))        # MegaGDN-PTO: stage kernels, fused kernel, Triton stages
+SHIPPED = (DATA, MEGAGDN)
+STAGES = ("cumsum", "kkt", "solve_tril", "wy_fast", "chunk_h", "chunk_o")     # the forward's order
 YES, NO = ("yes", "true", "1"), ("no", "false", "0", "")
 
 
@@ -45,6 +55,8 @@ class Row:
     dtype: str
     measured_us: float
     held_out: bool
+    stage: str = ""                   # the stage timed alone, "" for a whole kernel
+    source: str = ""                  # the file
     predicted_us: float = math.nan    # under the shipped profile
     p05: float = math.nan             # 90 % interval over the assumed ranges
     p50: float = math.nan
@@ -54,7 +66,13 @@ class Row:
 
     @property
     def key(self) -> tuple:
-        return self.kernel, self.shape, itemsize(self.dtype)
+        return self.kernel, self.stage, self.shape, itemsize(self.dtype)
+
+    @property
+    def group(self) -> str:
+        """The rows that share a floor (affine diagnostic, --fit's host floors): one implementation's whole
+        kernels, or one stage of one of its kernels, e.g. 'vllm-ascend-triton/kkt (gdn_triton64)'."""
+        return f"{self.implementation}/{self.stage} ({self.kernel})" if self.stage else self.implementation
 
     @property
     def error(self) -> float:
@@ -92,33 +110,41 @@ class Affine:
         return self.floor_us + self.scale * predicted_us
 
 
-def load(path: Path = DATA) -> tuple[list[Row], dict]:
-    """The rows and their models (one model per distinct kernel, shape and element size)."""
-    measured = read_measurements(path)
-    lines = list(csv.reader(Path(path).read_text(encoding="utf-8-sig").splitlines()))
-    header = [h.strip() for h in lines[0]]
-    rows, models, ids = [], {}, set()
-    for m in measured:
-        cells = dict(zip(header, (c.strip() for c in lines[m.row - 1])))
-        held = cells.get("held_out", "").lower()
-        if held not in YES + NO:
-            raise MeasurementError(f"{m.where()}: held_out {cells['held_out']!r} is not yes or no")
-        row_id = cells.get("id") or f"row {m.row}"
-        if row_id in ids:
-            raise MeasurementError(f"{m.where()}: id {row_id!r} is used twice")
-        ids.add(row_id)
-        row = Row(row_id, cells.get("implementation", ""), m.kernel, m.shape, m.dtype, m.measured_us, held in YES)
-        if row.key not in models:
-            models[row.key] = resolve(m)
-        rows.append(row)
+def _paths(paths) -> list[Path]:
+    return [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+
+
+def load(paths: Path | Sequence[Path] = SHIPPED) -> tuple[list[Row], dict]:
+    """The rows of one or several files and their models (one model per distinct kernel, stage, shape and
+    element size); MeasurementError naming the file and row of the first row that cannot be used."""
+    rows, models, ids = [], {}, {}
+    for path in _paths(paths):
+        measured = read_measurements(path)
+        lines = list(csv.reader(path.read_text(encoding="utf-8-sig").splitlines()))
+        header = [h.strip() for h in lines[0]]
+        for m in measured:
+            cells = dict(zip(header, (c.strip() for c in lines[m.row - 1])))
+            held = cells.get("held_out", "").lower()
+            if held not in YES + NO:
+                raise MeasurementError(f"{m.where()}: held_out {cells['held_out']!r} is not yes or no")
+            row_id = cells.get("id") or f"{path.name} row {m.row}"
+            if row_id in ids:
+                raise MeasurementError(f"{m.where()}: id {row_id!r} is used twice (first at {ids[row_id]})")
+            ids[row_id] = m.where()
+            row = Row(row_id, cells.get("implementation", ""), m.kernel, m.shape, m.dtype, m.measured_us,
+                      held in YES, m.stage, str(path))
+            if row.key not in models:
+                models[row.key] = resolve(m)
+            rows.append(row)
     return rows, models
 
 
 def affine(rows: list[Row]) -> dict[str, Affine]:
-    """The affine diagnostic of each implementation, on its rows not held out (needs two distinct predictions)."""
+    """The affine diagnostic of each group (implementation and stage), on its rows not held out (needs two
+    distinct predictions)."""
     out = {}
-    for impl in dict.fromkeys(r.implementation for r in rows):
-        train = [r for r in rows if r.implementation == impl and not r.held_out]
+    for impl in dict.fromkeys(r.group for r in rows):
+        train = [r for r in rows if r.group == impl and not r.held_out]
         x = np.array([r.predicted_us for r in train])
         y = np.array([r.measured_us for r in train])
         if len(set(x.round(6))) < 2:
@@ -130,22 +156,40 @@ def affine(rows: list[Row]) -> dict[str, Affine]:
 
 
 def host_floors(rows: list[Row], device: dict) -> dict[str, float]:
-    """Per implementation, the host floor (npusim/floor.py) of `rows` given each row's predicted us
-    (`device`: a row's key -> us)."""
-    return floors([r.implementation for r in rows], [r.measured_us for r in rows], [device[r.key] for r in rows])
+    """Per group (implementation and stage), the host floor (npusim/chip/floor.py) of `rows` given each row's
+    predicted us (`device`: a row's key -> us)."""
+    return floors([r.group for r in rows], [r.measured_us for r in rows], [device[r.key] for r in rows])
 
 
-def validate(path: Path = DATA, profile_name: str = "ascend-910b2", samples: int = 50, seed: int = 0,
-             refit: bool = False, only: str | None = None, fit_fields=None):
-    """(rows, affine diagnostics, fit or None, floors under the fitted profile, influences on the largest row)."""
+def _predict_each(model, profiles) -> list[float]:
+    return [model.predict(p) for p in profiles]
+
+
+def predictions(models: dict, profiles: list, jobs: int = 1) -> dict:
+    """Every model's latency under every profile ({key: [us per profile]}); with jobs > 1, the models are
+    shared among that many worker processes (the same numbers: a prediction is deterministic)."""
+    if jobs <= 1 or len(models) < 2:
+        return {k: _predict_each(m, profiles) for k, m in models.items()}
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(max_workers=min(jobs, len(models))) as pool:
+        futures = {k: pool.submit(_predict_each, m, profiles) for k, m in models.items()}
+        return {k: f.result() for k, f in futures.items()}
+
+
+def validate(paths: Path | Sequence[Path] = SHIPPED, profile_name: str = "ascend-910b2", samples: int = 50,
+             seed: int = 0, refit: bool = False, only: str | None = None, fit_fields=None, jobs: int = 1):
+    """(rows, affine diagnostics, fit or None, floors under the fitted profile, influences on the largest row).
+    `jobs`: worker processes for the predictions (the nominal ones and the interval's samples)."""
     profile = load_profile(profile_name)
-    rows, models = load(path)
+    rows, models = load(paths)
     if only is not None:
         rows = [r for r in rows if r.implementation == only]
         if not rows:
-            raise MeasurementError(f"{path}: no row has implementation {only!r}")
+            raise MeasurementError(f"{', '.join(map(str, _paths(paths)))}: no row has implementation {only!r}")
+    if refit and sum(r.held_out for r in rows) < 2:
+        raise MeasurementError(f"{', '.join(map(str, _paths(paths)))}: --fit needs at least 2 rows marked "
+                               f"held_out = yes, to test the fit on")
     keys = list(dict.fromkeys(r.key for r in rows))
-    nominal = {k: models[k].predict(profile) for k in keys}
     fields = assumptions(profile)
     chosen = fields
     if fit_fields:
@@ -155,13 +199,13 @@ def validate(path: Path = DATA, profile_name: str = "ascend-910b2", samples: int
             raise NpuSimError(f"--fields: {unknown[0]!r} is not a ranged field of {profile.name} "
                               f"(ranged: {', '.join(sorted(known))})")
         chosen = [f for f in fields if f.field in fit_fields]
-    spread = {k: [] for k in keys}
+    values = sample_values(fields, samples, seed) if samples else None
+    profiles = [profile] + (sample_profiles(profile, fields, values) if samples else [])
+    each = predictions({k: models[k] for k in keys}, profiles, jobs)
+    nominal = {k: v[0] for k, v in each.items()}
+    spread = {k: v[1:] for k, v in each.items()}
     influences: list[Influence] = []
     if samples:
-        values = sample_values(fields, samples, seed)
-        for p in sample_profiles(profile, fields, values):
-            for k in keys:
-                spread[k].append(models[k].predict(p))
         largest = max(rows, key=lambda r: nominal[r.key])
         influences = rank_influences(fields, values, spread[largest.key])
     for r in rows:
@@ -170,63 +214,42 @@ def validate(path: Path = DATA, profile_name: str = "ascend-910b2", samples: int
             r.p05, r.p50, r.p95 = (float(x) for x in np.percentile(spread[r.key], [5, 50, 95]))
     diag = affine(rows)
     for r in rows:
-        if r.implementation in diag:
-            r.affine_us = diag[r.implementation](r.predicted_us)
+        if r.group in diag:
+            r.affine_us = diag[r.group](r.predicted_us)
     result, floors = None, {}
     if refit:
         train = [r for r in rows if not r.held_out]
-        if len(rows) - len(train) < 2:
-            raise MeasurementError(f"{path}: --fit needs at least 2 rows marked held_out = yes, to test the fit on")
-        fp = FloorPredictors([models[r.key] for r in train], [r.implementation for r in train],
+        fp = FloorPredictors([models[r.key] for r in train], [r.group for r in train],
                              [r.measured_us for r in train])
         result = fit(profile, chosen, fp.predictors(), [r.measured_us for r in train])
         device = {k: models[k].predict(result.profile) for k in keys}
         floors = host_floors(train, device)
         for r in rows:
-            r.fitted_us = floors.get(r.implementation, 0.0) + device[r.key]
+            r.fitted_us = floors.get(r.group, 0.0) + device[r.key]
     return rows, diag, result, floors, influences
 
 
 def summary(rows: list[Row], attr: str = "error") -> dict:
-    """Mean and largest |error| (relative) over the rows, all and held out apart."""
+    """Median, mean and largest |error| (relative) over the rows: all, fitted on (not held out) and held out."""
     def stats(sel):
         errs = [abs(getattr(r, attr)) for r in sel if not math.isnan(getattr(r, attr))]
-        return {"n": len(errs), "mean_abs": float(np.mean(errs)) if errs else None,
-                "max_abs": float(np.max(errs)) if errs else None}
+        return {"n": len(errs), "median_abs": float(np.median(errs)) if errs else None,
+                "mean_abs": float(np.mean(errs)) if errs else None, "max_abs": float(np.max(errs)) if errs else None}
     return {"all": stats(rows), "fitted_on": stats([r for r in rows if not r.held_out]),
             "held_out": stats([r for r in rows if r.held_out])}
 
 
-def _pct(x) -> str:
-    return "-" if x is None else f"{x:.0%}"
+def stage_order(rows: list[Row]) -> list[str]:
+    """The stages of `rows`, the forward's order first, then any other in order of appearance, "" last."""
+    seen = dict.fromkeys(r.stage for r in rows)
+    return [s for s in STAGES if s in seen] + [s for s in seen if s not in STAGES and s] + ([""] if "" in seen else [])
 
 
-def lines(rows, diag, result, floors, influences) -> list[str]:
-    """What the table of the rows (kda/views/render_validate.py) leaves out: the summaries, the affine
-    diagnostic, the fit."""
-    out = []
-    s = summary(rows)
-    out.append(f"shipped profile: mean |error| {_pct(s['all']['mean_abs'])} over {s['all']['n']} rows "
-               f"(largest {_pct(s['all']['max_abs'])}); held out: {_pct(s['held_out']['mean_abs'])}"
-               + (f"; {sum(r.inside for r in rows)} of {len(rows)} inside the 90 % interval"
-                  if not math.isnan(rows[0].p05) else ""))
-    if influences:
-        out.append("what decides the spread of the largest row (Spearman rho^2): " +
-                   ", ".join(f"{i.field} {i.share:.0%}" for i in influences[:4]))
-    for impl, a in diag.items():
+def by_implementation(rows: list[Row], attr: str = "error") -> dict:
+    """Per implementation: its summary, and per stage the summary of that stage's rows."""
+    out = {}
+    for impl in dict.fromkeys(r.implementation for r in rows):
         sel = [r for r in rows if r.implementation == impl]
-        s = summary(sel, "affine_error")
-        out.append(f"affine diagnostic, {impl}: measured = {a.floor_us / 1000:.2f} ms + {a.scale:.2f} x predicted "
-                   f"(fitted on {a.n} rows): mean |error| {_pct(s['fitted_on']['mean_abs'])} on them, "
-                   f"{_pct(s['held_out']['mean_abs'])} on the {s['held_out']['n']} held out")
-    if result:
-        f = summary(rows, "fitted_error")
-        out.append(f"--fit (fields within their ranges + a host floor per implementation; {result.rms_before:.0%} -> "
-                   f"{result.rms_after:.0%} rms on the {f['fitted_on']['n']} rows fitted): mean |error| "
-                   f"{_pct(f['fitted_on']['mean_abs'])} on them, {_pct(f['held_out']['mean_abs'])} on the "
-                   f"{f['held_out']['n']} held out (largest {_pct(f['held_out']['max_abs'])})")
-        out.append("  host floors: " + ", ".join(f"{k} {v / 1000:.2f} ms" for k, v in floors.items()))
-        for ff in result.fields:
-            out.append(f"  {ff.field}: " + (f"{ff.prior:g} -> {ff.value:.4g}" + (" (at a bound)" if ff.at_bound else "")
-                                           if ff.determined else f"not determined ({ff.why})"))
+        out[impl] = {**summary(sel, attr), "inside_interval": sum(r.inside for r in sel if not math.isnan(r.p05)),
+                     "stages": {s: summary([r for r in sel if r.stage == s], attr) for s in stage_order(sel)}}
     return out

@@ -5,4 +5,6 @@
     render_memory.py   memories and pipes per phase
     plots.py           Gantt charts; gantt.py: their drawing primitives
     plot_occupancy.py  all cores' Cube / Vector occupancy as heat maps
+    table.py           a rich table from Columns; render_validate.py: kda.validate's tables with it
+    plot_validate.py   kda.validate's plot: predicted against measured, log-log, held-out rows hollow
 """

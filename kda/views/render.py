@@ -26,7 +26,8 @@ def header(r: VersionResult, versions: str | None = None) -> Text:
     s = r.settings
     return Text.assemble(
         (f"KDA {versions or r.version}", "bold"), f" on {r.profile.name} · {r.execution.chunks} chunks of {s.chunk_size}"
-        f" × {s.batch * s.heads} sequence(s) (batch {s.batch} × heads {s.heads}) · d_k={s.d_k} d_v={s.d_v}"
+        f" × {s.batch * s.heads} sequence(s) (batch {s.batch} × heads {s.heads}"
+        f"{f', {s.v_heads} value heads' if s.v_heads != s.heads else ''}) · d_k={s.d_k} d_v={s.d_v}"
         f" · transfer {s.dtype} · gates {s.gates} · seed {s.seed}")
 
 
@@ -206,8 +207,9 @@ def chip_table(r: VersionResult) -> Table:
     t.add_column("", justify="right")
     t.add_column("", justify="left")
     sec = rep.pipelined_us * 1e-6
-    t.add_row("layer latency", f"{rep.pipelined_us:,.1f} µs", f"{tokens:,} tokens x {s.heads} heads")
-    t.add_row("throughput", f"{tokens / sec:,.0f} tokens/s", f"{tokens * s.heads / sec:,.0f} head-tokens/s")
+    heads = f"{s.heads} heads" + (f" ({s.v_heads} value heads, q/k loaded once per group)" if s.v_heads != s.heads else "")
+    t.add_row("layer latency", f"{rep.pipelined_us:,.1f} µs", f"{tokens:,} tokens x {heads}")
+    t.add_row("throughput", f"{tokens / sec:,.0f} tokens/s", f"{tokens * s.v_heads / sec:,.0f} head-tokens/s")
     t.add_row("Cube roofline", f"{rep.roofline_us:,.1f} µs", f"all MACs / ({rep.ai_cores} cores x Cube rate); "
               f"efficiency {rep.roofline_efficiency:.1%}")
     t.add_row("utilisation over the chip", "", "  ".join(f"{_unit(k)} {v:.0%}" for k, v in

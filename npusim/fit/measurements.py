@@ -1,6 +1,7 @@
 """Measured kernel timings, from two kinds of CSV file, for calibration (calibrate.py) and validation.
 
-- A simple CSV: columns `kernel, shape, dtype, measured_us` (others are ignored), one timing per row.
+- A simple CSV: columns `kernel, shape, dtype, measured_us` and optionally `stage` (which stage of a kernel of
+  several stages was timed on its own; empty or absent: the whole kernel); others are ignored. One timing a row.
 - msprof's op summary (`op_summary_*.csv`, CANN profiling "op_summary (Operator Details)"): the kernel is
   its `OP Type`, the shape its `Input Shapes` (one shape per input, dimensions split by ',' and inputs by
   ';'), the type the first of its `Input Data Types` (DT_BF16, DT_FLOAT16, DT_FLOAT), the time its
@@ -36,6 +37,7 @@ class Measurement:
     row: int                 # line in the file (the header is line 1)
     source: str              # the file
     form: str = "simple"     # "simple" or "msprof": how `shape` reads
+    stage: str = ""          # the stage of `kernel` timed alone ("kkt", ...), "" for the whole kernel
 
     def where(self) -> str:
         return f"{self.source} row {self.row}"
@@ -63,7 +65,8 @@ def read_measurements(path: str | Path) -> list[Measurement]:
         raise MeasurementError(
             f"{path}: missing column {missing[0]!r} (a simple CSV needs {', '.join(SIMPLE)}; an msprof op "
             f"summary needs {', '.join(MSPROF)})")
-    col = {name: header.index(name) for name in needed}
+    col = {name: header.index(name) for name in needed + (("stage",) if form == "simple" and "stage" in header
+                                                          else ())}
     out = []
     for line, cells in enumerate(rows[1:], start=2):
         if not any(c.strip() for c in cells):
@@ -94,7 +97,8 @@ def read_measurements(path: str | Path) -> list[Measurement]:
             raise MeasurementError(f"{path} row {line}: {time_field} {time_text!r} is not a number") from None
         if not math.isfinite(t) or t <= 0:
             raise MeasurementError(f"{path} row {line}: {time_field} {time_text} must be a positive, finite time")
-        out.append(Measurement(kernel, shape, dtype, t, line, str(path), form))
+        stage = get("stage") if "stage" in col else ""
+        out.append(Measurement(kernel, shape, dtype, t, line, str(path), form, stage))
     if not out:
         raise MeasurementError(f"{path}: no measurements after the header")
     return out

@@ -13,7 +13,7 @@ from npusim.fit.measurements import MeasurementError, read_measurements
 from npusim.fit.uncertainty import assumptions
 
 DATA = Path(__file__).parent.parent / "data"
-BASE = load_profile("ascend-910b2")
+BASE = load_profile("ascend-910b2-uncalibrated")    # the model whose ASSUMED fields these fits recover
 
 
 def _csv(tmp_path, text, name="m.csv"):
@@ -29,8 +29,17 @@ def test_msprof_op_summary_in_the_documented_layout():
     assert [(r.kernel, r.dtype, r.measured_us, r.row, r.form) for r in rows] == [
         ("KdaChunkV3", "bf16", 1262.5, 2, "msprof"), ("KdaChunkV3", "bf16", 1255.0, 3, "msprof"),
         ("KdaChunkV4", "bf16", 1711.75, 4, "msprof")]
+    assert {r.stage for r in rows} == {""}                  # msprof times whole operators
     m = model(rows[0].kernel, rows[0].shape, rows[0].dtype, rows[0].form)
     assert m.name == "kda_v3" and m.shape.seqlens == (4096,) and m.shape.heads == 32 and m.shape.d_v == 128
+
+
+def test_an_optional_stage_column(tmp_path):
+    """`stage` names the stage a row timed alone; absent or empty: the whole kernel."""
+    with_stage = _csv(tmp_path, "kernel,stage,shape,dtype,measured_us\nk,kkt,1x64x1x8x8,fp16,3\nk,,1x64x1x8x8,fp16,4\n")
+    assert [(m.stage, m.measured_us) for m in read_measurements(with_stage)] == [("kkt", 3.0), ("", 4.0)]
+    without = _csv(tmp_path, "kernel,shape,dtype,measured_us\nk,1x64x1x8x8,fp16,3\n", "old.csv")
+    assert [m.stage for m in read_measurements(without)] == [""]
 
 
 def test_shapes_in_every_written_form():
@@ -137,8 +146,8 @@ def test_written_profile_marks_fitted_fields_and_loads_back(tmp_path, capsys):
     rows = "\n".join(f"kda_v3,{s},bf16,{model('kda_v3', s, 'bf16').predict(truth):.3f}" for s in shapes)
     path = _csv(tmp_path, "kernel,shape,dtype,measured_us\n" + rows + "\n", "timings.csv")
     out = tmp_path / "fitted.toml"
-    assert main([str(path), "--fields", "sync.latency_us,cube.fp32_macs_per_cycle", "--out", str(out),
-                 "--date", "2026-11-23"]) == 0
+    assert main([str(path), "--profile", BASE.name, "--fields", "sync.latency_us,cube.fp32_macs_per_cycle",
+                 "--out", str(out), "--date", "2026-11-23"]) == 0
     p = load_profile(out)
     assert p.sync.latency_us == pytest.approx(1.5, rel=0.01)
     assert p.sources["sync.latency_us"].startswith("FIT: timings.csv, 2026-11-23")
@@ -153,7 +162,8 @@ def test_a_kernel_model_times_as_kda_run_does(design):
     """kda.kernels.registry (calibration, validation) and kda.cli.run's timing-only path give one latency for one shape,
     passes that declare their own state hand-off (v5's state pass) included."""
     from kda.studies.evaluate import Settings, evaluate
-    r = evaluate(design, Settings(heads=2, tokens=256, d_k=64, d_v=64, numerics=False, keep_trace=False))
+    r = evaluate(design, Settings(heads=2, tokens=256, d_k=64, d_v=64, numerics=False, keep_trace=False,
+                                  profile=BASE.name))
     assert model(f"kda_{design}", "1x256x2x64x64", "bf16").predict(BASE) == pytest.approx(r.design_report.latency_us,
                                                                                            rel=1e-12)
 

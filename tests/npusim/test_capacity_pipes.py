@@ -162,14 +162,32 @@ def test_seed_doc_keeps_the_document_assumptions():
     assert all(v == float("inf") for v in (p.core.ub_kib, p.core.l1_kib, p.core.mte2_gbps, p.core.mte3_gbps))
 
 
-def test_ascend_910b2_memories_have_public_sources():
-    p = load_profile("ascend-910b2")
+@pytest.mark.parametrize("name", ["ascend-910b2", "ascend-910b2-uncalibrated"])
+def test_ascend_910b2_memories_have_public_sources(name):
+    p = load_profile(name)
     c = p.core
     assert (c.ub_kib, c.l1_kib, c.l0a_kib, c.l0b_kib, c.l0c_kib) == (192, 512, 64, 64, 128)
     assert (c.align_bytes, c.buffer_num) == (32, 2)
     for f in ("ub_kib", "l1_kib", "l0a_kib", "l0b_kib", "l0c_kib", "mte2_gbps", "mte3_gbps", "align_bytes"):
         assert not p.sources[f"core.{f}"].startswith("ASSUMED"), f
-    assert p.sources["core.fixpipe_gbps"].startswith("ASSUMED")
+    if name.endswith("uncalibrated"):
+        assert p.sources["core.fixpipe_gbps"].startswith("ASSUMED")
+
+
+def test_the_calibrated_chip_says_where_every_number_comes_from():
+    """Every [isa] figure names msKPP's table and lines, or is FITTED with its rows; the only ASSUMED fields
+    left carry a range; no field is fitted to a held-out row (L = 16384 or H = 48)."""
+    p = load_profile("ascend-910b2")
+    assert p.isa.enabled == 1
+    for key, src in p.sources.items():
+        if key.startswith("isa.") and key != "isa.enabled":
+            assert "resource910b.cpp:" in src or src.startswith("FITTED:") or src.startswith("one Vector repeat"), key
+        if src.startswith("ASSUMED"):
+            assert key in p.ranges, key
+        if src.startswith("FITTED"):
+            assert key in p.ranges and "not held out" in src and "16384" not in src.split("(")[1].split(")")[0], key
+    assert {k for k, s in p.sources.items() if s.startswith("FITTED")} == {"isa.vec_dependent_cycles",
+                                                                             "isa.gm_burst_cycles"}
 
 
 @pytest.mark.parametrize("value, message", [

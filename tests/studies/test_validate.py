@@ -26,7 +26,7 @@ def test_the_published_rows_match_their_quoted_figures_and_shapes():
         assert (b, h, k, v) == ("1", "32", "128", "128") and sum(map(int, t.split("+"))) == int(seq_len)
         assert r["dtype"] in r["quoted"] and r["implementation"] in ("flaggems", "vllm-ascend")
     assert sum(r["held_out"] == "yes" for r in rows) >= 2
-    loaded, models = load()
+    loaded, models = load(DATA)
     assert len(loaded) == 24 and len(models) == 6          # six shapes, bf16 and fp16 share one model
 
 
@@ -58,10 +58,11 @@ def test_host_floor_is_the_relative_least_squares_gap_and_never_negative():
     assert host_floors(mixed, {r.key: r.predicted_us for r in mixed})["c"] == pytest.approx(want)
 
 
+SYNC = 2 * BASE.value("sync.latency_us")     # the truth of the synthetic rows: twice the shipped sync latency
 SHAPES = ["1x128x4x64x64", "1x1024x4x64x64", "1x64+448x8x64x64", "1x2048x2x64x64", "1x512x4x64x64"]
 
 
-def _synthetic(tmp_path, sync_us=1.5, floor_us=400.0, held=(3, 4)):
+def _synthetic(tmp_path, sync_us=SYNC, floor_us=400.0, held=(3, 4)):
     truth = BASE.replace(sync__latency_us=sync_us)
     lines = ["id,kernel,shape,dtype,measured_us,implementation,held_out"]
     for i, s in enumerate(SHAPES):
@@ -73,16 +74,17 @@ def _synthetic(tmp_path, sync_us=1.5, floor_us=400.0, held=(3, 4)):
 
 
 def test_fit_with_a_host_floor_recovers_the_field_and_the_floor_and_predicts_the_held_out_rows(tmp_path):
-    """Made by the simulator under sync latency 1.5 us plus a 400 us host floor; the fit of sync latency
+    """Made by the simulator under twice the shipped sync latency (inside its range) plus a 400 us host floor; the fit of sync latency
     alone (the floor solved at every step) finds both to 1 %, and the two held-out rows within 1 %."""
     path = _synthetic(tmp_path)
     rows, diag, result, floors, _ = validate(path, samples=0, refit=True, fit_fields=["sync.latency_us"])
     (f,) = result.fields
-    assert f.determined and f.value == pytest.approx(1.5, rel=0.01)
+    assert BASE.ranges["sync.latency_us"][0] < SYNC < BASE.ranges["sync.latency_us"][1]
+    assert f.determined and f.value == pytest.approx(SYNC, rel=0.01)
     assert floors["bench"] == pytest.approx(400, rel=0.01)
     assert all(abs(r.fitted_error) < 0.01 for r in rows)
     assert [r.id for r in rows if r.held_out] == ["p3", "p4"]
-    # under the shipped profile (0.5 us) the model is too fast on every row: no floor, lower sync latency
+    # under the shipped profile the model is too fast on every row: no floor, a lower sync latency
     assert all(r.error < 0 for r in rows)
 
 
@@ -100,7 +102,7 @@ def test_cli_table_json_and_interval(tmp_path, capsys):
     assert {i["field"] for i in out["influence"]} == set(BASE.ranges)
     assert main(["--data", str(path), "--samples", "0"]) == 0
     text = capsys.readouterr().out
-    assert "affine diagnostic, bench:" in text and "held out" in text
+    assert "affine diagnostic" in text and "bench: held out" in text and "bench: rows fitted on" in text
 
 
 @pytest.mark.parametrize("edit, args, message", [
@@ -118,3 +120,14 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, edit, args, message)
     assert main(["--data", str(path), "--samples", "0", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_worker_processes_give_the_same_numbers(tmp_path, capsys):
+    path = _synthetic(tmp_path)
+    outs = []
+    for jobs in ("1", "2"):
+        assert main(["--data", str(path), "--samples", "3", "--json", "--jobs", jobs]) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    assert outs[0] == outs[1]
+    assert main(["--data", str(path), "--jobs", "0"]) == 2
+    assert "--jobs must be >= 1" in capsys.readouterr().err
