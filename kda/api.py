@@ -20,13 +20,11 @@ import torch.nn.functional as F
 from npusim import Executor, Nonfinite, PhaseGraph, Precision
 from npusim.record.precision import dtype_name
 
+from kda.input_checks import (KdaInputError, KdaOverflowWarning, _blocks, _check, _finite,  # noqa: F401 (re-exported)
+                              seqlens_of, warn_nonfinite)
 from kda.multipass import record_passes, run_passes, stored_types
 from kda.programs import get_design
 from kda.reference.recurrence import naive_recurrent_kda
-
-
-class KdaInputError(ValueError):
-    """Bad input to the KDA API; the message is one line naming what is wrong."""
 
 
 @dataclass
@@ -57,57 +55,6 @@ class Execution:
         B, _, H, K = q.shape
         h0 = (torch.zeros(B, H, K, v.shape[-1], dtype=cd, device=q.device) if h0 is None else p.round(h0.to(cd), p.state_type))
         return stored(q), stored(k), stored(v), g.to(cd), beta.to(cd), h0
-
-
-def _check(q, k, v, g, beta, initial_state, chunk_size) -> tuple[int, int, int, int, int]:
-    for name, x in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta)):
-        if not isinstance(x, torch.Tensor):
-            raise KdaInputError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-        if not x.is_floating_point():
-            raise KdaInputError(f"{name} must be a floating-point tensor, got {x.dtype}")
-    for name, x in (("k", k), ("v", v), ("g", g), ("beta", beta), ("initial_state", initial_state)):
-        if isinstance(x, torch.Tensor) and x.device != q.device:
-            raise KdaInputError(f"{name} is on {x.device}, q on {q.device}: all inputs must be on one device")
-    if q.dim() != 4:
-        raise KdaInputError(f"q must be [B, T, H, K], got shape {list(q.shape)}")
-    B, T, H, K = q.shape
-    V = v.shape[-1] if v.dim() == 4 else -1
-    expect = {"k": (k, [B, T, H, K]), "v": (v, [B, T, H, V]), "g": (g, [B, T, H, K]), "beta": (beta, [B, T, H])}
-    if g.dim() == 4 and list(g.shape) == [B, T, H, 1]:
-        expect["g"] = (g, [B, T, H, 1])          # GDN: one decay per head, broadcast over the key channels
-    for name, (x, shape) in expect.items():
-        if list(x.shape) != shape:
-            raise KdaInputError(f"{name} must have shape {shape} to match q {list(q.shape)}, got {list(x.shape)}")
-    if initial_state is not None and list(initial_state.shape) != [B, H, K, V]:
-        raise KdaInputError(f"initial_state must have shape {[B, H, K, V]}, got {list(initial_state.shape)}")
-    if T < 1 or B < 1 or H < 1 or K < 1 or V < 1:
-        raise KdaInputError(f"empty input: B={B}, T={T}, H={H}, K={K}, V={V}")
-    if not isinstance(chunk_size, int) or chunk_size < 1:
-        raise KdaInputError(f"chunk_size must be a positive integer, got {chunk_size!r}")
-    for name, x in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("initial_state", initial_state)):
-        if x is not None and not all(_finite(b) for b in _blocks(x)):
-            raise KdaInputError(f"{name} contains NaN or inf")
-    if any(bool(b.max() > 0) for b in _blocks(g)):
-        raise KdaInputError(f"g is the log decay and must be <= 0 (decay alpha = exp(g) in (0, 1]); "
-                            f"max g = {float(g.max()):.4g}")
-    return B, T, H, K, V
-
-
-def _finite(x: torch.Tensor) -> bool:
-    """No inf/NaN in x. One pass: a sum is finite unless an element is inf/NaN, or the sum overflows, and
-    then the element-wise test decides."""
-    return bool(torch.isfinite(x.sum())) or bool(torch.isfinite(x).all())
-
-
-def _blocks(x: torch.Tensor, elements: int = 1 << 24):
-    """x in slices along its second axis (tokens) of about `elements` each: checks of a whole layer's
-    inputs then need no full-size temporaries."""
-    if x.dim() < 2 or x.numel() <= elements:
-        yield x
-        return
-    step = max(1, elements // max(1, x.numel() // x.shape[1]))
-    for lo in range(0, x.shape[1], step):
-        yield x[:, lo:lo + step]
 
 
 def _chunk_of(x: torch.Tensor, lo: int, hi: int, C: int, dtype: torch.dtype, round_to=None) -> torch.Tensor:
@@ -235,7 +182,7 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
                                chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
                                compute_dtype=compute_dtype, program=program, out_dtype=out_dtype,
                                progress=progress, design=design)
-    B, T, H, K, V = _check(q, k, v, g, beta, initial_state, chunk_size)
+    B, T, H, K, V = _check(q, k, v, g, beta, initial_state, chunk_size, scale)
     device = q.device
     if program is None:
         design = design or get_design(version)
@@ -311,6 +258,7 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
     [1, total tokens, H, K] and the final state [number of sequences, H, K, V]."""
     ex = execute(q, k, v, g, beta, scale, initial_state, version=version, chunk_size=chunk_size,
                  transfer_dtype=transfer_dtype, precision=precision, out_dtype=v.dtype, cu_seqlens=cu_seqlens)
+    warn_nonfinite(ex)
     return ex.o, (ex.final_state.to(torch.float32) if output_final_state else None)
 
 
@@ -362,23 +310,12 @@ def _execute_design(design, q, k, v, g, beta, scale, initial_state, *, chunk_siz
     return result
 
 
-def seqlens_of(cu_seqlens, total: int) -> list[int]:
-    """Lengths from FLA's cu_seqlens [0, l0, l0 + l1, ..., total]; one line naming what is wrong otherwise."""
-    cu = [int(x) for x in (cu_seqlens.tolist() if isinstance(cu_seqlens, torch.Tensor) else cu_seqlens)]
-    if len(cu) < 2 or cu[0] != 0:
-        raise KdaInputError(f"cu_seqlens must start at 0 and hold at least one sequence, got {cu[:4]}")
-    lengths = [b - a for a, b in zip(cu, cu[1:])]
-    if any(n <= 0 for n in lengths):
-        raise KdaInputError(f"cu_seqlens must increase strictly: sequence {next(i for i, n in enumerate(lengths) if n <= 0)} "
-                            f"has {min(lengths)} tokens")
-    if cu[-1] != total:
-        raise KdaInputError(f"cu_seqlens ends at {cu[-1]}, but the inputs hold {total} tokens")
-    return lengths
-
-
 def _execute_varlen(q, k, v, g, beta, scale, initial_state, cu_seqlens, **kw) -> Execution:
     """FLA's variable-length batch: each sequence padded at its end to the longest one's chunks (zero k,
     beta and g change nothing), run as a batch, and cut back."""
+    _check(q, k, v, g, beta, None, kw["chunk_size"], scale)          # types before shapes are read
+    if initial_state is not None and not isinstance(initial_state, torch.Tensor):
+        raise KdaInputError(f"initial_state must be a torch.Tensor, got {type(initial_state).__name__}")
     if q.dim() != 4 or q.shape[0] != 1:
         raise KdaInputError(f"with cu_seqlens, q must be [1, total tokens, H, K], got {list(q.shape)}")
     lengths = seqlens_of(cu_seqlens, q.shape[1])

@@ -15,7 +15,7 @@ from npusim import Precision
 
 from kda import api
 from kda.api import KdaInputError
-from kda.backward import backward_design, execute_backward
+from kda.backward import backward_design, check_backward_chunk_size, execute_backward
 from kda.multipass import stored_types
 from kda.programs import get_design
 
@@ -37,6 +37,7 @@ class ChunkKdaFunction(torch.autograd.Function):
                          transfer_dtype=transfer_dtype, precision=precision, out_dtype=v.dtype,
                          compute_dtype=precision.compute if precision is not None else torch.float32,
                          cu_seqlens=cu_seqlens)
+        api.warn_nonfinite(ex)
         ctx.save_for_backward(q, k, v, g, beta, h0)
         ctx.settings = (scale, version, chunk_size, transfer_dtype, precision, h0 is None, cu_seqlens)
         return ex.o, ex.final_state.to(torch.float64 if q.dtype == torch.float64 else torch.float32)
@@ -73,6 +74,7 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
         backward_design(version)
     except KdaInputError as err:
         raise KdaInputError(f"version={version!r} under autograd: {err} (gradients need one of them)") from None
+    check_backward_chunk_size(chunk_size)     # and one if the backward cannot take this chunk size
     precision = _precision(q, transfer_dtype, precision, version)
     o, ht = ChunkKdaFunction.apply(q, k, v, g, beta, initial_state, scale, version, chunk_size, transfer_dtype,
                                    precision, cu_seqlens)

@@ -71,6 +71,13 @@ def check_grad_outputs(do, dht, B: int, T: int, H: int, K: int, V: int) -> None:
             raise KdaInputError(f"{name} contains NaN or inf")
 
 
+def check_backward_chunk_size(chunk_size) -> None:
+    """The backward's sub-chunks are 16 wide, two or more: one line otherwise (before the forward runs)."""
+    if not isinstance(chunk_size, int) or chunk_size % 16 or chunk_size < 32:
+        raise KdaInputError(f"backward: chunk_size must be a multiple of 16 and at least 32 (16-wide sub-chunks, "
+                            f"two or more), got {chunk_size}")
+
+
 def execute_backward(q, k, v, g, beta, scale=None, initial_state=None, do=None, dht=None, *,
                      version: str = "v4", chunk_size: int = 64, transfer_dtype=None,
                      precision: Precision | None = None, compute_dtype: torch.dtype = torch.float32,
@@ -84,9 +91,7 @@ def execute_backward(q, k, v, g, beta, scale=None, initial_state=None, do=None, 
                        compute_dtype=compute_dtype, states=states, progress=progress)
     B, T, H, K, V = _check(q, k, v, g, beta, initial_state, chunk_size)
     check_grad_outputs(do, dht, B, T, H, K, V)
-    if chunk_size % 16 or chunk_size < 32:
-        raise KdaInputError(f"backward: chunk_size must be a multiple of 16 and at least 32 (16-wide sub-chunks, "
-                            f"two or more), got {chunk_size}")
+    check_backward_chunk_size(chunk_size)
     if states not in STATES:
         raise KdaInputError(f"states must be one of {', '.join(STATES)}, got {states!r}")
     backward_design(version, states)

@@ -1,6 +1,8 @@
 """The command lines.
 
     run.py           python -m kda.run: designs, numerics and timing
+    checks.py        its options checked after parsing: bounds, conflicts, --seqlens/--set/--inputs
+    jsonout.py       JSON without Infinity or NaN (null instead)
     run_backward.py  python -m kda.run --backward
     attribution.py   python -m kda.attribution
     stability.py     python -m kda.stability

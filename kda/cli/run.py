@@ -6,21 +6,21 @@ Bad input gets one line on stderr and exit status 2.
 """
 from __future__ import annotations
 
-import json
+import argparse
 import math
 import sys
-from pathlib import Path
-
-import torch
 
 from npusim import NpuSimError, keep_freed_memory
 
+from kda.cli import jsonout
+from kda.cli.checks import (check_args, given, load_inputs, parse_overrides,  # noqa: F401 (kda.cli.run's API)
+                            parse_payload_dtypes, parse_seqlens)
 from kda.api import KdaInputError
 from kda.cli.common import fail, progress
 from kda.cli.run_options import build_parser
 from kda.device import resolve_device
 from kda.studies.evaluate import Settings, evaluate, make_settings_inputs, profile_for, reference
-from kda.inputs import KdaInputs
+from kda.studies.work import check_work
 from kda.programs import DESIGNS
 
 
@@ -28,78 +28,9 @@ def _fail(message: str) -> int:
     return fail(message)
 
 
-def parse_payload_dtypes(text: str | None) -> dict[str, str]:
-    """'A_raw=fp32, M=fp32' -> {'A_raw': 'fp32', 'M': 'fp32'}; one line naming what is wrong otherwise."""
-    out: dict[str, str] = {}
-    for item in (text or "").split(","):
-        if not item.strip():
-            continue
-        name, sep, dtype = (x.strip() for x in item.partition("="))
-        if not sep or not name or dtype not in ("fp32", "bf16", "fp16"):
-            raise KdaInputError(f"--precision: {item.strip()!r} is not NAME=TYPE with TYPE fp32, bf16 or fp16")
-        out[name] = dtype
-    return out
-
-
-def parse_seqlens(text: str) -> tuple[int, ...]:
-    """'4096,131072' -> (4096, 131072); one line naming what is wrong otherwise."""
-    items = [x.strip() for x in text.split(",")]
-    if not any(items):
-        raise KdaInputError("--seqlens is empty: give each sequence's tokens, e.g. 4096,131072")
-    out = []
-    for x in items:
-        try:
-            n = int(x)
-        except ValueError:
-            raise KdaInputError(f"--seqlens: {x!r} is not a whole number of tokens") from None
-        if n < 1:
-            raise KdaInputError(f"--seqlens: every sequence needs at least one token, got {n}")
-        out.append(n)
-    return tuple(out)
-
-
-def parse_overrides(items: list[str]) -> dict[str, float]:
-    """['sync.latency_us=0.3'] -> {'sync.latency_us': 0.3}; one line naming what is wrong otherwise."""
-    out: dict[str, float] = {}
-    for item in items:
-        key, sep, value = (x.strip() for x in item.partition("="))
-        if not sep or key.count(".") != 1:
-            raise KdaInputError(f"--set: {item!r} is not SECTION.FIELD=VALUE (e.g. sync.latency_us=0.3)")
-        try:
-            out[key] = float(value)
-        except ValueError:
-            raise KdaInputError(f"--set {key}: {value!r} is not a number") from None
-        if not math.isfinite(out[key]) or out[key] < 0:
-            raise KdaInputError(f"--set {key}: {value!r} must be a finite number >= 0")
-    return out
-
-
 def _settings(args) -> Settings:
-    checks = {"--chunks": args.chunks, "--heads": args.heads, "--batch": args.batch,
-              "--chunk-size": args.chunk_size, "--dk": args.dk, "--dv": args.dv}
-    for flag, value in checks.items():
-        if value < 1:
-            raise KdaInputError(f"{flag} must be >= 1, got {value}")
-    if args.value_heads is not None and (args.value_heads < 1 or args.value_heads % args.heads):
-        raise KdaInputError(f"--value-heads must be a positive multiple of --heads {args.heads}, got {args.value_heads}")
-    if args.value_heads is not None and (args.inputs is not None or args.backward):
-        raise KdaInputError(f"--value-heads sets generated inputs and times the forward: it does not go with "
-                            f"{'--inputs' if args.inputs is not None else '--backward'}")
-    if args.tokens is not None and args.tokens < 1:
-        raise KdaInputError(f"--tokens must be >= 1, got {args.tokens}")
-    if args.interleave < 1:
-        raise KdaInputError(f"--interleave must be >= 1, got {args.interleave}")
+    check_args(args)                     # every bound and conflict, in one place (kda/cli/checks.py)
     seqlens = parse_seqlens(args.seqlens) if args.seqlens is not None else None
-    if seqlens and (args.batch != 1 or args.tokens is not None):
-        raise KdaInputError("--seqlens gives every sequence's length: it replaces --batch and --tokens")
-    if args.uncertainty is not None and args.uncertainty < 2:
-        raise KdaInputError(f"--uncertainty needs at least 2 samples, got {args.uncertainty}")
-    if args.cores is not None and args.cores < 1:
-        raise KdaInputError(f"--cores must be >= 1, got {args.cores}")
-    if args.no_numerics and args.inputs is not None:
-        raise KdaInputError("--no-numerics replays timing only: it takes no --inputs")
-    if args.no_numerics and args.attribution:
-        raise KdaInputError("--attribution reruns the numerics: it does not go with --no-numerics")
     device = resolve_device(args.device)  # one line if torch cannot use it, before anything runs
     if device.type == "cpu":
         keep_freed_memory()              # chunk-sized tensors reuse freed memory (npusim/memory.py)
@@ -136,34 +67,16 @@ def _events(args) -> int:
     return chunks * args.batch * args.heads * 20
 
 
-def load_inputs(path: Path) -> KdaInputs:
-    """User inputs from a .pt file; the shapes set batch, tokens, heads, d_k and d_v."""
-    if not path.is_file():
-        raise KdaInputError(f"--inputs {path}: no such file")
-    try:
-        data = torch.load(path, weights_only=True)
-    except Exception as err:  # noqa: BLE001 - any unreadable file is the same user error
-        raise KdaInputError(f"--inputs {path}: cannot read it as a torch file ({type(err).__name__})") from None
-    if not isinstance(data, dict):
-        raise KdaInputError(f"--inputs {path}: expected a dict of tensors")
-    missing = [k for k in ("q", "k", "v", "beta") if k not in data]
-    if missing or ("g" not in data and "alpha" not in data):
-        raise KdaInputError(f"--inputs {path}: missing {', '.join(missing) or 'g or alpha'}")
-    g = data.get("g")
-    if g is None:
-        alpha = data["alpha"].float()
-        if bool(torch.isnan(alpha).any()):
-            raise KdaInputError("alpha contains NaN")
-        bad = (alpha <= 0) | (alpha > 1)
-        if bool(bad.any()):
-            raise KdaInputError(f"decay alpha must lie in (0, 1]; {int(bad.sum())} values do not "
-                                f"(min {float(alpha.min()):.4g}, max {float(alpha.max()):.4g})")
-        g = alpha.log()
-    return KdaInputs(data["q"], data["k"], data["v"], g, data["beta"], data.get("initial_state"))
+def parse_args(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None):
+    """The parsed options, with `given`: the ones the command line names (for the conflicts)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = (parser or build_parser()).parse_args(argv)
+    args.given = given(build_parser(), argv)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     if args.version is None:
         from kda.cli.run_backward import DEFAULT_BACKWARD
         args.version = DEFAULT_BACKWARD if args.backward else "v3"
@@ -175,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(bad_output)
     try:
         settings = _settings(args)
-        profile_for(settings)          # the profile and its --set overrides load, or one line says why
+        check_work(settings, profile_for(settings), args.uncertainty or 0,  # the profile loads and the
+                   len(versions))                                      # work fits this machine, or one line
         inputs = None
         if args.inputs is not None:
             inputs = load_inputs(args.inputs)
@@ -218,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             payload = [r.to_json() for r in results]
             for item in payload if spread is not None else ():
                 item["uncertainty"] = spread.to_dict()
-            print(json.dumps(payload if len(versions) > 1 else payload[0], indent=2, ensure_ascii=False,
+            print(jsonout.dumps(payload if len(versions) > 1 else payload[0], indent=2, ensure_ascii=False,
                              default=_json_default))
         else:
             from kda.views.render import print_results
@@ -230,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         for e in errors:
             _fail(e)
         return 2
-    if args.strict and any(not r.passed or r.execution.nonfinite for r in results):
+    if args.strict and any(r.verdict for r in results):
         return 1
     return 0
 
@@ -239,6 +153,9 @@ def _uncertainty(args, settings: Settings, results, errors: list[str]):
     """--uncertainty N over the versions that have timing (kda/uncertainty.py); None when not asked."""
     timed = [r for r in results if r.design_report is not None]
     if args.uncertainty is None or not timed:
+        return None
+    if not timed[0].profile.ranges:
+        errors.append(f"--uncertainty: profile {timed[0].profile.name} gives no field a range: nothing to sample")
         return None
     from kda.studies.uncertainty import propagate
     total = args.uncertainty * len(timed)
@@ -290,6 +207,14 @@ def _write_outputs(args, results) -> None:
     if not timed:
         raise ValueError("--trace/--plot: no version has timing (" +
                          "; ".join(f"{r.version}: {r.workspace_error}" for r in results) + ")")
+    try:
+        _write_files(args, timed, multi)
+    except OSError as err:                 # name the option: the message alone says only the path
+        flag = "--plot" if args.plot is not None and str(args.plot) in str(err) else "--trace"
+        raise OSError(f"{flag}: cannot write {err.filename or ''} ({err.strerror or err})") from None
+
+
+def _write_files(args, timed, multi: bool) -> None:
     if args.trace is not None:
         _write_trace(args, timed, multi)
     if args.plot is not None:

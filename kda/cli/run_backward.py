@@ -9,7 +9,6 @@ and `--device` (the numerics on a torch device) work as for the forward. Bad inp
 """
 from __future__ import annotations
 
-import json
 import sys
 from types import SimpleNamespace
 
@@ -20,6 +19,7 @@ from rich.table import Table
 
 from npusim import NpuSimError
 
+from kda.cli import jsonout
 from kda.api import KdaInputError
 from kda.studies.backward_eval import BackwardResult, check_policy_names, evaluate_backward
 from kda.programs import BACKWARD, DESIGNS
@@ -67,7 +67,7 @@ def run_backward(args, settings, inputs, fail) -> int:
             _attribution(args, settings, inputs, results)
         if args.json:
             payload = [r.to_json() for r in results]
-            print(json.dumps(payload if len(versions) > 1 else payload[0], indent=2, default=_json_default))
+            print(jsonout.dumps(payload if len(versions) > 1 else payload[0], indent=2, default=_json_default))
         else:
             print_backward(results)
     for e in errors:                       # after what was computed

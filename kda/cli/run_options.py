@@ -117,7 +117,9 @@ def _model(g) -> None:
 def _output(g) -> None:
     g.add_argument("--json", action="store_true", help="print one JSON object (a list with --version all); "
                    "its shape: kda/schema/run.schema.json")
-    g.add_argument("--strict", action="store_true", help="exit 1 if any version fails parity or overflows")
+    g.add_argument("--strict", action="store_true", help="the verdict in the exit status: 1 if any version fails "
+                   "parity, overflows or has a workspace plan that does not fit (without --strict a finished "
+                   "report exits 0); bad input or a step that fails exits 2 either way")
     g.add_argument("--serial", action="store_true", help="show the serial (no overlap) timeline as the main one")
     g.add_argument("--trace", type=Path, metavar="OUT.json",
                    help="write a Chrome trace (Perfetto, chrome://tracing) of the pipelined run, or of the serial "

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import asdict, replace
 
+from kda.cli import jsonout
 from kda.cli.common import Parser, console, prog_name
 from kda.programs import PROGRAMS
 from kda.studies.attribution import one_thread
@@ -40,7 +40,7 @@ def _main(argv: list[str] | None) -> int:
     cells = grid(versions, base=replace(GRID_SETTINGS, chunks=args.chunks))
     ths = thresholds() if args.thresholds else []
     if args.json:
-        print(json.dumps({"grid": [asdict(c) for c in cells], "thresholds": [asdict(t) for t in ths],
+        print(jsonout.dumps({"grid": [asdict(c) for c in cells], "thresholds": [asdict(t) for t in ths],
                           "grid_settings": {"chunks": args.chunks, "chunk_size": 64, "d_k": 128, "d_v": 128,
                                             "sequences": 1},
                           "threshold_settings": {"chunks": THRESHOLD_SETTINGS.chunks, "chunk_size": 64,

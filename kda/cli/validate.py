@@ -6,12 +6,13 @@ shape, dtype, measured_us, implementation, held_out (kda/validation/README.md), 
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from npusim import NpuSimError
+from npusim.model.limits import MAX_SAMPLES, check
 
+from kda.cli import jsonout
 from kda.cli.common import Parser, console, fail, prog_name
 from kda.studies.validate import SHIPPED, by_implementation, summary, validate
 
@@ -65,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         return fail(problem)
     paths = args.data or list(SHIPPED)
     try:
+        check("--samples", args.samples, MAX_SAMPLES)
         rows, diag, result, floors, influences = validate(paths, args.profile, args.samples, args.seed,
                                                           args.fit, args.only,
                                                           args.fields.split(",") if args.fields else None,
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     except NpuSimError as err:
         return fail(str(err))
     if args.json:
-        print(json.dumps({
+        print(jsonout.dumps({
             "files": [str(p) for p in paths],
             "rows": [r.to_dict() for r in rows], "summary": summary(rows),
             "by_implementation": by_implementation(rows),

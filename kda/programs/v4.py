@@ -42,8 +42,8 @@ def sub_chunks(C: int) -> tuple[int, int]:
     if C <= SUB:
         return C, 1
     if C % SUB:
-        raise ValueError(f"v4 cuts a chunk into sub-chunks of {SUB}: the chunk size must be a multiple of "
-                         f"{SUB} (or at most {SUB}), got {C}")
+        raise ValueError(f"this design cuts each chunk into sub-chunks of {SUB} tokens: the chunk size must be "
+                         f"a multiple of {SUB} (or at most {SUB}), got {C}")
     return SUB, C // SUB
 
 

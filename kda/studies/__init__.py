@@ -1,6 +1,7 @@
 """Studies: what one run, or many, says about a design.
 
     evaluate.py       one evaluation: numerics, parity, timing (Settings -> VersionResult)
+    work.py           the work a run asks for, refused beyond what this machine can do
     timing.py         the timing replay of a design for a run's settings
     oracle.py         the fp64 reference on exactly the inputs the NPU saw
     attribution.py    which hand-off's rounding costs the most accuracy

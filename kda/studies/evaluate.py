@@ -13,12 +13,13 @@ from npusim.model.schedule import single_pass
 from npusim.model.engine import RIDE
 from npusim.record.precision import NAMES, Precision, itemsize
 
-from kda.api import Execution, execute, program_default_state, record_graphs
+from kda.api import Execution, KdaInputError, execute, program_default_state, record_graphs
 from kda.device import resolve_device
 from kda.inputs import KdaInputs, make_inputs
 from kda.reference.parity import Parity, compare
 from kda.programs import get_design, get_program
 from kda.studies.timing import grouped_graphs, time_result
+from kda.studies.work import check_work
 from kda.studies.oracle import Reference, _reference_key, reference  # noqa: F401  (kda.studies.evaluate.reference, as before)
 
 if TYPE_CHECKING:
@@ -105,6 +106,16 @@ class VersionResult:
     def passed(self) -> bool:
         """Parity holds for the output and the final state (True when numerics were not run)."""
         return self.parity_o is None or (self.parity_o.passed and self.parity_state.passed)
+
+    @property
+    def verdict(self) -> str | None:
+        """The run's one verdict (what --strict turns into exit status 1): None if it holds, else why not:
+        parity, an overflow, or a workspace plan that does not fit (no timing)."""
+        if self.execution.nonfinite is not None:
+            return f"overflow in {self.execution.nonfinite}"
+        if not self.passed:
+            return "fails parity"
+        return f"workspace: {self.workspace_error}" if self.workspace_error else None
 
     def to_json(self) -> dict:
         """One shape for every design (kda/studies/run_json.py, kda/schema/run.schema.json)."""
@@ -212,6 +223,9 @@ def profile_for(settings: Settings) -> Profile:
     if settings.overrides:
         profile = profile.replace(**{k.replace(".", "__", 1): v for k, v in settings.overrides.items()})
     if settings.cores is not None:
+        if settings.cores > profile.chip.ai_cores:        # a chip the profile does not describe
+            raise KdaInputError(f"--cores {settings.cores}: profile {profile.name} has {profile.chip.ai_cores} "
+                                f"AI cores (use at most that, or --set chip.ai_cores=N for another chip)")
         profile = profile.replace(chip__ai_cores=settings.cores)
     if not settings.core_model:
         profile = profile.without_core()
@@ -264,6 +278,7 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
     if settings.v_heads % settings.heads:
         raise ValueError(f"value_heads {settings.v_heads} must be a multiple of heads {settings.heads}")
     profile = profile_for(settings)
+    check_work(settings, profile)          # one line before hours of work (kda/studies/work.py)
     if not settings.numerics:
         return _timing_only(version, settings, profile, program, design, foreign_payloads_ok)
     x = on_device(inputs or make_settings_inputs(settings), settings.device)
@@ -277,7 +292,7 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
     p_o, p_s = compare(ref.o, ex.o), compare(ref.state, ex.final_state)
     C = settings.chunk_size
     errs = [compare(ref.o[:, t:t + C], ex.o[:, t:t + C]) for t in range(0, settings.T, C)]
-    first_bad = next((i for i, e in enumerate(errs) if not e.passed), None)
+    first_bad = None if p_o.passed else next((i for i, e in enumerate(errs) if not e.passed), None)  # one verdict
     result = VersionResult(version, settings, profile, ex, p_o, p_s, [e.rel_rms_err for e in errs], first_bad)
     if not result.passed and "known_defect" in program.notes:
         result.note = program.notes["known_defect"]

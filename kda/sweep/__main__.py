@@ -2,7 +2,8 @@
 python -m kda.sweep plot results.parquet [-o DIR] [--heatmap X,Y] [--metric COLUMN]
 
 Runs every point of a sweep spec (kda/sweep/spec.py) and writes one row per point: its settings, status,
-error and metrics. Bad input gets one line on stderr and exit status 2; a failing point is a row.
+error and metrics. Bad input gets one line on stderr and exit status 2; a failing point is a row, and
+a sweep with failed points exits 1 once its table is written (0 when every point ran).
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def _fail(message: str) -> int:
 def run_parser() -> argparse.ArgumentParser:
     prog = prog_name("kda.sweep")
     p = Parser(prog=prog, description="Run every point of a sweep spec (TOML): one row per point, with its "
-               "settings, status, error and metrics.", epilog=f"""examples:
+               "settings, status, error and metrics. Exit status: 0 every point ran; 1 the table is written but "
+               "some points failed (their rows say why); 2 bad input.", epilog=f"""examples:
   # every point of a spec on a local Dask cluster, one worker per core
   {prog} benchmarks/sweep_kimi.toml -o kimi.parquet
   # in this process (no Dask), then the Pareto front and heat maps of the table
@@ -32,7 +34,9 @@ def run_parser() -> argparse.ArgumentParser:
                    "(.csv without pyarrow)")
     p.add_argument("--workers", type=int, help="worker processes of the local Dask cluster (default: one per "
                    "core); 0 runs in this process")
-    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="an existing Dask cluster's scheduler")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="an existing Dask cluster's scheduler. It "
+                   "connects to any scheduler at that address, and Dask exchanges pickles with it: a scheduler "
+                   "or worker can run code in this process, so name only a cluster you trust")
     p.add_argument("--cache", type=Path, help="the cache of finished points (default OUTPUT.cache.jsonl)")
     p.add_argument("--no-cache", action="store_true", help="run every point, read and write no cache")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary line")
@@ -73,6 +77,15 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as err:
         return _fail(str(err))
     cache = None if args.no_cache else (args.cache or output.with_name(output.stem + ".cache.jsonl"))
+    if cache is not None:                  # before the first point, not after it is computed
+        try:
+            if cache.is_dir():
+                raise IsADirectoryError(21, "a directory")
+            with cache.open("a", encoding="utf-8"):
+                pass
+        except OSError as err:
+            return _fail(f"--cache {cache}: cannot write there ({err.strerror or err}); name another file "
+                         f"or use --no-cache")
     start = time.perf_counter()
     try:
         out = run_sweep(spec, workers=args.workers, scheduler=args.scheduler, cache=cache,
@@ -80,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     except SchedulerError as err:
         return _fail(str(err))
     except KeyboardInterrupt:
-        print(f"interrupted: the finished points are in {cache}; run again to go on", file=sys.stderr)
+        print(f"interrupted: the finished points are in {cache}; run again to go on" if cache else
+              "interrupted: with --no-cache the finished points are not kept", file=sys.stderr)
         return 130
     try:
         written = write_table(out.rows, output)
@@ -94,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{out.workers} Dask workers" if out.workers else "in-process"
         print(f"{len(out.rows)} points ({out.ran} run {where}, {out.cached} from the cache), "
               f"{out.failed} failed, {time.perf_counter() - start:.1f} s -> {written}", file=sys.stderr)
+    if out.failed:
+        print(f"error: {out.failed} of {len(out.rows)} points failed (status 'failed' in {written}, the "
+              f"error column says why)", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -32,9 +32,9 @@ def project_version() -> str:
     return f"{version}+{h.hexdigest()[:16]}"
 
 
-@functools.lru_cache(maxsize=64)
-def profile_digest(name_or_path: str) -> str:
-    """sha256 of the profile file, and of every file it inherits from."""
+def profile_digest(name_or_path: str, seen: frozenset = frozenset()) -> str:
+    """sha256 of the profile file, and of every file it inherits from (read each time: a file edited
+    between two sweeps of one process is a new profile)."""
     path = Path(name_or_path)
     if path.suffix == ".toml" or path.exists():
         data = path.read_bytes() if path.is_file() else b""
@@ -47,8 +47,10 @@ def profile_digest(name_or_path: str) -> str:
         parent = tomllib.loads(data.decode("utf-8")).get("inherits")
     except (ValueError, UnicodeDecodeError):
         parent = None
-    if isinstance(parent, str) and parent != name_or_path:
-        h.update(profile_digest(parent).encode())
+    if isinstance(parent, str) and parent not in seen:
+        if path.parent != Path(".") and (parent.endswith(".toml") or "/" in parent):
+            parent = str(path.parent / parent)           # relative to the file, as load_profile reads it
+        h.update(profile_digest(parent, seen | {str(name_or_path)}).encode())
     return h.hexdigest()
 
 
@@ -82,7 +84,10 @@ class Cache:
             return
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            cut = self.path.is_file() and self.path.stat().st_size and self.path.read_bytes()[-1:] != b"\n"
             self._file = self.path.open("a", encoding="utf-8")
+            if cut:                        # a last line cut short must not swallow this row
+                self._file.write("\n")
         self._file.write(json.dumps({"key": key, "row": row}) + "\n")
         self._file.flush()
 

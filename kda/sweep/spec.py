@@ -26,11 +26,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from npusim import NpuSimError
+from npusim.model.limits import MAX_POINTS, check
 
 from kda.api import KdaInputError
 from kda.studies.evaluate import Settings, profile_for
 from kda.programs import DESIGNS
-from kda.cli.run import _settings, build_parser
+from kda.cli.run import _settings, build_parser, parse_args
 
 # kda.cli.run options that shape output, not the run: not axes
 NOT_AXES = {"json": "an output format", "trace": "an output file", "plot": "an output file",
@@ -131,7 +132,7 @@ def argv(options: dict, numerics: bool = True) -> list[str]:
 
 def point_settings(options: dict, numerics: bool = True, keep_trace: bool = True) -> Settings:
     """Settings of one point, as `python -m kda.run` would build them from the same options."""
-    args = _parser().parse_args(argv(options, numerics))
+    args = parse_args(argv(options, numerics), _parser())
     settings = _settings(args)
     return settings if keep_trace else replace(settings, keep_trace=False)
 
@@ -177,6 +178,10 @@ def parse_spec(raw: dict, origin: str = "spec") -> Spec:
     if fixed.get("version") == "all":
         raise SpecError(f"{origin}: fixed version 'all': make version an axis to run every design")
     spec = Spec(axes, fixed, tuple(metrics), numerics, origin)
+    try:                                   # before a list of that many points is made
+        check(f"{origin}: the grid's points", spec.size(), MAX_POINTS)
+    except NpuSimError as err:
+        raise SpecError(str(err)) from None
     _check(spec)
     return spec
 

@@ -69,7 +69,10 @@ def tile_bytes(local: Local, tiles: int, align: float) -> float:
     itemsize = local.nbytes / max(rows * width, 1)
     w = width if local.whole else -(-width // tiles)
     row = w * itemsize
-    return rows * (math.ceil(row / align - 1e-9) * align if align > 1 else row)
+    if align <= 1 or row <= 0:
+        return rows * row
+    blocks = max(1, math.ceil(row / align - 1e-9))   # the tolerance keeps an exact multiple; never 0 blocks
+    return rows * blocks * align
 
 
 def max_tiles(phase: Phase) -> int:

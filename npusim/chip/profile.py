@@ -241,10 +241,15 @@ def _resolve(raw: dict, origin: str, seen: set[str]) -> Profile:
     ranges: dict[str, tuple[float, float]] = {}
     reasons: dict[str, str] = {}
     if parent is not None:
-        if parent in seen:
+        if not isinstance(parent, str) or not parent.strip():
+            raise ProfileError(f"profile {origin}: inherits must be a profile name or a .toml path, got {parent!r}")
+        here = Path(origin).parent if origin.endswith(".toml") else None
+        if here is not None and (parent.endswith(".toml") or "/" in parent) and not Path(parent).is_absolute():
+            parent = str(here / parent)          # a relative path is relative to the file that names it
+        if parent in seen or Path(parent).resolve() in {Path(x).resolve() for x in seen}:
             raise ProfileError(f"profile {origin}: inherits from itself through {parent!r}")
         base_raw, base_origin = _read(parent)
-        base = _resolve(base_raw, base_origin, seen | {parent})
+        base = _resolve(base_raw, base_origin, seen | {parent, origin})
         merged = base.as_dict()
         sources, ranges, reasons = dict(base.sources), dict(base.ranges), dict(base.range_reasons)
         for key, value in raw.items():
@@ -338,17 +343,28 @@ def _check_range(value, where: str, origin: str) -> tuple[float, float]:
 
 
 def _check_number(value, type_name: str, where: str, origin: str):
+    """Every field's type and range, in one place (_LIMITS): a number no chip could have is refused, never
+    modelled (it would give a meaningless latency, or Infinity in JSON)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ProfileError(f"profile {origin}: field {where} must be a number, got {value!r}")
+    name = where.split(".")[-1]
+    lo, hi = _LIMITS.get(where, _LIMITS.get(name, (0.0, 1e9)))
     if math.isnan(value) or value < 0:
         raise ProfileError(f"profile {origin}: field {where} must be >= 0, got {value!r}")
+    if math.isinf(value):
+        if where in _MAY_BE_INF:
+            return math.inf
+        raise ProfileError(f"profile {origin}: field {where} must be a finite number, got {value!r}")
     if type_name == "int":
         if value != int(value) or value < 1:
             raise ProfileError(f"profile {origin}: field {where} must be a whole number >= 1, got {value!r}")
-        return int(value)
-    if value == 0 and where.split(".")[-1] in _POSITIVE:
+        value = int(value)
+    elif value == 0 and name in _POSITIVE:
         raise ProfileError(f"profile {origin}: field {where} must be > 0")
-    return float(value)
+    if not lo <= value <= hi:
+        raise ProfileError(f"profile {origin}: field {where} = {value:g} lies outside [{lo:g}, {hi:g}], the "
+                           f"values this model accepts for it")
+    return value if type_name == "int" else float(value)
 
 
 # Rates that divide: zero would mean infinite time.
@@ -357,6 +373,17 @@ _POSITIVE = {"clock_ghz", "macs_per_cycle", "fp32_macs_per_cycle", "elems_per_cy
              "ub_kib", "l1_kib", "l0a_kib", "l0b_kib", "l0c_kib", "mte2_gbps", "mte3_gbps", "fixpipe_gbps",
              "align_bytes", "vec_repeat_bytes", "mte1_l0a_bytes_per_cycle", "mte1_l0b_bytes_per_cycle",
              "gm_l1_bytes_per_cycle", "gm_ub_bytes_per_cycle", "ub_gm_bytes_per_cycle", "fixpipe_bytes_per_cycle"}
+# Fields whose infinity means "not modelled" (no contention, no capacity limit); every other must be finite.
+_MAY_BE_INF = {"memory.gm_bandwidth_gbps", "memory.chip_bandwidth_gbps", "memory.l2_bandwidth_gbps",
+               *(f"core.{n}_kib" for n in ("ub", "l1", "l0a", "l0b", "l0c")),
+               *(f"core.{n}_gbps" for n in ("mte2", "mte3", "fixpipe"))}
+# The values the model accepts, by 'section.field' or by field name (default [0, 1e9]): generous bounds
+# around any chip (a 1 s sync, a 100 GHz clock), tight enough that nothing overflows or rounds to zero.
+_LIMITS = {
+    "chip.ai_cores": (1, 4096), "chip.vec_per_core": (1, 64), "clock_ghz": (1e-3, 100.0),
+    "launch_overhead_us": (0.0, 1e6), "barrier_us": (0.0, 1e6), "sync.latency_us": (0.0, 1e6),
+    "workspace.slots": (1, 1024), "core.buffer_num": (1, 64), "align_bytes": (1e-3, 65536.0),
+}
 # Defaults of the [core] table that keep the model as before it was modelled: not hardware figures.
 _DEFAULT_SOURCE = {
     **{f"core.{n}_kib": "not in the profile: no capacity limit (the model before capacities)"

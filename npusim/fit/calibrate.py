@@ -18,6 +18,7 @@ import datetime as _dt
 import importlib
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -36,7 +37,14 @@ def calibrate(path: str | Path, profile: Profile, kernels: str = "kda.kernels.re
     """Read, model and fit. Returns the fit, the measurements used, and notes (rows skipped). With
     `host_floor`, the timings are taken to include one constant host time (floor.py), solved at every step
     and kept in `Fit.host_floor_us`; without, they are kernel device times (msprof's Task Duration)."""
-    resolve = importlib.import_module(kernels).resolve
+    try:
+        resolve = importlib.import_module(kernels).resolve
+    except ImportError as err:
+        raise NpuSimError(f"--kernels {kernels}: cannot import it ({err})") from None
+    except AttributeError:
+        raise NpuSimError(f"--kernels {kernels}: not a kernel table (it has no resolve(measurement))") from None
+    if not callable(resolve):
+        raise NpuSimError(f"--kernels {kernels}: its resolve is not a function")
     rows, models, notes = [], [], []
     for m in read_measurements(path):
         try:
@@ -161,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.out is not None and not args.out.parent.is_dir():
         return _fail(f"--out {args.out}: no directory {args.out.parent}")
+    if args.out is not None and (args.out.is_dir() or not os.access(args.out if args.out.exists()
+                                                                     else args.out.parent, os.W_OK)):
+        return _fail(f"--out {args.out}: cannot write there")          # before the fit, not after
     try:
         profile = load_profile(args.profile)
         fields = [x.strip() for x in args.fields.split(",") if x.strip()] if args.fields else None
@@ -181,7 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("\n".join(report_lines(result, rows)))
     if args.out is not None:
-        args.out.write_text(text)
+        try:
+            args.out.write_text(text)
+        except OSError as err:                 # the fit is done: print it rather than lose it
+            print(text)
+            return _fail(f"--out {args.out}: cannot write it ({err.strerror or err}); the fitted profile is "
+                         f"printed above")
         print(f"wrote {args.out}", file=sys.stderr)
     elif not args.json:
         print(text)

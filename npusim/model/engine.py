@@ -11,9 +11,8 @@ passes without holding anything.
 The cores share the chip's bandwidth: a phase's GM traffic goes through HBM and a hand-off through L2.
 A transfer that starts while n others use the same resource gets at most 1/(n+1) of the chip-wide rate
 and never more than its core's own rate (its share is fixed when it starts), so contention shows once
-the cores together ask for more than the chip gives.
-
-Serial mode runs every node of a core after the one before it: no overlap at all.
+the cores together ask for more than the chip gives. Serial mode runs every node of a core after the
+one before it: no overlap at all. A replay larger than limits.py allows is refused before it starts.
 """
 from __future__ import annotations
 
@@ -27,6 +26,7 @@ import simpy
 from npusim.record.graph import PhaseGraph
 from npusim.chip.profile import Profile
 from npusim.model.template import HBM, L2, OWN, PHASE, RIDE, STATE, SYNC, Node, Template, build_template, shared_rate
+from npusim.model.limits import check_replay
 from npusim.model.trace import Trace, TraceEvent
 
 __all__ = ["HBM", "L2", "OWN", "PHASE", "RIDE", "STATE", "SYNC", "Node", "Run", "Template", "Trace",
@@ -370,6 +370,7 @@ def simulate(graph_or_template: PhaseGraph | Template, profile: Profile, *, chun
     each such class is simulated once, on its first core, with its transfers counted once per core of the
     class in the chip-wide shares, and the trace is copied to the other cores. `symmetric=False` simulates
     every core on its own; without contention both give the same timeline (tests/npusim/test_engine.py checks it)."""
+    check_replay(chunks, sequences, profile.chip.ai_cores)          # before any list of that size is made
     counts = [chunks] * sequences if isinstance(chunks, int) else [int(c) for c in chunks]
     if sequences < 1 or len(counts) != sequences or min(counts) < 1:
         raise ValueError(f"chunks and sequences must be >= 1, got {chunks} and {sequences}")

@@ -228,19 +228,22 @@ def _analyse(run: Run) -> Overlap:
 
 def steady_period(run: Run, events=None) -> tuple[float | None, tuple[int, int] | None]:
     """Time per chunk over the last half of the chunks: (end of the last chunk - end of the middle one) /
-    chunks between, averaged over the sequences. None for a single chunk."""
-    n = run.chunks
-    if n < 2:
-        return None, None
-    mid = (n - 1) // 2
+    chunks between, averaged over the sequences of at least two chunks (each over its own chunks in a
+    variable-length batch). None when no sequence has two; the chunks are those of the longest sequence."""
     ends: dict[tuple[int, int], float] = {}
     for e in events or _events(run):
         key = (e.seq, e.chunk)
         if e.end > ends.get(key, -math.inf):
             ends[key] = e.end
-    seqs = sorted({s for s, _ in ends})
-    periods = [(ends[(s, n - 1)] - ends[(s, mid)]) / (n - 1 - mid) for s in seqs]
-    return sum(periods) / len(periods), (mid, n - 1)
+    count: dict[int, int] = {}
+    for s, t in ends:
+        count[s] = max(count.get(s, 0), t + 1)
+    periods = [(ends[(s, n - 1)] - ends[(s, (n - 1) // 2)]) / (n - 1 - (n - 1) // 2)
+               for s, n in sorted(count.items()) if n >= 2]
+    longest = max(count.values(), default=0)
+    if not periods:
+        return None, None
+    return sum(periods) / len(periods), ((longest - 1) // 2, longest - 1)
 
 
 def period_bound(run: Run) -> tuple[float, str]:

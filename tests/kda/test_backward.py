@@ -185,7 +185,8 @@ def test_cli_backward_reports_gradients_and_timing(capsys):
     (["--version", "v4", "--uncertainty", "3"], "--backward does not take --uncertainty yet"),
 ])
 def test_cli_backward_errors_exit_2_with_one_line(capsys, args, message):
-    assert main(["--backward", *args, "--chunks", "2", "--dk", "16", "--dv", "16"]) == 2
+    size = [] if "--seqlens" in args else ["--chunks", "2"]          # --seqlens replaces --chunks
+    assert main(["--backward", *args, *size, "--dk", "16", "--dv", "16"]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
 

@@ -42,3 +42,20 @@ def test_parity_metric_is_flas():
     assert not compare(ref, ref * 1.006).passed
     assert not compare(ref, ref * float("nan")).passed
     assert_close("same", ref, ref)
+
+
+def test_the_variable_length_reference_keeps_each_sequences_initial_state():
+    """With k = 0 nothing is written and with g = 0 nothing decays: each sequence's state stays its own
+    initial state, and o_t = scale * q_t @ h0 of the sequence t belongs to (first principles, no recurrence)."""
+    import kda
+    from kda.studies.oracle import reference
+    x = make_inputs(batch=1, tokens=50, heads=2, d_k=8, d_v=4, initial_state=False)
+    h0 = torch.randn(2, 2, 8, 4, generator=torch.Generator().manual_seed(3))      # two sequences
+    k, g = torch.zeros_like(x.k), torch.zeros_like(x.g)
+    ex = kda.execute(x.q, k, x.v, g, x.beta, None, h0, transfer_dtype="fp32", cu_seqlens=[0, 20, 50])
+    ref = reference(ex)
+    assert torch.allclose(ref.state, h0.double(), atol=1e-12)
+    scale = 8 ** -0.5
+    for i, (a, b) in enumerate(((0, 20), (20, 50))):
+        expect = scale * torch.einsum("thk,hkv->thv", x.q[0, a:b].double(), h0[i].double())
+        assert torch.allclose(ref.o[0, a:b], expect, atol=1e-9)

@@ -220,3 +220,12 @@ def test_json_reports_each_phase_against_capacity(capsys):
     assert set(mem) == set("ABCDEFG")
     assert mem["A"]["capacity_bytes"] == 192 * 1024 and mem["B"]["capacity_bytes"] == 512 * 1024
     assert all(m["peak_bytes"] <= m["capacity_bytes"] for m in mem.values())
+
+
+def test_a_transfer_smaller_than_the_alignment_is_one_whole_block_never_zero():
+    from npusim.chip.capacity import tile_bytes
+    from npusim.record.graph import Local
+    row = Local("x", (3, 8), 3 * 8 * 4, "gm", 0, 1)              # 3 rows of 32 B
+    assert tile_bytes(row, 1, 32.0) == 3 * 32                      # an exact multiple: no padding
+    assert tile_bytes(row, 1, 100.0) == 3 * 100                    # padded up to one block per row
+    assert tile_bytes(row, 1, 1e12) == 3 * 1e12                    # however large the block, never 0 bytes

@@ -131,3 +131,17 @@ def test_chip_bandwidth_contention_shows(toy_profile):
     assert tight.shared_us["l2"] == pytest.approx(4 * 3 * 4000 / 2000)
     alone = simulate(toy(), toy_profile(cores=1, l2_bw=2.0), chunks=3, sequences=1)
     assert alone.makespan_us == pytest.approx(15.0)           # one core never exceeds its share
+
+
+def test_a_shared_transfer_counts_the_transfers_already_under_way():
+    """Hand-computed: 1000 B/us shared. A (1000 B) alone at t=0 takes 1 us; B (1000 B) starting at 0.5 while
+    A runs gets half the rate: 2 us, to 2.5; C at 1.5 (A done, B still under way) also gets half: 2 us;
+    D at 4 (nothing under way) takes 1 us. A lockstep class of 3 identical transfers alone takes 3 us."""
+    from npusim.model.engine import _Share
+    share = _Share(1000.0)
+    assert share.transfer_us(0.0, 1000, 0.0, 1) == pytest.approx(1.0)
+    assert share.transfer_us(0.5, 1000, 0.0, 1) == pytest.approx(2.0)
+    assert share.transfer_us(1.5, 1000, 0.0, 1) == pytest.approx(2.0)
+    assert share.transfer_us(4.0, 1000, 0.0, 1) == pytest.approx(1.0)
+    assert _Share(1000.0).transfer_us(0.0, 1000, 0.0, 3) == pytest.approx(3.0)
+    assert _Share(1000.0).transfer_us(0.0, 1000, 5.0, 1) == pytest.approx(5.0)   # never above the core's own rate

@@ -89,3 +89,33 @@ def test_replace_for_sweeps():
     assert p.sync.latency_us == 0.25 and p.workspace.slots == 1
     with pytest.raises(ProfileError, match="no field sync.nope"):
         load_profile("seed-doc").replace(sync__nope=1)
+
+
+@pytest.mark.parametrize("value", ["{a=1}", '["ascend-910b2"]', "3", '""'])
+def test_inherits_of_the_wrong_type_is_one_line(tmp_path, value):
+    path = tmp_path / "p.toml"
+    path.write_text(f"inherits = {value}\n")
+    with pytest.raises(ProfileError, match="inherits must be a profile name or a .toml path"):
+        load_profile(path)
+
+
+def test_a_relative_inherits_is_relative_to_the_file_not_the_current_directory(tmp_path, monkeypatch):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "base.toml").write_text('inherits = "seed-doc"\n[sync]\nlatency_us = 0.7\n')
+    (tmp_path / "sub" / "child.toml").write_text('inherits = "../base.toml"\n')
+    (tmp_path / "sub" / "a.toml").write_text('inherits = "b.toml"\n')
+    (tmp_path / "sub" / "b.toml").write_text('inherits = "a.toml"\n')
+    monkeypatch.chdir(tmp_path.parent)                     # anywhere but the files' folder
+    assert load_profile(tmp_path / "sub" / "child.toml").sync.latency_us == 0.7
+    with pytest.raises(ProfileError, match="inherits from itself"):      # a cycle, not a missing file
+        load_profile(tmp_path / "sub" / "a.toml")
+
+
+@pytest.mark.parametrize("field, value", [("chip.clock_ghz", "inf"), ("sync.latency_us", "1e308"),
+                                          ("core.align_bytes", "1e12"), ("chip.ai_cores", "100000")])
+def test_every_field_has_a_finite_range(tmp_path, field, value):
+    section, name = field.split(".")
+    path = tmp_path / "p.toml"
+    path.write_text(f'inherits = "ascend-910b2"\n[{section}]\n{name} = {value}\n')
+    with pytest.raises(ProfileError, match=field.replace(".", r"\.")):
+        load_profile(path)

@@ -257,3 +257,45 @@ def test_version_all_expands_to_every_design():
     spec = parse_spec({"numerics": False, "axes": {"version": ["all"]}, "fixed": {"chunks": 1}})
     assert [p.version for p in spec.points()] == list(DESIGNS)
     assert json.dumps(spec.axes)                                  # the spec stays plain data
+
+
+def test_an_edited_profile_is_a_new_point_not_the_cached_row(tmp_path):
+    """The cache key holds the profile's content: after the file changes, the old row must not come back."""
+    prof, cache = tmp_path / "p.toml", tmp_path / "c.jsonl"
+    spec = {"numerics": False, "metrics": ["pipeline.latency_us"], "axes": {"version": ["v3"]},
+            "fixed": {"profile": str(prof), "chunks": 2, "dk": 16, "dv": 16}}
+    prof.write_text('inherits = "seed-doc"\n[sync]\nlatency_us = 0.5\n')
+    first = run_sweep(parse_spec(spec), cache=cache)
+    prof.write_text('inherits = "seed-doc"\n[sync]\nlatency_us = 5.0\n')     # 4.5 us more per hand-off
+    second = run_sweep(parse_spec(spec), cache=cache)
+    assert first.ran == 1 and second.ran == 1 and second.cached == 0
+    assert second.rows[0]["pipeline.latency_us.pipelined"] > first.rows[0]["pipeline.latency_us.pipelined"] + 4.5
+
+
+def test_a_cache_whose_last_line_was_cut_short_keeps_the_next_row(tmp_path):
+    from kda.sweep.cache import Cache
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"key": "a", "row": {"x": 1}}\n{"key": "b", "ro')         # interrupted mid-line
+    cache = Cache(path)
+    cache.add("c", {"x": 3})
+    cache.close()
+    again = Cache(path)
+    assert again.get("a") == {"x": 1} and again.get("c") == {"x": 3} and again.get("b") is None
+
+
+@pytest.mark.parametrize("where", ["dir", "/proc/c.jsonl"])
+def test_an_unwritable_cache_is_refused_before_the_first_point(tmp_path, capsys, where):
+    spec = tmp_path / "s.toml"
+    spec.write_text('numerics = false\n[axes]\nversion = ["v3"]\n[fixed]\nchunks = 2\n')
+    cache = tmp_path if where == "dir" else where
+    assert main([str(spec), "--workers", "0", "-o", str(tmp_path / "r.csv"), "--cache", str(cache)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--cache" in err[0] and not (tmp_path / "r.csv").exists()
+
+
+def test_a_sweep_with_failed_points_exits_1_after_writing_its_table(tmp_path, capsys):
+    spec = tmp_path / "s.toml"
+    spec.write_text('numerics = false\n[axes]\nslot-kib = [1, 128]\n[fixed]\nchunks = 2\nprofile = "seed-doc"\n')
+    out = tmp_path / "r.csv"
+    assert main([str(spec), "--workers", "0", "-o", str(out), "--no-cache", "--quiet"]) == 1
+    assert out.exists() and "1 of 2 points failed" in capsys.readouterr().err

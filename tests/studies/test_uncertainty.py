@@ -122,3 +122,20 @@ def test_cli_uncertainty_json_and_fixed_fields(capsys):
 def test_cli_uncertainty_needs_two_samples(capsys):
     assert main(["--chunks", "1", "--no-numerics", "--uncertainty", "1"]) == 2
     assert "--uncertainty needs at least 2 samples" in capsys.readouterr().err
+
+
+def test_the_latin_hypercube_follows_the_seed():
+    a, b, a2 = latin_hypercube(8, 3, 1), latin_hypercube(8, 3, 2), latin_hypercube(8, 3, 1)
+    assert np.array_equal(a, a2) and not np.array_equal(a, b)
+    for u in (a, b):                       # one point in each eighth of every axis
+        assert all(sorted(np.floor(u[:, j] * 8).astype(int)) == list(range(8)) for j in range(3))
+
+
+def test_uncertainty_samples_differ_with_the_seed(capsys):
+    def spread(seed):
+        assert main(["--no-numerics", "--chunks", "2", "--dk", "16", "--dv", "16", "--uncertainty", "4",
+                     "--seed", str(seed), "--json"]) == 0
+        d = json.loads(capsys.readouterr().out)["uncertainty"]
+        d.pop("seed")                                  # the samples, not the label, must follow the seed
+        return d
+    assert spread(1) == spread(1) and spread(1) != spread(2)

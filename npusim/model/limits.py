@@ -1,0 +1,51 @@
+"""How much work a run asks for, estimated before it starts, and the most this model takes on.
+
+A replay costs about a millisecond of this machine's time per chunk a core replays (SimPy events in Python),
+a kept trace about 100 bytes per event. Beyond the limits below a run would take hours or exhaust the memory,
+so it is refused in one line that says the limit and how to lift it: set NPUSIM_NO_LIMITS=1.
+"""
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+
+from npusim.errors import NpuSimError
+
+ENV = "NPUSIM_NO_LIMITS"
+MAX_REPLAYS = 2_000_000          # chunks replayed on the busiest core (~1 ms each: about half an hour)
+MAX_SEQUENCES = 10_000_000       # sequences (batch x heads) laid out over the cores
+MAX_KEPT_EVENTS = 20_000_000     # trace events kept for --trace / --plot (~2 GB)
+MAX_SAMPLES = 10_000             # profiles sampled for an interval (each replays every row or design)
+MAX_POINTS = 1_000_000           # points of a sweep grid
+
+
+class LimitError(NpuSimError):
+    """A run larger than this machine can do in reasonable time or memory."""
+
+
+def lifted() -> bool:
+    return os.environ.get(ENV, "").strip() not in ("", "0")
+
+
+def check(what: str, amount: float, limit: float, unit: str = "") -> None:
+    """LimitError (one line) when `amount` exceeds `limit`, unless NPUSIM_NO_LIMITS is set."""
+    if amount > limit and not lifted():
+        raise LimitError(f"{what}: {amount:.3g}{unit} exceeds this model's limit of {limit:.3g}{unit} "
+                         f"(too long or too large for this machine; set {ENV}=1 to run it anyway)")
+
+
+def busiest_core_chunks(counts: Sequence[int], cores: int) -> int:
+    """Chunks the busiest core replays when sequence s (with counts[s] chunks) runs on core s mod cores."""
+    cores = max(1, min(cores, len(counts)))
+    return max(sum(counts[c::cores]) for c in range(cores)) if counts else 0
+
+
+def check_replay(counts: Sequence[int] | int, sequences: int, cores: int, what: str = "the replay") -> None:
+    """The replay of `sequences` sequences of `counts` chunks (one count for all, or one each) on `cores`."""
+    check(f"{what}: sequences", sequences, MAX_SEQUENCES)
+    if isinstance(counts, int):
+        per_core = counts * math.ceil(sequences / max(1, min(cores, sequences)))
+    else:
+        per_core = busiest_core_chunks(counts, cores)
+    check(f"{what}: chunks replayed on the busiest core", per_core, MAX_REPLAYS)
