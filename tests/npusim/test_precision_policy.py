@@ -90,8 +90,8 @@ def test_cli_policy_flags_and_json(capsys):
     assert p["payloads"]["A_raw"] == "fp32" and p["payloads"]["U"] == "bf16" and p["state"] == "fp32"
     assert p["bytes_per_chunk"] == {"syncs": 240 * KIB, "state": 64 * KIB, "uniform_transfer": 256 * KIB}
     assert d["errors"]["o"] == d["parity"]["rel_rms_err"] and len(d["errors"]["o_per_chunk"]) == 2
-    assert d["attribution"]["payloads"][0]["name"] in d["sync_tensors"][0] + d["sync_tensors"][3] + \
-        d["sync_tensors"][4] + d["sync_tensors"][5]
+    assert d["attribution"]["payloads"][0]["name"] in d["programs"][0]["sync_tensors"][0] + d["programs"][0]["sync_tensors"][3] + \
+        d["programs"][0]["sync_tensors"][4] + d["programs"][0]["sync_tensors"][5]
     assert main(["--version", "v3", "--chunks", "2", "--precision", "M=fp32", "--attribution"]) == 0
     out = capsys.readouterr().out
     assert "Error attribution" in out and "M (fp32)" in out and "+8 KiB" in out
