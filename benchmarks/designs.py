@@ -16,6 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kda.studies.evaluate import Settings, evaluate  # noqa: E402
+from kda.views.table import markdown  # noqa: E402
 from kda.programs import DESIGNS  # noqa: E402
 
 SHAPES = {     # name -> (Settings fields, the kda.cli.run flags that give it)
@@ -26,8 +27,9 @@ SHAPES = {     # name -> (Settings fields, the kda.cli.run flags that give it)
                                  "--heads 32 --seqlens 65536,32768,16384,8192,4096,4096,2048,1024,512,256"),
 }
 # the ASSUMED figures (npusim/profiles/ascend-910b2.toml) at the ends of the ranges their profile gives
+# the calibrated chip's ranged fields: the ASSUMED sync latency and barrier, the two FITTED ones at their intervals
 SENSITIVITY = [("sync.latency_us", (0.1, 2.0)), ("chip.barrier_us", (0.2, 10.0)),
-               ("vector.op_overhead_cycles", (5.0, 100.0)), ("cube.op_overhead_cycles", (20.0, 500.0))]
+               ("isa.vec_dependent_cycles", (12.7, 23.6)), ("isa.gm_burst_cycles", (11.7, 18.7))]
 
 
 def layer_ms(version: str, overrides: dict | None = None, interleave: int = 1, **shape) -> tuple[float, object]:
@@ -42,13 +44,11 @@ def shape_table(name: str, shape: dict, flags: str) -> list[str]:
         (ms1, rep), (ms2, _) = layer_ms(v, **shape), layer_ms(v, interleave=2, **shape)
         rows.append((v, ms1, ms2, rep))
         best = min(best, (ms1, f"{v}"), (ms2, f"{v} --interleave 2"))
-    out = [f"### {name}", "", f"`python -m kda.run --version all --no-numerics {flags} [--interleave 2]`", "",
-           "| design | ms | ms, interleave 2 | floor ms | x floor (best) | launches | barriers | HBM GB |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for v, ms1, ms2, rep in rows:
-        floor = rep.floor_us / 1e3
-        out.append(f"| {v} | {ms1:,.2f} | {ms2:,.2f} | {floor:,.2f} | {min(ms1, ms2) / floor:.1f} | "
-                   f"{rep.launches} | {rep.barriers} | {rep.hbm_bytes / 1e9:.2f} |")
+    out = [f"### {name}", "", f"`python -m kda.run --version all --no-numerics {flags} [--interleave 2]`", ""]
+    cells = [(v, f"{ms1:,.2f}", f"{ms2:,.2f}", f"{rep.floor_us / 1e3:,.2f}", f"{min(ms1, ms2) / (rep.floor_us / 1e3):.1f}",
+              rep.launches, rep.barriers, f"{rep.hbm_bytes / 1e9:.2f}") for v, ms1, ms2, rep in rows]
+    out.append(markdown(cells, ("design", "ms", "ms, interleave 2", "floor ms", "x floor (best)", "launches",
+                                "barriers", "HBM GB")))
     out += ["", f"Fastest: **{best[1]}** ({best[0]:,.2f} ms).", ""]
     return out
 
@@ -62,13 +62,10 @@ def ranking(overrides: dict, shape: dict) -> list[tuple[str, float]]:
 
 def sensitivity(shape: dict) -> list[str]:
     out = ["### Where the ranking flips (Kimi layer; each design at its better interleave, 1 or 2)", "",
-           "`python -m kda.run --version all --no-numerics --heads 32 --tokens 131072 --set FIELD=VALUE`", "",
-           "| ASSUMED figure | value | ranking, fastest first (ms) |", "|---|---:|---|"]
-    base = ranking({}, shape)
-    out.append(f"| (profile as is) | | {_rank(base)} |")
-    for field, values in SENSITIVITY:
-        for x in values:
-            out.append(f"| `{field}` | {x:g} | {_rank(ranking({field: x}, shape))} |")
+           "`python -m kda.run --version all --no-numerics --heads 32 --tokens 131072 --set FIELD=VALUE`", ""]
+    cells = [("(profile as is)", "", _rank(ranking({}, shape)))]
+    cells += [(f"`{field}`", f"{x:g}", _rank(ranking({field: x}, shape))) for field, values in SENSITIVITY for x in values]
+    out.append(markdown(cells, ("profile figure", "value", "ranking, fastest first (ms)")))
     return out + [""]
 
 
