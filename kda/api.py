@@ -167,7 +167,7 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
             compute_dtype: torch.dtype = torch.float32, program=None, out_dtype: torch.dtype | None = None,
             progress: Callable[[int, int], None] | None = None, cu_seqlens=None, design=None, fast: bool = True,
             graphs: bool | None = None, block: int = 16, check_every: int | None = None,
-            pipeline: bool | None = None) -> Execution:
+            pipeline: bool | None = None, batched: bool = False) -> Execution:
     """Run a KDA design over a whole batch; see the module docstring. Every tensor is made on the inputs'
     device. For a one-pass design, chunks are cut from the inputs `block` at a time, so memory beyond the
     inputs and the output stays at a few chunks' worth. `fast=False` runs every chunk through the recording
@@ -175,13 +175,15 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
     inf/NaN flags are read every `check_every` chunks (default: every chunk on the CPU, every 64 elsewhere,
     where each read waits for the device); `pipeline` (default: on the CPU where torch has two threads or
     more) runs the chunk step's state-independent calls ahead on a second thread (npusim/pipeline.py), the
-    same bits. `cu_seqlens` (FLA's varlen: q is [1, sum of lengths, H, K]) gives each sequence's start and
+    same bits. `batched` (one-pass designs) runs the chunk-parallel work over blocks of chunks and walks only
+    the state's chain chunk by chunk (npusim/record/batched.py; the training path asks for it off the CPU).
+    `cu_seqlens` (FLA's varlen: q is [1, sum of lengths, H, K]) gives each sequence's start and
     end."""
     if cu_seqlens is not None:
         return _execute_varlen(q, k, v, g, beta, scale, initial_state, cu_seqlens, version=version,
                                chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
                                compute_dtype=compute_dtype, program=program, out_dtype=out_dtype,
-                               progress=progress, design=design)
+                               progress=progress, design=design, batched=batched)
     B, T, H, K, V = _check(q, k, v, g, beta, initial_state, chunk_size, scale)
     device = q.device
     if program is None:
@@ -243,7 +245,8 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
     with torch.no_grad():
         if check_every is None:
             check_every = 1 if device.type == "cpu" else 64
-        S = ex.run(chunk, S, NT, emit, fast=fast, graphs=graphs, check_every=check_every, pipeline=pipeline)
+        S = ex.run(chunk, S, NT, emit, fast=fast, graphs=graphs, check_every=check_every, pipeline=pipeline,
+                   batched=batched)
     result = Execution(o, S.reshape(B, H, K, V), graph, ex.first_nonfinite, precision, NT, C,
                        (q, k, v, g, beta, initial_state))
     result.replay = ex.replay_mode

@@ -15,6 +15,7 @@ from npusim import Precision
 
 from kda import api
 from kda.api import KdaInputError
+from kda import backward as kda_backward
 from kda.backward import backward_design, check_backward_chunk_size, execute_backward
 from kda.multipass import stored_types
 from kda.programs import get_design
@@ -36,7 +37,8 @@ class ChunkKdaFunction(torch.autograd.Function):
         ex = api.execute(q, k, v, g, beta, scale, h0, version=version, chunk_size=chunk_size,
                          transfer_dtype=transfer_dtype, precision=precision, out_dtype=v.dtype,
                          compute_dtype=precision.compute if precision is not None else torch.float32,
-                         cu_seqlens=cu_seqlens)
+                         cu_seqlens=cu_seqlens, batched=kda_backward.BATCHED if kda_backward.BATCHED is not None
+                         else q.device.type != "cpu")        # as the backward's passes (kda/backward.py)
         api.warn_nonfinite(ex)
         ctx.save_for_backward(q, k, v, g, beta, h0)
         ctx.settings = (scale, version, chunk_size, transfer_dtype, precision, h0 is None, cu_seqlens)

@@ -28,6 +28,7 @@ from kda.multipass import _run_items, _run_sequential, pass_args, record_passes
 from kda.programs import STATES, get_backward_design
 
 GRADS = {"dQ": "dq", "dK": "dk", "dV": "dv", "dg": "dg", "dbeta": "dbeta"}
+BATCHED: bool | None = None     # the sequential passes batched (npusim/record/batched.py); None: off the CPU
 
 
 def backward_design(version: str, states: str = "recompute") -> Design:
@@ -155,6 +156,10 @@ def run_backward_passes(design: Design, executors: list[Executor], pool: dict, S
     flipped going in and out). Returns (pool, dS at the first chunk's start, first inf/NaN)."""
     N, NT = pool["Q"].shape[:2]
     first: Nonfinite | None = None
+    # off the CPU the sequential passes batch their chunk-parallel work over blocks of chunks and walk only the
+    # state's chain (npusim/record/batched.py): a GPU replays a few calls per chunk instead of the whole step
+    # (on the CPU, whose caches favour a chunk at a time, the step runs whole or split over two threads)
+    batched = pool["Q"].device.type != "cpu" if BATCHED is None else BATCHED
     flip = lambda d: {a: (x.flip(1) if isinstance(x, torch.Tensor) else x) for a, x in d.items()}
     # what a later pass reads, the gradients and Q (the layout's reference) stay; the rest is freed after the
     # pass that reads it last (the Kimi layer's pool on a GPU: tens of GB)
@@ -165,11 +170,11 @@ def run_backward_passes(design: Design, executors: list[Executor], pool: dict, S
             outputs = _run_items(p, ex, pool, N, NT)
         elif p.reverse:          # only what the pass reads is flipped (a copy): the Kimi layer's pool is GBs
             reads = {a: pool[a] for a in pass_args(p) if a in pool}
-            outputs, dS = _run_sequential(p, ex, flip(reads), dS, NT, progress)
+            outputs, dS = _run_sequential(p, ex, flip(reads), dS, NT, progress, batched=batched)
             del reads
             outputs = flip(outputs)
         else:
-            outputs, S = _run_sequential(p, ex, pool, S, NT, None)
+            outputs, S = _run_sequential(p, ex, pool, S, NT, None, batched=batched)
         for name, t in outputs.items():
             pool[name] = precision.round(t, precision.of(name))
         del outputs

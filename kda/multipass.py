@@ -15,6 +15,7 @@ import torch
 
 from npusim import Executor, Nonfinite, PhaseGraph, Precision
 from npusim.model.schedule import CHUNKS, Design, Pass
+from npusim.record.batched import BlockIO
 
 GROUP = 4096          # items of a CHUNKS pass computed at once
 
@@ -106,15 +107,28 @@ def _run_items(p: Pass, ex: Executor, pool: dict, N: int, NT: int) -> dict:
 
 
 def _run_sequential(p: Pass, ex: Executor, pool: dict, state, NT: int, progress, fast: bool = True,
-                    graphs: bool | None = None, pipeline: bool | None = None) -> tuple[dict, torch.Tensor]:
+                    graphs: bool | None = None, pipeline: bool | None = None,
+                    batched: bool = False) -> tuple[dict, torch.Tensor]:
     """A SEQUENTIAL pass: chunk after chunk through Executor.run (the fast replay unless `fast` is False; a
     CUDA graph on CUDA unless `graphs` says otherwise; on the CPU split over two threads unless `pipeline` is
-    False); each chunk's outputs go straight into [N, NT, ...]."""
+    False; `batched`: the chunk-parallel work over blocks of chunks, npusim/record/batched.py); each chunk's
+    outputs go straight into [N, NT, ...]."""
     args = _args(p, pool)
     out: dict[str, torch.Tensor] = {}
 
     def inputs_of(t: int) -> dict:
         return {a: (v[:, t] if isinstance(v, torch.Tensor) else v) for a, v in args.items()}
+
+    def block_of(t0: int, t1: int) -> dict:       # views: a block's chunks have each chunk's strides
+        return {a: (v[:, t0:t1].transpose(0, 1) if isinstance(v, torch.Tensor) else v) for a, v in args.items()}
+
+    def emit_block(t0: int, outputs: dict) -> None:
+        for name, x in outputs.items():
+            if name not in out:
+                out[name] = x.new_empty(x.shape[1], NT, *x.shape[2:])
+            out[name][:, t0:t0 + x.shape[0]] = x.transpose(0, 1)
+        if progress is not None:
+            progress(t0 + next(iter(outputs.values())).shape[0], NT)
 
     def emit(t: int, outputs: dict) -> None:
         for name, x in outputs.items():
@@ -127,5 +141,6 @@ def _run_sequential(p: Pass, ex: Executor, pool: dict, state, NT: int, progress,
     device = pool["Q"].device
     graphs = (fast and device.type == "cuda") if graphs is None else graphs
     state = ex.run(inputs_of, state, NT, emit, fast=fast, graphs=graphs,
-                   check_every=1 if device.type == "cpu" else 64, pipeline=pipeline)
+                   check_every=1 if device.type == "cpu" else 64, pipeline=pipeline, batched=batched,
+                   blocks=BlockIO(block_of, emit_block))
     return out, state

@@ -98,7 +98,8 @@ class Replay:
     """Runs an Executor's recorded program over chunks on the fast path. `inputs_of(t)` gives chunk t's
     inputs, `emit(t, outputs)` takes its outputs before the next chunk runs (graph outputs are reused)."""
 
-    def __init__(self, executor, *, check_every: int = 1, graphs: bool = False, pipeline: bool | None = None):
+    def __init__(self, executor, *, check_every: int = 1, graphs: bool = False, pipeline: bool | None = None,
+                 batched: bool = False, blocks=None):
         if executor.graph is None:
             raise RuntimeError("Replay before Executor.record")
         self.ex = executor
@@ -110,9 +111,11 @@ class Replay:
         self.check_every = max(1, check_every)
         self.graphs = graphs
         self.pipeline = pipeline      # split the step over two threads (CPU); None: where torch has >= 2
+        self.batched = batched        # chunk-parallel work over blocks of chunks (npusim/record/batched.py)
+        self.blocks = blocks          # a BlockIO: blocks of chunks in and out at once (else chunk by chunk)
         self.eyes: dict = {}
-        self.mode = "eager"           # "eager", "cuda-graph" or "pipelined"; `fallback` says why not the
-        #                               graph or the pipeline
+        self.mode = "eager"           # "eager", "cuda-graph", "pipelined" or "batched"; `fallback` says why
+        #                               not the graph, the pipeline or the batches
         self.fallback: str | None = None
         self._graph: CudaGraphStep | None = None
 
@@ -157,10 +160,19 @@ class Replay:
             emit: Callable[[int, dict], None]):
         """Compute chunks 0..chunks-1 from `state`; returns the final state."""
         ex = self.ex
-        pipe = self._pipeline(inputs_of, state, chunks)
-        start, saved, flags = 0, state, []
+        first = 0
+        batches = self._batches(inputs_of, state, chunks)
+        if batches is not None:
+            done = batches.run(state, emit)
+            if not isinstance(done, tuple):
+                return done
+            first, state = done      # a block saw inf/NaN: from its first chunk on, chunk by chunk
+            self.mode = "eager"
+            self.fallback = f"batched up to chunk {first}, where a block's inf/NaN watch fired"
+        pipe = self._pipeline(inputs_of, state, chunks) if first == 0 else None
+        start, saved, flags = first, state, []
         try:
-            for t in range(chunks):
+            for t in range(first, chunks):
                 watching = ex.first_nonfinite is None
                 if pipe is not None:
                     outputs, state, flag = pipe.step(t, state)
@@ -185,6 +197,27 @@ class Replay:
             if pipe is not None:
                 pipe.close()
         return state
+
+    def _batches(self, inputs_of, state, chunks: int):
+        """The chunk-parallel work batched over blocks of chunks (npusim/record/batched.py); None where it
+        does not apply, with `fallback` saying why."""
+        ex = self.ex
+        if not self.batched or chunks < 2 or ex.first_nonfinite is not None:
+            return None
+        why = ("no state" if state is None else
+               "narrow accumulation" if ex.precision.narrow_accumulation else None)
+        if why is None:
+            from npusim.record.batched import BatchedReplay
+            from npusim.record.hoist import Untapeable
+            try:
+                batches = BatchedReplay(self, inputs_of, state, chunks, self.blocks)
+            except Untapeable as err:
+                why = str(err)
+        if why is not None:
+            self.fallback = f"not batched: {why}"
+            return None
+        self.mode = "batched"
+        return batches
 
     def _pipeline(self, inputs_of, state, chunks: int):
         """The step split over two threads (npusim/pipeline.py), with chunk 0 computed while the split is
