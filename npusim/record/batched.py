@@ -19,8 +19,10 @@ are; products and sums are when the kernels do not change with the batch, as on 
 tests/npusim/test_batched.py). Stage A's values the walk reads are rows of stage A's tensors (a tensor
 whose shape does not scale with the batch is read whole; any other shape makes the step unbatchable).
 
-The inf/NaN watch: stage B's flag covers the block; when it is set, the block is run again chunk by chunk
-on the usual fast path from its incoming state, which names where inf/NaN first appears.
+The inf/NaN watch: stage B's flag covers the block. The flags are read every `check_every` chunks (the
+Replay's: every block on the CPU; elsewhere each read waits for the device); where one is set, the run goes
+on from that block's first chunk chunk by chunk on the usual fast path, which names where inf/NaN first
+appears (the blocks after it are computed again).
 """
 from __future__ import annotations
 
@@ -158,6 +160,7 @@ class BatchedReplay:
     # -- the run ----------------------------------------------------------------------------------------
     def run(self, state, emit):
         walk = self.walk
+        pending = []                 # (first chunk, incoming state, flag) of the blocks not checked yet
         for t0 in range(0, self.chunks, self.block):
             t1 = min(self.chunks, t0 + self.block)
             b = t1 - t0
@@ -175,8 +178,13 @@ class BatchedReplay:
             values[tape.state] = torch.stack(states)
             del states
             _run_calls(tape.after, values, last_b)                                   # stage B
-            if isinstance(tape.flag, _Slot) and bool(values[tape.flag.i]):
-                return t0, start
+            if isinstance(tape.flag, _Slot):
+                pending.append((t0, start, values[tape.flag.i]))
+                if t1 - pending[0][0] >= self.replay.check_every or t1 == self.chunks:
+                    hit = torch.stack([f for _, _, f in pending]).nonzero()       # one read for them all
+                    if hit.numel():
+                        return pending[int(hit[0, 0])][:2]
+                    pending = []
             get = lambda r: values[r.i] if isinstance(r, _Slot) else r
             outputs = {k: get(v) for k, v in tape.outputs.items()}
             del values

@@ -117,3 +117,15 @@ def test_the_chain_is_what_the_next_state_is_made_from():
     # what the chain reads of the rest: U (an input), W and K^T (ahead); not K itself, nor Q
     assert len(tape.boundary) == 3 and tape.inputs["U"] in tape.boundary
     assert tape.inputs["K"] not in tape.boundary and tape.inputs["Q"] not in tape.boundary
+
+
+@pytest.mark.parametrize("check_every", [1, 64])
+def test_inf_in_the_forward_is_named_however_rarely_the_flags_are_read(small_blocks, check_every):
+    x, _, _ = _case(seed=5)
+    x.k[0, 100, 1, 2] = 1e30                   # chunk 3 of sequence 0 (head 1): the second block's first
+    args = (x.q, x.k, x.v, x.g, x.beta, None, x.initial_state)
+    want = execute(*args, version="v6", chunk_size=32, pipeline=False)
+    got = execute(*args, version="v6", chunk_size=32, batched=True, check_every=check_every)
+    assert want.nonfinite is not None and got.nonfinite == want.nonfinite
+    assert "batched up to chunk 3" in got.replay
+    assert torch.equal(got.o.nan_to_num(), want.o.nan_to_num())
