@@ -7,8 +7,9 @@ batched.py, what runs off the CPU; forced here). A benchmark, not a test.
 On a GPU each dispatched op is a kernel: the chunk-by-chunk replay launches (or graph-replays) every op of the
 chunk step once per chunk, the batched one the chunk-parallel ops once per block of chunks (`--block-items`
 items, chunks x sequences: the GPU's default, 2048, is 64 chunks of the Kimi layer's 32 heads) and only the
-state's chain per chunk. `walk` counts the chain's ops per chunk; `per chunk` every op of the run over the
-chunks. Wall time: CPU seconds of this process (one thread: the machine may be shared), best of `--reps`.
+state's chain per chunk. `walk` counts the chains' ops per chunk (the forward's, the backward's passes');
+`ops/chunk` every op of the forward or the backward that would launch a kernel (not views), over the chunks,
+recording the programs included (amortised over more chunks on the Kimi layer). Wall time: CPU seconds of this process (one thread: the machine may be shared), best of `--reps`.
 """
 from __future__ import annotations
 
@@ -30,13 +31,16 @@ from npusim.record.memory import keep_freed_memory  # noqa: E402
 
 
 class Count(TorchDispatchMode):
+    """Ops that launch a kernel on a GPU: every dispatched op but views (and metadata) and the meta device's."""
     def __init__(self):
         super().__init__()
         self.n = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.n += 1
-        return func(*args, **(kwargs or {}))
+        out = func(*args, **(kwargs or {}))
+        if not func.is_view and not (isinstance(out, torch.Tensor) and out.is_meta):
+            self.n += 1
+        return out
 
 
 def inputs(heads: int, tokens: int, d: int = 128, seed: int = 0):
