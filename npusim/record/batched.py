@@ -8,16 +8,20 @@ A sequential pass's chunk step (the fast step, `Replay.eager_step`) does three k
   - the rest, which depends on the state but feeds no later chunk (a backward's dQ, dK, dg, dbeta; a
     forward's output O).
 The first and the last are chunk-parallel once each chunk's incoming state is known. So, per block of `b`
-chunks (`b` x N items, chunk-major): the state-independent calls run once for the whole block (stage A);
-the chain alone walks the block chunk by chunk, reading stage A's values row by row (the walk); then every
-state-dependent call runs once for the whole block, with each chunk's incoming state (stage B).
+chunks, their inputs stacked on a new dim 0 ([b, N, ...]): the state-independent calls run once for the
+whole block (stage A); the chain alone walks the block chunk by chunk, reading stage A's values at [j]
+(the walk); then every state-dependent call runs once for the whole block, with each chunk's incoming state
+(stage B). A GPU then launches a few kernels per chunk (v6's training: 31 against ~900) and the rest
+once per block; on the CPU, whose caches favour a chunk at a time, it is not faster, and not used.
 
-Two tapes are captured: one at a chunk's batch (N items) for the walk, one at the block's (b x N) for the
-stages; they are the same program, so the same calls in the same order, which is checked. Each call
-computes on the same values as in the chunk-by-chunk step, so the numbers are the same (element-wise ops
-are; products and sums are when the kernels do not change with the batch, as on the CPU:
-tests/npusim/test_batched.py). Stage A's values the walk reads are rows of stage A's tensors (a tensor
-whose shape does not scale with the batch is read whole; any other shape makes the step unbatchable).
+Two tapes are captured: one of a real chunk (N items) for the walk, whose split and chain it finds, and one
+at the block's batch on the meta device (no memory, no arithmetic; its factories' `device=` set back to the
+inputs' device). They are the same program, so the same calls in the same order, which is checked. Each
+call computes on the same values as in the chunk-by-chunk step, and each chunk's slice of a block has the
+chunk's own memory layout (the caller hands views of its [N, chunks, ...] tensors, `BlockIO`, else the
+chunks are copied into that layout), so the kernels take the same paths: the same bits on the CPU
+(tests/npusim/test_batched.py; a GPU's libraries may pick other kernels for a larger batch). A value the
+walk reads that does not scale with the batch is read whole; any other shape makes the step unbatchable.
 
 The inf/NaN watch: stage B's flag covers the block. The flags are read every `check_every` chunks (the
 Replay's: every block on the CPU; elsewhere each read waits for the device); where one is set, the run goes
@@ -26,10 +30,10 @@ appears (the blocks after it are computed again).
 """
 from __future__ import annotations
 
-import torch
-
 from dataclasses import dataclass
 from typing import Callable
+
+import torch
 
 from npusim.record.hoist import Tape, Untapeable, _Slot
 
@@ -147,7 +151,8 @@ class BatchedReplay:
             for r in tape.outputs.values():
                 if not isinstance(r, _Slot) or tape.shapes[r.i] != (b, *walk.shapes[r.i]):
                     raise Untapeable("an output does not scale with the batch")
-            self.tapes[b] = (tape, rows, _last_uses(tape.ahead, tape.after, tape), _last_uses(tape.after, [], tape))
+            self.tapes[b] = (tape, rows, _last_uses(tape.ahead, tape.after, tape),
+                             _last_uses(tape.after, [], tape))
         return self.tapes[b]
 
     def _block_inputs(self, t0: int, t1: int) -> dict:
