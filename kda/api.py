@@ -101,7 +101,12 @@ def record_graph(program, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
               "V": rnd(G, C, d_v), "g": F.logsigmoid(rnd(G, C, gate_width or d_k)), "beta": torch.sigmoid(rnd(G, C)),
               "scale": d_k ** -0.5}
     ex = Executor(program, precision, input_types={"g": "fp32", "beta": "fp32"})
-    return ex.record(inputs, torch.zeros(G, d_k, d_v, dtype=cd, device="cpu"), shapes={"chunk_size": C, "d_k": d_k, "d_v": d_v})
+    return ex.record(inputs, torch.zeros(G, d_k, d_v, dtype=cd, device="cpu"), shapes=_shapes(C, d_k, d_v, G))
+
+
+def _shapes(C: int, d_k: int, d_v: int, group: int = 1) -> dict[str, int]:
+    """The graph's shapes; `group` (value heads per q/k head) only where grouped (npusim/chip/capacity.py)."""
+    return {"chunk_size": C, "d_k": d_k, "d_v": d_v, **({"group": group} if group > 1 else {})}
 
 
 def _cut_block(x: torch.Tensor, first: int, n: int, C: int, T: int, dtype: torch.dtype, round_to=None) -> torch.Tensor:
@@ -158,7 +163,7 @@ def record_graphs(design, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
             "beta": torch.sigmoid(rnd(G, 1, C)),
             "scale": d_k ** -0.5}
     graphs, _ = record_passes(design, pool, torch.zeros(G, d_k, d_v, dtype=cd, device="cpu"), precision,
-                              {"g": "fp32", "beta": "fp32"}, {"chunk_size": C, "d_k": d_k, "d_v": d_v}, whole=True)
+                              {"g": "fp32", "beta": "fp32"}, _shapes(C, d_k, d_v, G), whole=True)
     return graphs, precision
 
 

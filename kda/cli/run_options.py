@@ -50,7 +50,8 @@ def _shape(g) -> None:
     g.add_argument("--heads", type=int, metavar="N", default=1, help="attention heads (independent recurrences)")
     g.add_argument("--value-heads", type=int, metavar="HV", help="grouped value heads (FLA's HV, a multiple of --heads, "
                    "which then counts q/k heads): a work item is one q/k head with its HV/heads value heads, its q and "
-                   "k loaded from GM once")
+                   "k loaded from GM once; a phase too big for its UB / L1 takes the value heads a part at a time, "
+                   "holding the q/k tile (every design; the workspace plan's regions count per value head)")
     g.add_argument("--batch", type=int, metavar="N", default=1, help="sequences of equal length")
     g.add_argument("--seqlens", metavar="T1,T2,...", help="a variable-length batch: tokens of each sequence, e.g. 4096,131072 "
                    "(replaces --batch and --tokens; FLA's cu_seqlens)")
