@@ -162,8 +162,10 @@ def record_graphs(design, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
             "V": rnd(G, 1, C, d_v), "g": F.logsigmoid(rnd(G, 1, C, gate_width or d_k)),
             "beta": torch.sigmoid(rnd(G, 1, C)),
             "scale": d_k ** -0.5}
+    pool.update({"A_log": rnd(G, 1, 1, 1), "dt_bias": rnd(G, 1, 1, d_k)})     # the in-kernel gate's (in_kernel.py)
     graphs, _ = record_passes(design, pool, torch.zeros(G, d_k, d_v, dtype=cd, device="cpu"), precision,
-                              {"g": "fp32", "beta": "fp32"}, _shapes(C, d_k, d_v, G), whole=True)
+                              {"g": "fp32", "beta": "fp32", "A_log": "fp32", "dt_bias": "fp32"},
+                              _shapes(C, d_k, d_v, G), whole=True)
     return graphs, precision
 
 

@@ -11,6 +11,8 @@ name. Where inf/NaN first appears is named with its pass, chunk and sequence.
 """
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 from npusim import Executor, Nonfinite, PhaseGraph, Precision
@@ -26,8 +28,14 @@ def stored_types(design: Design) -> dict[str, str]:
 
 
 def pass_args(p: Pass) -> list[str]:
-    code = p.program.fn.__code__
-    return [a for a in code.co_varnames[1:code.co_argcount] if p.program.state is None or a != p.program.state[0]]
+    """The names a pass reads (its program's positional parameters after npu; not the state)."""
+    code = getattr(p.program.fn, "__code__", None)
+    if code is not None:
+        names = code.co_varnames[1:code.co_argcount]
+    else:                    # a functools.partial (v1, v2): its positional parameters
+        positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        names = [n for n, q in inspect.signature(p.program.fn).parameters.items() if q.kind in positional][1:]
+    return [a for a in names if p.program.state is None or a != p.program.state[0]]
 
 
 def record_passes(design: Design, pool: dict, state: torch.Tensor | None, precision: Precision,
