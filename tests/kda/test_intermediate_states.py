@@ -16,7 +16,7 @@ B, T, H, HV, K, V, C = 2, 150, 2, 4, 32, 32, 32      # 5 chunks, the last one pa
 
 def _inputs(seed: int = 0, dtype=torch.bfloat16):
     gen = torch.Generator().manual_seed(seed)
-    rnd = lambda *s: torch.randn(*s, generator=gen)        # noqa: E731
+    rnd = lambda *s: torch.randn(*s, generator=gen)  
     q, k = (F.normalize(rnd(B, T, H, K), dim=-1).to(dtype) for _ in range(2))
     v = rnd(B, T, HV, V).to(dtype)
     g = F.logsigmoid(rnd(B, T, HV, K)) * 0.2
@@ -47,7 +47,7 @@ def test_the_states_are_the_chunk_at_a_time_paths_bit_for_bit(version):
 def test_a_variable_length_batch_bit_for_bit():
     q, k, v, g, beta, h0 = _inputs(1, torch.float32)
     lengths = [100, 33, 70]                      # 4 + 2 + 3 chunks of 32
-    flat = lambda x: x.reshape(1, B * T, *x.shape[2:])[:, :sum(lengths)]      # noqa: E731
+    flat = lambda x: x.reshape(1, B * T, *x.shape[2:])[:, :sum(lengths)]
     q, k, v, g, beta = (flat(x) for x in (q, k, v, g, beta))
     h0 = torch.cat([h0, h0[:1].flip(-1)])
     cu = torch.tensor([0, 100, 133, 203])

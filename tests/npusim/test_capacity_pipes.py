@@ -259,7 +259,7 @@ def test_a_grouped_phase_iterates_its_value_heads_and_loads_q_once_per_tile(toy_
     phase = graph.phase("P")
     assert phase.group == 2
     assert fitting_tilings(phase, p, 1) == [(2, 3)]
-    pl, tpl = plan(graph, p)
+    pl, _ = plan(graph, p)
     assert (pl.parts, pl.tiles, pl.fit_tiles, pl.tile_bytes) == (2, 3, 3, 667_200)
     assert dict(pl.loads) == {"q": 3 * 133_600, "v": 2 * 3 * 133_600}
     assert pl.load_bytes == 3 * 133_600 * 3 and pl.reload_bytes == 0

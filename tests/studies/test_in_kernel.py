@@ -10,10 +10,15 @@ import math
 import pytest
 import torch
 
-from npusim import Executor, Precision, load_profile
-
 from kda.cli.run import main
-from kda.programs.in_kernel import BETA_SIGMOID, GATE, IN_KERNEL, QK_L2NORM, prep_program
+from kda.programs.in_kernel import (
+    BETA_SIGMOID,
+    GATE,
+    IN_KERNEL,
+    QK_L2NORM,
+    prep_program,
+)
+from npusim import Executor, Precision, load_profile
 
 C, DK, AIV = 64, 128, 2           # a chunk of 64 tokens, d_k 128, split over a core's 2 Vector units
 
@@ -30,7 +35,7 @@ def hand_cycles(option: str, isa) -> float:
     b, u, e, d, r = (isa.vec_binary_cycles, isa.vec_unary_cycles, isa.vec_exp_cycles, isa.vec_div_cycles,
                      isa.vec_reduce_cycles)
     full, rows, one = C * DK / AIV, C / AIV, 1 / AIV          # elements per AIV: [C, K], [C] or [C, 1], [1]
-    I = lambda cls, n: _instruction(isa, cls, n)               # noqa: E731
+    I = lambda cls, n: _instruction(isa, cls, n)         
     if option == QK_L2NORM:     # per tensor: x*x, a row sum, + eps, rsqrt, x * r (r broadcast: expand + mul)
         return 2 * (I(b, full) + I(r, full) + I(u, rows) + I(u, rows) + I(b, full) + I(u, full))
     if option == GATE:          # g + dt_bias (broadcast), exp(A_log), neg, softplus (exp, unary, exp), * (scalar)
@@ -67,7 +72,7 @@ def test_the_phase_computes_flas_formulas():
     ex = Executor(prep_program(IN_KERNEL), Precision("fp32"))
     ex.record(x, None)
     out, _ = ex.step(x, None, 0)
-    norm = lambda t: t / torch.sqrt((t * t).sum(-1, keepdim=True) + 1e-6)      # noqa: E731
+    norm = lambda t: t / torch.sqrt((t * t).sum(-1, keepdim=True) + 1e-6)
     torch.testing.assert_close(out["Q"], norm(x["Q"]))
     torch.testing.assert_close(out["K"], norm(x["K"]))
     torch.testing.assert_close(out["g"], -torch.exp(x["A_log"]) * torch.log1p(torch.exp(x["g"] + x["dt_bias"])))
