@@ -163,7 +163,7 @@ class BatchedReplay:
                 for k, v in per[0].items()}
 
     # -- the run ----------------------------------------------------------------------------------------
-    def run(self, state, emit):
+    def run(self, state, emit, on_state=None):
         walk = self.walk
         pending = []                 # (first chunk, incoming state, flag) of the blocks not checked yet
         for t0 in range(0, self.chunks, self.block):
@@ -179,6 +179,8 @@ class BatchedReplay:
             start, states = state, []
             for j in range(b):                                                       # the walk
                 states.append(state)
+                if on_state is not None:
+                    on_state(t0 + j, state)
                 state = self._walk_one(values, rows, j, state)
             values[tape.state] = torch.stack(states)
             del states

@@ -242,16 +242,20 @@ class Executor:
 
     def run(self, inputs_of: Callable[[int], dict], state, chunks: int, emit: Callable[[int, dict], None], *,
             fast: bool = True, graphs: bool = False, check_every: int = 1, pipeline: bool | None = None,
-            batched: bool = False, blocks=None):
+            batched: bool = False, blocks=None, on_state: Callable[[int, torch.Tensor], None] | None = None):
         """Compute chunks 0..chunks-1 from `state`: `inputs_of(t)` gives chunk t's inputs, `emit(t, outputs)`
-        takes its outputs. `fast` replays the program without the runtime's bookkeeping (npusim/replay.py,
-        the same numbers bit for bit); `graphs` captures the step as a CUDA graph; `pipeline` splits it over
-        two threads on the CPU (npusim/pipeline.py; None: where torch has two threads or more); `batched` runs
-        the chunk-parallel work over blocks of chunks and only the state's chain chunk by chunk
-        (npusim/record/batched.py; before the graph and the pipeline where it applies; `blocks`, a
-        npusim.record.batched.BlockIO, hands blocks of chunks in and out at once). Returns the final state."""
+        takes its outputs, `on_state(t, state)` (optional) sees the state chunk t starts from (copy it: a CUDA
+        graph reuses its buffer). `fast` replays the program without the runtime's bookkeeping
+        (npusim/replay.py, the same numbers bit for bit); `graphs` captures the step as a CUDA graph;
+        `pipeline` splits it over two threads on the CPU (npusim/pipeline.py; None: where torch has two
+        threads or more); `batched` runs the chunk-parallel work over blocks of chunks and only the state's
+        chain chunk by chunk (npusim/record/batched.py; before the graph and the pipeline where it applies;
+        `blocks`, a npusim.record.batched.BlockIO, hands blocks of chunks in and out at once). Returns the
+        final state."""
         if not fast:
             for t in range(chunks):
+                if on_state is not None:
+                    on_state(t, state)
                 outputs, state = self.step(inputs_of(t), state, t)
                 emit(t, outputs)
             self.replay_mode = "recording runtime"
@@ -259,7 +263,7 @@ class Executor:
         from npusim.record.replay import Replay
         replay = Replay(self, check_every=check_every, graphs=graphs, pipeline=pipeline, batched=batched,
                         blocks=blocks)
-        state = replay.run(inputs_of, state, chunks, emit)
+        state = replay.run(inputs_of, state, chunks, emit, on_state)
         self.replay_mode = replay.mode + (f"; {replay.fallback}" if replay.fallback else "")
         return state
 

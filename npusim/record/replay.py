@@ -157,13 +157,14 @@ class Replay:
 
     # -- the loop ----------------------------------------------------------------------------------------
     def run(self, inputs_of: Callable[[int], dict], state, chunks: int,
-            emit: Callable[[int, dict], None]):
-        """Compute chunks 0..chunks-1 from `state`; returns the final state."""
+            emit: Callable[[int, dict], None], on_state: Callable[[int, torch.Tensor], None] | None = None):
+        """Compute chunks 0..chunks-1 from `state`; returns the final state. `on_state(t, state)` sees the
+        state chunk t starts from (copy it: a CUDA graph reuses its buffer)."""
         ex = self.ex
         first = 0
         batches = self._batches(inputs_of, state, chunks)
         if batches is not None:
-            done = batches.run(state, emit)
+            done = batches.run(state, emit, on_state)
             if not isinstance(done, tuple):
                 return done
             first, state = done      # a block saw inf/NaN: from its first chunk on, chunk by chunk
@@ -173,6 +174,8 @@ class Replay:
         start, saved, flags = first, state, []
         try:
             for t in range(first, chunks):
+                if on_state is not None:
+                    on_state(t, state)
                 watching = ex.first_nonfinite is None
                 if pipe is not None:
                     outputs, state, flag = pipe.step(t, state)

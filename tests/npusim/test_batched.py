@@ -67,10 +67,11 @@ def test_autograd_and_variable_lengths_batched(monkeypatch, small_blocks):
 def test_a_one_pass_forward_gives_the_same_bits_batched(small_blocks, version):
     x, _, _ = _case(tokens=230, seed=3)
     args = (x.q, x.k, x.v, x.g, x.beta, None, x.initial_state)
-    want = execute(*args, version=version, transfer_dtype="bf16", pipeline=False)
-    got = execute(*args, version=version, transfer_dtype="bf16", batched=True)
+    want = execute(*args, version=version, transfer_dtype="bf16", pipeline=False, intermediate_states=True)
+    got = execute(*args, version=version, transfer_dtype="bf16", batched=True, intermediate_states=True)
     assert got.replay == "batched"
     assert torch.equal(got.o, want.o) and torch.equal(got.final_state, want.final_state)
+    assert torch.equal(got.states, want.states)            # the state each chunk starts from, from the walk
 
 
 def test_inf_in_a_block_is_named_where_the_chunk_by_chunk_replay_names_it(monkeypatch, small_blocks):
