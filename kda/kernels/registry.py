@@ -27,9 +27,10 @@ from npusim.chip.profile import Profile
 
 from kda.api import program_default_state, record_graphs
 from kda.programs import DESIGNS, PROGRAMS
-from kda.kernels.gdn import GDN_FLA, GDN_TRITON
+from kda.kernels.gdn import GDN_FLA
 from kda.kernels.pto import GDN_PTO, GDN_PTO_FUSED
 from kda.kernels.recording import record_kernel
+from kda.kernels.triton import GDN_TRITON
 
 
 def _designs() -> dict:
