@@ -51,6 +51,11 @@ ALIASES = {**{name: f"kda_{name}" for name in DESIGNS},
            **{f"KdaChunk{name.upper()}": f"kda_{name}" for name in ("v3", "v4", "v5")}}
 
 
+def stage_of(pass_name: str) -> str:
+    """The measured stage a pass belongs to: a stage of several kernels names them `stage:part`."""
+    return pass_name.split(":", 1)[0]
+
+
 def kernel_names() -> list[str]:
     return list(KERNELS)
 
@@ -136,7 +141,7 @@ class KernelModel:
     shape: KernelShape
     dtype: str
     chunk_size: int = 64
-    stage: str = ""          # one pass of a design of several, or "" for the whole design
+    stage: str = ""          # one stage (its pass or passes) of a design of several, or "" for the whole design
 
     @property
     def design(self):
@@ -144,15 +149,15 @@ class KernelModel:
 
     def predict(self, profile: Profile) -> float:
         """Latency in us of the kernel on `profile` (timing only, the graphs recorded once): the makespan
-        of every pass plus a launch (or barrier) before each; with a `stage`, that pass alone (its own
-        launch and makespan, as NPU events around one stage's kernel time it)."""
+        of every pass plus a launch (or barrier) before each; with a `stage`, that stage's passes alone (their
+        own launches and makespans, as NPU events around one stage's kernels time them)."""
         heads = self.shape.heads
         graphs = _graphs(self.name, self.chunk_size, self.shape.d_k, self.shape.d_v, self.dtype,
                          heads if any(p.all_heads for p in self.design.passes) else 0)
         design, graphs = self.design, list(graphs)
-        if self.stage:                       # that pass alone, as a design of one pass
-            i = next(i for i, p in enumerate(design.passes) if p.name == self.stage)
-            design, graphs = replace(design, passes=(design.passes[i],)), graphs[i:i + 1]
+        if self.stage:                       # that stage's passes alone (its kernels: `stage` or `stage:part`)
+            idx = [i for i, p in enumerate(design.passes) if stage_of(p.name) == self.stage]
+            design, graphs = replace(design, passes=tuple(design.passes[i] for i in idx)), [graphs[i] for i in idx]
         tpls = templates(design, graphs, profile, RIDE)   # a pass may declare its own state hand-off
         counts = self.shape.chunk_counts(self.chunk_size)
         if self.stage:
@@ -170,7 +175,7 @@ def model(kernel: str, shape: str, dtype: str, form: str = "simple", stage: str 
     kernel = ALIASES.get(kernel, kernel)
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r} (known: {', '.join(kernel_names())})")
-    passes = [p.name for p in KERNELS[kernel][0].passes]
+    passes = list(dict.fromkeys(stage_of(p.name) for p in KERNELS[kernel][0].passes))
     if stage and stage not in passes:
         raise ValueError(f"kernel {kernel} has no stage {stage!r} (its stages: {', '.join(passes)})")
     parsed, chunk_size = parse_shape(shape, form)

@@ -18,20 +18,22 @@ Read from the kernels' source:
                 (BT x BT) (BT x 64) with fp32 operands (allow_tf32=False), u and w stored bf16 (wy_fast.py)
     chunk_h     one program per (sequence, head) walking every chunk, the state as two [128, 64] fp32
                 halves on the Vector: per half W h (BT x 128 x 64, h cast to bf16), v_new = v - W h
-                stored, scaled by safe_exp(g_last - g), h = h e^g_last + K^T v_new (128 x BT x 64): 4 dots
-                and 4 hand-offs a half                                                (chunk_delta_h.py)
+                stored, scaled by safe_exp(g_last - g), h = h e^g_last + K^T v_new (128 x BT x 64): 2 dots a
+                half, 4 dots and 6 hand-offs a chunk                                 (chunk_delta_h.py)
     chunk_o     one program per (sequence, head) walking every chunk: q h and q k^T (bf16), the gates
                 and the causal mask on the Vector, then A v (A cast to bf16), o stored  (chunk_o.py)
 
 How the loops are laid out on the model's chip:
   * kkt and wy_fast: a program is one chunk and its H heads one after another, which is H consecutive
     (sequence, chunk, head) items on one core: `CHUNKS`, ceil(NT H / 24) items a core against the
-    kernel's ceil(NT / 24) H (equal when 24 divides NT, as in every measured shape).
+    kernel's ceil(NT / 24) H (within 3 % for the measured shapes, NT >= 512 chunks).
   * chunk_h and chunk_o: `SEQUENTIAL`, one (sequence, head) per program walking its chunks in order.
-  * solve_tril: K1 and K2 are two launches; here one pass per chunk (K1's four diagonal blocks of that
-    chunk, K1's output handed to K2 as the GM round trip between the kernels). K1's program spans 1216
-    tokens (38 blocks per row-step instruction), so a per-chunk item charges each row step's fixed cost
-    for 4 blocks instead of 38: see `K1_BLOCKS`.
+  * solve_tril: K1 and K2 are two launches, two passes of the stage (`solve_tril:k1`, `solve_tril:k2`,
+    timed together as MegaGDN times the wrapper), each over chunk-head items; K1's Ad goes through GM as
+    [BT, 16] fp32 rows of [T, H, 16]. K1's program spans 1216 tokens (38 diagonal blocks per row-step
+    instruction, a separate 16 x 16 load per block); modelled per chunk, a row step's fixed cost is charged
+    for the chunk's 4 blocks (more often than the kernel pays it) and A's diagonal is one load (fewer).
+  * chunk_h: b_w and b_k are loaded once a chunk and feed both halves' dots (kept in L1).
   * cumsum: one chunk of every head per item (`all_heads`), as MegaGDN-PTO's cumsum.
 Grouped heads: every kernel indexes by value head and reloads k (and q) per value head (`i_h // (H // Hg)`
 only in the address), as the model does. Not modelled: the Python wrapper inside the timed region
@@ -46,7 +48,6 @@ import torch
 from npusim import phase_program
 from npusim.model.schedule import CHUNKS, SEQUENTIAL, Design, Pass
 
-K1_BLOCKS = 38          # LARGE_BLOCK_T = 608 * 2 tokens, two tasks: 608 / 16 diagonal blocks per instruction
 HALF = 64               # BV = BK = 64 in wy_fast; the two [128, 64] state halves of chunk_h
 
 
@@ -78,11 +79,10 @@ def kkt(npu, K, gc, beta):
     return A
 
 
-@phase_program("triton.solve_tril", returns=("A_inv",))
-def solve_tril(npu, A):
-    """K1: the diagonal 16 x 16 blocks of (I + A)^-1 by 15 dependent row steps (row * blocks, tl.sum, add,
-    insert_slice); K2: Ai_21 = -Ai_22 A_21 Ai_11 and Ai_43 likewise (16^3 dots), then the 32 x 32 merge
-    (32^3 dots), fp32 operands; the 64 x 64 inverse stored (upper 32 x 32 zeroed)."""
+@phase_program("triton.solve_tril_k1", returns=("Ad",))
+def solve_tril_k1(npu, A):
+    """solve_tril_16x16_kernel on one chunk's diagonal 16 x 16 blocks: b_A = -A * is_lower; 15 dependent row
+    steps (row * blocks, tl.sum, add, insert_slice); + I; stored fp32 as [BT, 16] rows of Ad [T, H, 16]."""
     C = A.shape[-1]
     nb = C // 16
     with npu.vec("k1"):
@@ -94,16 +94,26 @@ def solve_tril(npu, A):
             prod = row[..., :, None] * Ab                # b_a[:, :, None] * b_A
             row_new = row + prod.sum(-2)                 # tl.sum over the block's rows
             Ab = torch.cat([Ab[..., :i, :], row_new[..., None, :], Ab[..., i + 1:, :]], -2)   # insert_slice
-        Ad = Ab + torch.eye(16)                          # tl.where(on_diagonal, b_A + 1, b_A)
-    npu.sync(Ad)                                         # K1 stores Ad (fp32), K2 loads it
+        Ad = (Ab + torch.eye(16)).reshape(*Ab.shape[:-3], C, 16)     # tl.where(on_diagonal, b_A + 1, b_A)
+    return Ad
+
+
+@phase_program("triton.solve_tril_k2", returns=("A_inv",))
+def solve_tril_k2(npu, A, Ad):
+    """merge_16x16_to_64x64_inverse_kernel: Ai_21 = -Ai_22 A_21 Ai_11 and Ai_43 likewise (16^3 dots), then
+    the 32 x 32 merge (32^3 dots), all fp32 operands ("ieee"); the 64 x 64 inverse stored."""
+    C = A.shape[-1]
+    nb = C // 16
     with npu.cube("merge16"):                            # Ai_21 = -Ai_22 A_21 Ai_11, Ai_43 likewise: 16^3 dots
-        T16 = [Ad[..., i + 1, :, :] @ A[..., 16 * i + 16:16 * i + 32, 16 * i:16 * i + 16] for i in range(0, nb, 2)]
-        X16 = torch.stack([t @ Ad[..., i, :, :] for t, i in zip(T16, range(0, nb, 2))], -3)
+        Adb = Ad.reshape(*Ad.shape[:-2], nb, 16, 16)
+        T16 = [Adb[..., i + 1, :, :] @ A[..., 16 * i + 16:16 * i + 32, 16 * i:16 * i + 16] for i in range(0, nb, 2)]
+        X16 = torch.stack([t @ Adb[..., i, :, :] for t, i in zip(T16, range(0, nb, 2))], -3)
     npu.sync(X16)
     with npu.vec("assemble32"):                          # -dot, the 32 x 32 diagonal blocks
+        Adv = Ad.reshape(*Ad.shape[:-2], nb, 16, 16)
         z = torch.zeros(16, 16)
-        Ai32 = torch.stack([torch.cat([torch.cat([Ad[..., i, :, :], z.expand_as(Ad[..., i, :, :])], -1),
-                                       torch.cat([-X16[..., i // 2, :, :], Ad[..., i + 1, :, :]], -1)], -2)
+        Ai32 = torch.stack([torch.cat([torch.cat([Adv[..., i, :, :], z.expand_as(Adv[..., i, :, :])], -1),
+                                       torch.cat([-X16[..., i // 2, :, :], Adv[..., i + 1, :, :]], -1)], -2)
                             for i in range(0, nb, 2)], -3)
     npu.sync(Ai32)
     with npu.cube("merge32"):                            # Ai_21 = -Ai_22 A_21 Ai_11 on 32 x 32 blocks
@@ -238,7 +248,8 @@ STORED = {"stored": "gc_heads=fp32,KK=fp32,A=fp32,Ad=fp32,X16=fp32,Ai32=fp32,X32
 GDN_TRITON = Design("gdn_triton", (
     Pass("cumsum", cumsum, CHUNKS, all_heads=True),
     Pass("kkt", kkt, CHUNKS),
-    Pass("solve_tril", solve_tril, CHUNKS),
+    Pass("solve_tril:k1", solve_tril_k1, CHUNKS),
+    Pass("solve_tril:k2", solve_tril_k2, CHUNKS),
     Pass("wy_fast", wy_fast, CHUNKS),
     Pass("chunk_h", chunk_h, SEQUENTIAL),
     Pass("chunk_o", chunk_o, SEQUENTIAL),

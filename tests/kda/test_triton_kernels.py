@@ -28,7 +28,10 @@ def _dots(graph):
 
 def test_registry_resolves_the_triton_kernels_to_these_programs():
     assert KERNELS["gdn_triton64"][0] is tk.GDN_TRITON and KERNELS["gdn_triton128"][0] is tk.GDN_TRITON
-    assert [p.program.name.split(".")[0] for p in tk.GDN_TRITON.passes] == ["triton"] * 6
+    assert [p.program.name.split(".")[0] for p in tk.GDN_TRITON.passes] == ["triton"] * 7
+    # MegaGDN's six stages; solve_tril is two launches (solve_tril_16x16_kernel, merge_16x16_to_64x64)
+    assert [p.name for p in tk.GDN_TRITON.passes] == ["cumsum", "kkt", "solve_tril:k1", "solve_tril:k2",
+                                                      "wy_fast", "chunk_h", "chunk_o"]
 
 
 def test_loops_as_the_kernels_walk_them():
@@ -36,7 +39,9 @@ def test_loops_as_the_kernels_walk_them():
     # cumsum: a [BT, H] tile of every head; kkt, wy_fast: grid over chunks, heads looped inside (a chunk-head
     # item each); chunk_h, chunk_o: one program per (sequence, head) walking its chunks in order
     assert passes["cumsum"].all_heads and passes["cumsum"].layout == CHUNKS
-    assert passes["kkt"].layout == passes["wy_fast"].layout == passes["solve_tril"].layout == CHUNKS
+    assert passes["kkt"].layout == passes["wy_fast"].layout == CHUNKS
+    # solve_tril: two launches, K1 then K2, each over chunk-head items
+    assert passes["solve_tril:k1"].layout == passes["solve_tril:k2"].layout == CHUNKS
     assert passes["chunk_h"].layout == passes["chunk_o"].layout == SEQUENTIAL
     assert passes["chunk_h"].program.state == ("S_prev", "S_new")
     assert passes["chunk_o"].program.state is None
@@ -79,15 +84,23 @@ def test_chunk_o_three_bf16_dots_per_chunk(graphs):
 
 def test_solve_tril_k1_on_the_vector_and_k2_fp32_dots():
     g = dict(zip((p.name for p in tk.GDN_TRITON.passes), _graphs("gdn_triton64", 64, D, D, "bf16", 16)))
-    st = g["solve_tril"]
-    k1 = st.phase("k1")
-    assert k1.unit == "vec" and k1.macs == 0
+    k1, k2 = g["solve_tril:k1"], g["solve_tril:k2"]
+    assert [ph.unit for ph in k1.phases] == ["vec"] and k1.macs == 0 and not k1.syncs
     # for i in range(1, 16): one tl.sum over the block's rows per step (15 dependent row steps)
-    assert sum(op.name == "sum" for op in k1.ops) == 15
-    dots = _dots(st)
+    assert sum(op.name == "sum" for op in k1.phases[0].ops) == 15
+    assert k1.phases[0].gm_write_bytes == 64 * 16 * 4              # Ad: [BT, 16] fp32 rows of [T, H, 16]
+    dots = _dots(k2)
     # K2 at BT = 64: Ai_21, Ai_43 by two 16^3 dots each, then the 32 x 32 merge by two 32^3 dots; "ieee" (fp32)
     assert sorted(op.shape for op in dots) == [(16, 16, 16)] * 4 + [(32, 32, 32)] * 2
     assert all(op.operand_bytes == 4 for op in dots)
+
+
+def test_a_stage_of_two_kernels_is_timed_as_both():
+    from kda.kernels.registry import model
+    m = model("gdn_triton64", "B=1;T=64;H=1;K=128;V=128;C=64", "bf16", stage="solve_tril")
+    with pytest.raises(ValueError, match="no stage 'solve_tril:k1'"):
+        model("gdn_triton64", "B=1;T=64;H=1;K=128;V=128;C=64", "bf16", stage="solve_tril:k1")
+    assert m.stage == "solve_tril"
 
 
 class _Plain:
@@ -104,7 +117,7 @@ class _Plain:
 def test_solve_tril_is_the_inverse_of_i_plus_a():
     gen = torch.Generator().manual_seed(1)
     A = (torch.randn(3, 64, 64, generator=gen, dtype=torch.float64) * 0.3).tril(-1)
-    got = tk.solve_tril.fn(_Plain(), A)
+    got = tk.solve_tril_k2.fn(_Plain(), A, tk.solve_tril_k1.fn(_Plain(), A))
     want = torch.linalg.inv(torch.eye(64, dtype=torch.float64) + A)
     assert torch.allclose(got, want, atol=1e-10)
 
