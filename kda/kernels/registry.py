@@ -2,8 +2,10 @@
 
 Kernel names are `<gate>_<design>`: gate `kda` (one decay per key channel) or `gdn` (Gated DeltaNet, one
 decay per head: the fused designs v1-v4 with g broadcast over the channels, so the gate's Vector work
-shrinks from C x d_k to C values per chunk, and `gdn_fla`, FLA's GDN decomposition, kda/programs/gdn.py);
-design one of kda/programs. A shape is written `BxTxHxKxV` (simple CSV; T may list a variable-length
+shrinks from C x d_k to C values per chunk, and `gdn_fla`, FLA's GDN decomposition, kda/kernels/gdn.py);
+design one of kda/programs. The measured MegaGDN kernels: `gdn_pto`, `gdn_pto_fused` (kda/kernels/pto.py) and
+`gdn_triton64` / `gdn_triton128` (vllm-ascend's Triton kernels, kda/kernels/triton.py), one stage a pass
+or, for a stage of several launches, passes named `stage:part`. A shape is written `BxTxHxKxV` (simple CSV; T may list a variable-length
 batch, `1x65+129x32x128x128`, as FLA's cu_seqlens) or as msprof's Input Shapes `q;k;v;g;beta`
 (q [B, T, Hg, K], v [B, T, H, V]). Hg (grouped q/k heads) is not modelled apart: every value head
 reads its own q and k.
