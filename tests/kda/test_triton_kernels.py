@@ -95,7 +95,7 @@ def test_solve_tril_k1_on_the_vector_and_k2_fp32_dots():
     assert all(op.operand_bytes == 4 for op in dots)
 
 
-def test_a_stage_of_two_kernels_is_timed_as_both():
+def test_a_stage_of_two_launches_is_named_by_its_stage_alone():
     from kda.kernels.registry import model
     m = model("gdn_triton64", "B=1;T=64;H=1;K=128;V=128;C=64", "bf16", stage="solve_tril")
     with pytest.raises(ValueError, match="no stage 'solve_tril:k1'"):
