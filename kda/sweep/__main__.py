@@ -25,7 +25,8 @@ def run_parser() -> argparse.ArgumentParser:
     prog = prog_name("kda.sweep")
     p = Parser(prog=prog, description="Run every point of a sweep spec (TOML): one row per point, with its "
                "settings, status, error and metrics. Exit status: 0 every point ran; 1 the table is written but "
-               "some points failed (their rows say why); 2 bad input.", epilog=f"""examples:
+               "some points failed (their rows say why); 2 bad input, or a cache write that failed (the finished rows on "
+               "stdout); 130 interrupted (Ctrl-C: the finished rows kept).", epilog=f"""examples:
   # every point of a spec on a local Dask cluster, one worker per core
   {prog} benchmarks/sweep_kimi.toml -o kimi.parquet
   # in this process (no Dask), then the Pareto front and heat maps of the table
