@@ -111,6 +111,20 @@ def parse_overrides(items: list[str]) -> dict[str, float]:
     return out
 
 
+def check_inputs_seqlens(inputs: KdaInputs, seqlens: tuple[int, ...], path: Path) -> None:
+    """--inputs with --seqlens: FLA's variable-length layout, one row [1, total tokens, H, ...] that the
+    lengths cut into sequences, each with its own initial state. One line before any version runs."""
+    q, h0 = inputs.q, inputs.initial_state
+    if q.dim() != 4 or q.shape[0] != 1:
+        raise KdaInputError(f"--inputs {path} with --seqlens: q must be one row [1, total tokens, H, K] "
+                            f"(FLA's cu_seqlens layout), got {list(q.shape)}")
+    if sum(seqlens) != q.shape[1]:
+        raise KdaInputError(f"--seqlens sums to {sum(seqlens)} tokens, but --inputs {path} holds {q.shape[1]}")
+    if h0 is not None and (h0.dim() != 4 or h0.shape[0] != len(seqlens)):
+        raise KdaInputError(f"--inputs {path}: initial_state must hold one state per sequence ({len(seqlens)} "
+                            f"in --seqlens), got shape {list(h0.shape)}")
+
+
 def load_inputs(path: Path) -> KdaInputs:
     """User inputs from a .pt file; the shapes set batch, tokens, heads, d_k and d_v."""
     if not path.is_file():

@@ -13,8 +13,8 @@ import sys
 from npusim import NpuSimError, keep_freed_memory
 
 from kda.cli import jsonout
-from kda.cli.checks import (check_args, given, load_inputs, parse_overrides,  # noqa: F401 (kda.cli.run's API)
-                            parse_payload_dtypes, parse_seqlens)
+from kda.cli.checks import (check_args, check_inputs_seqlens, given, load_inputs,  # noqa: F401 (kda.cli.run's API)
+                            parse_overrides, parse_payload_dtypes, parse_seqlens)
 from kda.api import KdaInputError
 from kda.cli.common import fail, progress
 from kda.cli.run_options import build_parser
@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         inputs = None
         if args.inputs is not None:
             inputs = load_inputs(args.inputs)
+            if settings.seqlens:
+                check_inputs_seqlens(inputs, settings.seqlens, args.inputs)
             B, T, H, K = inputs.q.shape if inputs.q.dim() == 4 else (0, 0, 0, 0)
             settings = Settings(**{**settings.__dict__, "batch": B, "heads": H, "tokens": T, "d_k": K,
                                    "d_v": inputs.v.shape[-1]})

@@ -2,6 +2,9 @@
 
     registry.py   kernel names and shapes -> designs -> predicted latency (`resolve`)
     gdn.py        gdn_fla: FLA's Gated DeltaNet forward decomposition
+    pto.py        MegaGDN-PTO's six stages and fused kernel, as their AscendC kernels run
+    triton.py     vllm-ascend's Triton GDN stages, as their programs run
+    recording.py  graphs of a design recorded for one kernel shape
 """
 from kda.kernels.registry import KERNELS, KernelShape, kernel_names, resolve
 

@@ -59,12 +59,3 @@ GDN_FLA = Design("gdn_fla", (
 ), description="FLA's GDN decomposition (scalar gate per head): six kernels, five over all (sequence, chunk) items",
     notes={"stored": "gc=fp32,A_kk=fp32", "state_for_bf16": "fp32", "gate": "head"})
 
-
-# vllm-ascend's Triton kernels (v0.18.0rc1, vendored by MegaGDN-PTO) are FLA's GDN decomposition; their
-# stages under MegaGDN's names, at the chunk of the measurement (64 or 128). What this does not model yet:
-# each Triton program's own loop (kkt and wy_fast walk every head of a chunk, chunk_h and chunk_o every
-# chunk of a (sequence, head)), the wrapper's host work inside the timed region (MegaGDN times these
-# kernels after a host sync), and Triton-Ascend's split of a program over the Cube and the Vector units.
-GDN_TRITON = Design("gdn_triton", tuple(Pass(name, p.program, p.layout) for name, p in zip(
-    ("cumsum", "kkt", "solve_tril", "wy_fast", "chunk_h", "chunk_o"), GDN_FLA.passes)),
-    description="vllm-ascend's Triton GDN forward as FLA's decomposition, stage by stage", notes=GDN_FLA.notes)

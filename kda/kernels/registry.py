@@ -2,8 +2,10 @@
 
 Kernel names are `<gate>_<design>`: gate `kda` (one decay per key channel) or `gdn` (Gated DeltaNet, one
 decay per head: the fused designs v1-v4 with g broadcast over the channels, so the gate's Vector work
-shrinks from C x d_k to C values per chunk, and `gdn_fla`, FLA's GDN decomposition, kda/programs/gdn.py);
-design one of kda/programs. A shape is written `BxTxHxKxV` (simple CSV; T may list a variable-length
+shrinks from C x d_k to C values per chunk, and `gdn_fla`, FLA's GDN decomposition, kda/kernels/gdn.py);
+design one of kda/programs. The measured MegaGDN kernels: `gdn_pto`, `gdn_pto_fused` (kda/kernels/pto.py) and
+`gdn_triton64` / `gdn_triton128` (vllm-ascend's Triton kernels, kda/kernels/triton.py), one stage a pass
+or, for a stage of several launches, passes named `stage:part`. A shape is written `BxTxHxKxV` (simple CSV; T may list a variable-length
 batch, `1x65+129x32x128x128`, as FLA's cu_seqlens) or as msprof's Input Shapes `q;k;v;g;beta`
 (q [B, T, Hg, K], v [B, T, H, V]). Hg (grouped q/k heads) is not modelled apart: every value head
 reads its own q and k.
@@ -27,9 +29,10 @@ from npusim.chip.profile import Profile
 
 from kda.api import program_default_state, record_graphs
 from kda.programs import DESIGNS, PROGRAMS
-from kda.kernels.gdn import GDN_FLA, GDN_TRITON
+from kda.kernels.gdn import GDN_FLA
 from kda.kernels.pto import GDN_PTO, GDN_PTO_FUSED
 from kda.kernels.recording import record_kernel
+from kda.kernels.triton import GDN_TRITON
 
 
 def _designs() -> dict:
@@ -48,6 +51,11 @@ KERNELS = _designs()
 # it) and the AscendC skeletons' operator types (the OP Type msprof records).
 ALIASES = {**{name: f"kda_{name}" for name in DESIGNS},
            **{f"KdaChunk{name.upper()}": f"kda_{name}" for name in ("v3", "v4", "v5")}}
+
+
+def stage_of(pass_name: str) -> str:
+    """The measured stage a pass belongs to: a stage of several kernels names them `stage:part`."""
+    return pass_name.split(":", 1)[0]
 
 
 def kernel_names() -> list[str]:
@@ -135,7 +143,7 @@ class KernelModel:
     shape: KernelShape
     dtype: str
     chunk_size: int = 64
-    stage: str = ""          # one pass of a design of several, or "" for the whole design
+    stage: str = ""          # one stage (its pass or passes) of a design of several, or "" for the whole design
 
     @property
     def design(self):
@@ -143,15 +151,15 @@ class KernelModel:
 
     def predict(self, profile: Profile) -> float:
         """Latency in us of the kernel on `profile` (timing only, the graphs recorded once): the makespan
-        of every pass plus a launch (or barrier) before each; with a `stage`, that pass alone (its own
-        launch and makespan, as NPU events around one stage's kernel time it)."""
+        of every pass plus a launch (or barrier) before each; with a `stage`, that stage's passes alone (their
+        own launches and makespans, as NPU events around one stage's kernels time them)."""
         heads = self.shape.heads
         graphs = _graphs(self.name, self.chunk_size, self.shape.d_k, self.shape.d_v, self.dtype,
                          heads if any(p.all_heads for p in self.design.passes) else 0)
         design, graphs = self.design, list(graphs)
-        if self.stage:                       # that pass alone, as a design of one pass
-            i = next(i for i, p in enumerate(design.passes) if p.name == self.stage)
-            design, graphs = replace(design, passes=(design.passes[i],)), graphs[i:i + 1]
+        if self.stage:                       # that stage's passes alone (its kernels: `stage` or `stage:part`)
+            idx = [i for i, p in enumerate(design.passes) if stage_of(p.name) == self.stage]
+            design, graphs = replace(design, passes=tuple(design.passes[i] for i in idx)), [graphs[i] for i in idx]
         tpls = templates(design, graphs, profile, RIDE)   # a pass may declare its own state hand-off
         counts = self.shape.chunk_counts(self.chunk_size)
         if self.stage:
@@ -169,7 +177,7 @@ def model(kernel: str, shape: str, dtype: str, form: str = "simple", stage: str 
     kernel = ALIASES.get(kernel, kernel)
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r} (known: {', '.join(kernel_names())})")
-    passes = [p.name for p in KERNELS[kernel][0].passes]
+    passes = list(dict.fromkeys(stage_of(p.name) for p in KERNELS[kernel][0].passes))
     if stage and stage not in passes:
         raise ValueError(f"kernel {kernel} has no stage {stage!r} (its stages: {', '.join(passes)})")
     parsed, chunk_size = parse_shape(shape, form)

@@ -3,7 +3,9 @@ python -m kda.sweep plot results.parquet [-o DIR] [--heatmap X,Y] [--metric COLU
 
 Runs every point of a sweep spec (kda/sweep/spec.py) and writes one row per point: its settings, status,
 error and metrics. Bad input gets one line on stderr and exit status 2; a failing point is a row, and
-a sweep with failed points exits 1 once its table is written (0 when every point ran).
+a sweep with failed points exits 1 once its table is written (0 when every point ran). A sweep that stops
+part-way keeps what it finished: Ctrl-C exits 130 with one line (the rows are in the cache, or on stdout
+under --no-cache); a cache write that fails after the start exits 2 with the rows on stdout.
 """
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ def run_parser() -> argparse.ArgumentParser:
     prog = prog_name("kda.sweep")
     p = Parser(prog=prog, description="Run every point of a sweep spec (TOML): one row per point, with its "
                "settings, status, error and metrics. Exit status: 0 every point ran; 1 the table is written but "
-               "some points failed (their rows say why); 2 bad input.", epilog=f"""examples:
+               "some points failed (their rows say why); 2 bad input, or a cache write that failed (the finished rows on "
+               "stdout); 130 interrupted (Ctrl-C: the finished rows kept).", epilog=f"""examples:
   # every point of a spec on a local Dask cluster, one worker per core
   {prog} benchmarks/sweep_kimi.toml -o kimi.parquet
   # in this process (no Dask), then the Pareto front and heat maps of the table
@@ -57,10 +60,18 @@ def plot_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["plot"]:
-        return plot_main(argv[1:])
+    try:
+        if argv[:1] == ["plot"]:
+            return plot_main(argv[1:])
+        return run_main(argv)
+    except KeyboardInterrupt:              # before the first point or after the last: nothing to keep
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def run_main(argv: list[str]) -> int:
     args = run_parser().parse_args(argv)
-    from kda.sweep.runner import SchedulerError, run_sweep
+    from kda.sweep.runner import CacheWriteError, Interrupted, SchedulerError, run_sweep
     from kda.sweep.spec import SpecError, load_spec
     from kda.sweep.table import have_parquet, write_table
     if args.workers is not None and args.workers < 0:
@@ -92,15 +103,25 @@ def main(argv: list[str] | None = None) -> int:
                         progress=not args.quiet)
     except SchedulerError as err:
         return _fail(str(err))
-    except KeyboardInterrupt:
-        print(f"interrupted: the finished points are in {cache}; run again to go on" if cache else
-              "interrupted: with --no-cache the finished points are not kept", file=sys.stderr)
+    except Interrupted as stop:            # Ctrl-C: one line, and the finished rows kept
+        n = len(stop.rows)
+        if cache is None:
+            print_rows(stop.rows)
+        print(f"interrupted: {_points(n)} finished, kept in {cache}; run again to go on" if cache else
+              f"interrupted: {_points(n)} finished, {_rows(n)} on stdout (--no-cache: nothing else keeps them)",
+              file=sys.stderr)
         return 130
+    except CacheWriteError as err:         # after the up-front check: a full disk, a file gone read-only
+        print_rows(err.rows)
+        return _fail(f"--cache {err.path}: cannot write there ({err.strerror}); the sweep stopped: "
+                     f"{_points(len(err.rows))} finished, {_rows(len(err.rows))} on stdout")
     try:
         written = write_table(out.rows, output)
     except (OSError, ValueError) as err:      # the points are computed: say where they are kept
+        if cache is None:
+            print_rows(out.rows)
         kept = f"the {len(out.rows)} rows are in {cache}: run again to write the table" if cache else \
-            "the rows are lost (--no-cache)"
+            f"the {len(out.rows)} rows are on stdout (--no-cache)"
         return _fail(f"cannot write {output} ({err}); {kept}")
     for m in out.unmatched_metrics:
         print(f"warning: metric {m!r} matched no column", file=sys.stderr)
@@ -113,6 +134,21 @@ def main(argv: list[str] | None = None) -> int:
               f"error column says why)", file=sys.stderr)
         return 1
     return 0
+
+
+def _points(n: int) -> str:
+    return "1 point" if n == 1 else f"{n} points"
+
+
+def _rows(n: int) -> str:
+    return "its row" if n == 1 else "their rows"
+
+
+def print_rows(rows: list[dict]) -> None:
+    """The finished rows as CSV on stdout, for a sweep that stopped before it could write its table."""
+    from kda.sweep.table import write_csv
+    write_csv(rows, sys.stdout)
+    sys.stdout.flush()
 
 
 def plot_main(argv: list[str]) -> int:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from kda.sweep.cache import Cache, point_key
@@ -15,6 +18,23 @@ from kda.sweep.spec import Spec
 
 class SchedulerError(RuntimeError):
     """No cluster to run on: one line naming the address and why."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a sweep: `rows` holds the points finished so far, in point order."""
+
+    def __init__(self, rows: list[dict]):
+        super().__init__(f"interrupted after {len(rows)} points")
+        self.rows = rows
+
+
+class CacheWriteError(OSError):
+    """The cache could not take a finished point's row (a full disk, a file gone read-only): the sweep
+    stops there; `rows` holds every point finished so far, that one included, and `path` names the cache."""
+
+    def __init__(self, err: OSError, path, rows: list[dict]):
+        super().__init__(err.errno, err.strerror or str(err))
+        self.path, self.rows = path, rows
 
 
 @dataclass
@@ -38,7 +58,8 @@ def run_sweep(spec: Spec, *, workers: int | None = 0, scheduler: str | None = No
     todo = [p for p in points if p.index not in found]
     results = dict(found)
     bar = _Bar(len(points), sum(r.get("status") == FAILED for r in found.values()), len(found), progress)
-    n_workers = 0
+    n_workers, source = 0, None
+    finished = lambda: [_row(spec, p, results[p.index]) for p in points if p.index in results]
     try:
         with bar:
             if scheduler is None and workers == 0:
@@ -48,11 +69,21 @@ def run_sweep(spec: Spec, *, workers: int | None = 0, scheduler: str | None = No
             for index, row, cacheable in source:
                 results[index] = row
                 if cacheable:
-                    store.add(keys[index], row)
+                    try:
+                        store.add(keys[index], row)
+                    except OSError as err:
+                        raise CacheWriteError(err, store.path, finished()) from None
                 bar.tick(row.get("status") == FAILED)
+    except KeyboardInterrupt:
+        raise Interrupted(finished()) from None
     finally:
-        store.close()
-    rows = [_row(spec, p, results[p.index]) for p in points]
+        if source is not None:
+            source.close()                 # the Dask cluster goes down now, not when collected
+        try:
+            store.close()
+        except OSError:                    # a row that did not reach the disk raised already
+            pass
+    rows = finished()
     return Outcome(rows, len(todo), len(found), sum(r["status"] == FAILED for r in rows), n_workers,
                    _unmatched(spec.metrics, rows))
 
@@ -118,9 +149,10 @@ def _on_dask(todo, workers: int | None, scheduler: str | None):
         cluster = None
     else:
         n = workers if workers else (os.cpu_count() or 1)
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
-                               silence_logs=logging.ERROR)
-        client = Client(cluster)
+        with sigint_ignored():             # the workers start ignoring Ctrl-C: this process alone handles it
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                                   silence_logs=logging.CRITICAL)
+            client = Client(cluster)
     n_workers = len(client.scheduler_info().get("workers", {}))
 
     def results():
@@ -134,10 +166,26 @@ def _on_dask(todo, workers: int | None, scheduler: str | None):
                     yield futures[future], {"status": FAILED, "error": f"{type(err).__name__}: {err}"}, False
                 future.release()
         finally:
-            client.close()
-            if cluster is not None:
-                cluster.close()
+            with sigint_ignored():         # a second Ctrl-C does not cut the shutdown short
+                client.close()
+                if cluster is not None:
+                    cluster.close()
     return results(), n_workers
+
+
+@contextmanager
+def sigint_ignored():
+    """SIGINT ignored while in the block (from the main thread; elsewhere nothing changes). Processes
+    started in the block keep ignoring it: a terminal's Ctrl-C, sent to the whole process group, then
+    reaches this process alone, which stops the sweep and its workers in order, with no worker tracebacks."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 class _Bar:

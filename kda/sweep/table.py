@@ -36,13 +36,18 @@ def write_table(rows: list[dict], path: str | Path) -> Path:
     if path.suffix == ".parquet":
         frame(rows).to_parquet(path, index=False)
         return path
-    names = list(dict.fromkeys(n for r in rows for n in r))
     with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=names)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: json.dumps(v) if isinstance(v, bool) else v for k, v in r.items()})
+        write_csv(rows, f)
     return path
+
+
+def write_csv(rows: list[dict], f) -> None:
+    """The rows as CSV on an open text file: every column any row has, in order of appearance."""
+    names = list(dict.fromkeys(n for r in rows for n in r))
+    w = csv.DictWriter(f, fieldnames=names)
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: json.dumps(v) if isinstance(v, bool) else v for k, v in r.items()})
 
 
 def read_table(path: str | Path):

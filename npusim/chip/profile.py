@@ -380,6 +380,9 @@ _MAY_BE_INF = {"memory.gm_bandwidth_gbps", "memory.chip_bandwidth_gbps", "memory
 # The values the model accepts, by 'section.field' or by field name (default [0, 1e9]): generous bounds
 # around any chip (a 1 s sync, a 100 GHz clock), tight enough that nothing overflows or rounds to zero.
 _LIMITS = {
+    # the rates and capacities that divide: at least 1e-3 of their unit, so that no time or tile count
+    # overflows (a 1e-308 GB/s link would make one transfer last longer than a float can say)
+    **{name: (1e-3, 1e9) for name in _POSITIVE},
     "chip.ai_cores": (1, 4096), "chip.vec_per_core": (1, 64), "clock_ghz": (1e-3, 100.0),
     "launch_overhead_us": (0.0, 1e6), "barrier_us": (0.0, 1e6), "sync.latency_us": (0.0, 1e6),
     "workspace.slots": (1, 1024), "core.buffer_num": (1, 64), "align_bytes": (1e-3, 65536.0),

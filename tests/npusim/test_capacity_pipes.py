@@ -156,6 +156,17 @@ def test_shared_hbm_stretches_the_transfers_not_the_compute(toy_profile):
     assert run.makespan_us == pytest.approx(0.5 + 1.05 * 2 / 1.1)
 
 
+def test_a_stretched_transfer_counts_the_transfers_already_under_way(toy_profile):
+    # The same two cores simulated each on its own (symmetric=False): both phases start at 0, one after the
+    # other in the HBM share. The first finds nothing under way: 800,000 B at 800,000 B/us is 1 us, under its
+    # own 1.1 us, so it is not stretched (1.55 us, as alone). The second finds the first under way and gets
+    # half: 2 us for its transfers, 0.5 + 1.05 x 2 / 1.1 us in all.
+    p = core(toy_profile(cores=2, chip_bw=800.0), mte2_gbps=400.0, mte3_gbps=4000.0, buffer_num=2)
+    run = simulate(scale(), p, chunks=1, sequences=2, symmetric=False)
+    spans = sorted(e.end - e.start for e in run.trace.events() if e.name == "P")
+    assert spans == [pytest.approx(1.55), pytest.approx(0.5 + 1.05 * 2 / 1.1)]
+
+
 def test_seed_doc_keeps_the_document_assumptions():
     p = load_profile("seed-doc")
     assert p.core.buffer_num == 1 and p.core.align_bytes == 1.0

@@ -25,7 +25,7 @@ def test_every_assumed_field_of_a_shipped_profile_has_a_range_around_its_value()
         assert set(p.ranges) == set(p.assumptions) | fitted, name      # a fitted field: its fit's interval
         for key, (lo, hi) in p.ranges.items():
             assert 0 < lo <= p.value(key) <= hi and p.range_reasons[key].strip(), key
-    assert load_profile("ascend-910b2").ranges["sync.latency_us"] == (0.1, 5.0)
+    assert load_profile("ascend-910b2-uncalibrated").ranges["sync.latency_us"] == (0.1, 5.0)
 
 
 @pytest.mark.parametrize("line, message", [
@@ -66,7 +66,7 @@ def test_latin_hypercube_puts_one_point_in_each_stratum_and_is_seeded():
 
 
 def test_samples_are_log_uniform_within_the_range():
-    p = load_profile("ascend-910b2")
+    p = load_profile("ascend-910b2-uncalibrated")
     fields = [f for f in assumptions(p) if f.field == "sync.latency_us"]
     x = sample_values(fields, 1000, seed=1)[:, 0]
     assert x.min() >= 0.1 and x.max() <= 5.0
