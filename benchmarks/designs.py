@@ -10,7 +10,8 @@ prediction for those same kernels. Timing only; deterministic (--seed).
 
     python benchmarks/designs.py               # about 30 min on 2 cores; writes benchmarks/results/designs.md
     python benchmarks/designs.py --quick       # without the 1M-token shape
-    python benchmarks/designs.py --samples 8   # fewer samples per shape (the 1M-token shape takes a quarter)
+    python benchmarks/designs.py --jobs 2      # the shapes in two processes
+    python benchmarks/designs.py --samples 8   # fewer samples (the Kimi layer 8, the 1M-token shape 4, others 4)
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import argparse
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -33,13 +35,14 @@ from designs_why import mechanisms, per_token_head  # noqa: E402
 
 CAL, UNCAL = "ascend-910b2", "ascend-910b2-uncalibrated"
 KIMI = "Kimi layer (1 x 32 heads x 131072)"
+MEGAGDN_SHAPE = "MegaGDN's measured shape (16 x 8192, 32 heads)"
 MIXED = (65536, 32768, 16384, 8192, 4096, 4096, 2048, 1024, 512, 256)
 SHAPES = {     # name -> (Settings fields, the kda.cli.run flags that give it)
     KIMI: (dict(heads=32, tokens=131072), "--heads 32 --tokens 131072"),
     "1M tokens (1 x 32 x 1048576)": (dict(heads=32, tokens=1 << 20), "--heads 32 --tokens 1048576"),
     "batch 64 x 4096 (32 heads)": (dict(batch=64, heads=32, tokens=4096), "--batch 64 --heads 32 --tokens 4096"),
     "mixed lengths (32 heads)": (dict(heads=32, seqlens=MIXED), "--heads 32 --seqlens " + ",".join(map(str, MIXED))),
-    "MegaGDN's measured shape (16 x 8192, 32 heads)": (dict(batch=16, heads=32, tokens=8192),
+    MEGAGDN_SHAPE: (dict(batch=16, heads=32, tokens=8192),
                                                        "--batch 16 --heads 32 --tokens 8192"),
 }
 
@@ -128,54 +131,66 @@ def commit() -> str:
         return "unknown"
 
 
+def shape_task(name: str, samples: int, seed: int) -> dict:
+    """One shape's section (the Kimi layer's also on the uncalibrated profile, and what moved its ranking)."""
+    t = time.perf_counter()
+    shape, flags = SHAPES[name]
+    recs = record(shape)
+    lines, u, _ = shape_section(name, shape, flags, recs, samples, seed, CAL)
+    lines += [f"({time.perf_counter() - t:,.0f} s)", ""]
+    out = dict(name=name, lines=lines, u=u, token_heads=token_heads(shape))
+    if name == KIMI:
+        t = time.perf_counter()
+        cal, unc = load_profile(CAL), load_profile(UNCAL)
+        sec, unc_u, _ = shape_section(name, shape, flags, on(recs, unc), samples, seed, UNCAL)
+        out["uncal"] = sec + rank_change(u, unc_u) + [f"({time.perf_counter() - t:,.0f} s)", ""]
+        t = time.perf_counter()
+        out["why"] = mechanisms(recs, shape, cal, unc) + [f"({time.perf_counter() - t:,.0f} s)", ""]
+    print("\n".join(lines), flush=True)
+    return out
+
+
+def samples_for(name: str, samples: int) -> int:
+    """The Kimi layer gets all the samples, the 1M-token shape (8x its replay) a quarter, the others half."""
+    return samples if name == KIMI else max(4, samples // (4 if "1M" in name else 2))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="leave out the 1M-token shape")
-    p.add_argument("--samples", type=int, default=32, help="profiles sampled per shape (the 1M-token shape a "
-                   "quarter of them, at least 4; default 32)")
+    p.add_argument("--samples", type=int, default=32, help="profiles sampled on the Kimi layer (default 32; the "
+                   "1M-token shape a quarter of them, the other shapes half, at least 4)")
     p.add_argument("--seed", type=int, default=0, help="seed of the Latin hypercube (default 0)")
+    p.add_argument("--jobs", type=int, default=1, help="shapes run in parallel processes (default 1)")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "designs.md")
     args = p.parse_args(argv)
-    if args.samples < 4:
-        p.error(f"--samples must be at least 4, got {args.samples}")
+    if args.samples < 4 or args.jobs < 1:
+        p.error(f"--samples must be at least 4 and --jobs at least 1, got {args.samples} and {args.jobs}")
     t0 = time.perf_counter()
     cmd = "python benchmarks/designs.py" + (" --quick" if args.quick else "") + \
           (f" --samples {args.samples}" if args.samples != 32 else "") + (f" --seed {args.seed}" if args.seed else "")
-    lines = [f"# Designs by shape, on the calibrated chip, with intervals", "",
+    names = [n for n in SHAPES if not (args.quick and "1M" in n)]
+    slow_first = sorted(names, key=lambda n: ("1M" not in n, n != KIMI))     # the longest tasks start first
+    tasks = [(n, samples_for(n, args.samples), args.seed) for n in slow_first]
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            done = {r["name"]: r for r in pool.map(shape_task, *zip(*tasks))}
+    else:
+        done = {r["name"]: r for r in map(shape_task, *zip(*tasks))}
+    lines = ["# Designs by shape, on the calibrated chip, with intervals", "",
              f"`{cmd}` (commit {commit()}); `{CAL}` (calibrated) unless said, bf16, timing only. "
              "Medians and 90 % intervals over profiles drawn from the profile's ranges (Latin hypercube, log-uniform, "
-             f"seed {args.seed}); 'wins': the share of those samples in which the design is the fastest.", ""]
-    cal, unc = load_profile(CAL), load_profile(UNCAL)
-    kimi = {}
-    for name, (shape, flags) in SHAPES.items():
-        if args.quick and "1M" in name:
-            continue
-        t = time.perf_counter()
-        n = max(4, args.samples // 4) if "1M" in name else args.samples
-        recs = record(shape)
-        sec, u, best = shape_section(name, shape, flags, recs, n, args.seed, CAL)
-        lines += sec + [f"({time.perf_counter() - t:,.0f} s)", ""]
-        print("\n".join(sec), flush=True)
-        if name == KIMI:
-            kimi = dict(recs=recs, u=u, best=best)
-        if name.startswith("MegaGDN"):
-            kimi["megagdn_u"], kimi["megagdn_th"] = u, token_heads(shape)
+             f"seed {args.seed}; {args.samples} samples on the Kimi layer, fewer on the others as each table says); "
+             "'wins': the share of those samples in which the design is the fastest.", ""]
+    for n in names:
+        lines += done[n]["lines"]
+    kimi, meg = done[KIMI], done.get(MEGAGDN_SHAPE)
+    lines += kimi["uncal"] + kimi["why"]
     t = time.perf_counter()
-    shape, flags = SHAPES[KIMI]
-    unc_recs = on(kimi["recs"], unc)
-    sec, unc_u, unc_best = shape_section(KIMI, shape, flags, unc_recs, args.samples, args.seed, UNCAL)
-    lines += sec + rank_change(kimi["u"], unc_u) + [f"({time.perf_counter() - t:,.0f} s)", ""]
-    print("\n".join(lines[-30:]), flush=True)
-    t = time.perf_counter()
-    why = mechanisms(kimi["recs"], shape, cal, unc)
-    lines += why + [f"({time.perf_counter() - t:,.0f} s)", ""]
-    print("\n".join(why), flush=True)
-    t = time.perf_counter()
-    pth = per_token_head(kimi["u"], token_heads(shape), kimi.get("megagdn_u"), kimi.get("megagdn_th"),
-                         cal, args.samples, args.seed)
-    lines += pth + [f"({time.perf_counter() - t:,.0f} s)", ""]
-    print("\n".join(pth), flush=True)
-    lines.append(f"Wall time {time.perf_counter() - t0:,.0f} s.")
+    pth = per_token_head(kimi["u"], kimi["token_heads"], meg and meg["u"], meg and meg["token_heads"],
+                         load_profile(CAL), args.samples, args.seed)
+    lines += pth + [f"({time.perf_counter() - t:,.0f} s)", "", f"Wall time {time.perf_counter() - t0:,.0f} s."]
+    print("\n".join(kimi["uncal"] + kimi["why"] + pth), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
