@@ -55,11 +55,26 @@ def transpose(npu, gc_heads):
     return gc_t
 
 
+def _row_expand(col, n: int):
+    """col [..., C, 1] -> [..., C, n] as pto-isa's TROWEXPAND does it on the A2/A3 Vector unit (a [C, 1]
+    source into rows wider than one 32-B block): row by row, a V -> S flag, a scalar read of the row's value
+    from UB, an S -> V flag and a vector_dup (pto-isa include/pto/npu/a2a3/TRowExpand.hpp). So one dependent
+    instruction per row on each AIV: row i of AIV0 and row C/2 + i of AIV1 are one recorded op."""
+    C = col.shape[-2]
+    half = max(C // 2, 1)
+    out = torch.empty(*col.shape[:-1], n)
+    for i in range(half):
+        rows = col[..., i::half, :]
+        out[..., i::half, :] = rows.expand(*rows.shape[:-1], n)
+    return out
+
+
 def _gate(gc, beta=None):
-    """exp(min(g_i (+ log beta_i) - g_j, 0)) on [C, C]: row and column expands, sub, min, exp."""
+    """exp(min(g_i (+ log beta_i) - g_j, 0)) on [C, C]: TROWEXPAND of the row gate, TCOLEXPAND of the
+    column gate with the sub, min, exp."""
     g = gc[..., :, 0]
     rows = g + beta.log() if beta is not None else g
-    return (rows[..., :, None] - g[..., None, :]).clamp_max(0.0).exp()
+    return (_row_expand(rows[..., :, None], gc.shape[-2]) - g[..., None, :]).clamp_max(0.0).exp()
 
 
 @phase_program("pto.kkt", returns=("A",))
@@ -129,7 +144,11 @@ def solve_tril(npu, A):
 
 @phase_program("pto.wy_fast", returns=("W", "U"))
 def wy_fast(npu, K, V, gc, beta, A_inv):
-    """A2 = A diag(beta), U = A2 V; A1 = A diag(beta e^g), W = A1 K."""
+    """A2 = A diag(beta), U = A2 V; A1 = A diag(beta e^g), W = A1 K. The Cube loads K and V into L1 before
+    it waits for A2 (wy_fast.cpp:762-780), so their loads overlap the Vector's work."""
+    with npu.cube("kv_in"):
+        K, V = K.clone(), V.clone()
+    npu.keep(K, V)
     with npu.vec("a2"):
         A2 = A_inv * beta[..., None, :]
     npu.sync(A2)
@@ -148,10 +167,11 @@ def chunk_h(npu, K, W, U, gc, S_prev):
     """WS = W S; V_new = U - WS; K~ = exp(g_last - g) K; S' = exp(g_last) S + K~^T V_new. The state lives in
     the Vector's UB; the Cube reads its fp16 copy from the workspace every chunk."""
     with npu.vec("decay"):                               # runs while the Cube makes WS
+        U = U.clone()                                    # U loaded before the wait for WS (chunk_h.cpp:653-701)
         g_last = gc[..., -1:, :]
-        K_decay = K * (g_last - gc).exp()
+        K_decay = K * _row_expand((g_last - gc).exp(), K.shape[-1])     # TEXP, TROWEXPAND, TMUL
         gamma = g_last.exp()
-    npu.keep(gamma)
+    npu.keep(gamma, U)
     with npu.cube("ws"):
         WS = W @ S_prev
     npu.sync(WS)
@@ -187,7 +207,7 @@ def chunk_o(npu, Q, K, gc, H, V_new):
         QKV = QK_gated @ V_new
     npu.sync(QKV)
     with npu.vec("sum"):
-        O = QS * eg + QKV
+        O = QS * _row_expand(eg, QS.shape[-1]) + QKV    # TROWEXPAND exp(g), TMUL, TADD
     return O
 
 

@@ -187,7 +187,7 @@ def test_the_calibrated_chip_says_where_every_number_comes_from():
         if src.startswith("FITTED"):
             assert key in p.ranges and "not held out" in src and "16384" not in src.split("(")[1].split(")")[0], key
     assert {k for k, s in p.sources.items() if s.startswith("FITTED")} == {"isa.vec_dependent_cycles",
-                                                                             "isa.gm_burst_cycles"}
+                                                                             "isa.gm_burst_cycles", "sync.latency_us"}
 
 
 @pytest.mark.parametrize("value, message", [

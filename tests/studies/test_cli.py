@@ -140,9 +140,11 @@ def test_policy_names_are_checked_without_numerics_too(capsys):
 
 
 def test_set_overrides_a_profile_field(tmp_path):
-    """--set sync.latency_us=2 adds 1.5 us per sync per chunk over the profile's 0.5 us: with 6 syncs over
-    4 chunks serial latency grows by exactly 6 x 4 x 1.5 = 36 us."""
+    """--set sync.latency_us=2 adds (2 - the profile's latency) us per sync per chunk: with 6 syncs over
+    4 chunks serial latency grows by exactly 6 x 4 x that."""
     import json
+    from npusim import load_profile
+    extra_us = 2.0 - load_profile("ascend-910b2").sync.latency_us
     from kda.cli.run import main
     import contextlib, io
     outs = []
@@ -151,7 +153,7 @@ def test_set_overrides_a_profile_field(tmp_path):
         with contextlib.redirect_stdout(buf):
             assert main(["--no-numerics", "--chunks", "4", "--json", *extra]) == 0
         outs.append(json.loads(buf.getvalue())["layer"]["serial_us"])
-    assert abs((outs[1] - outs[0]) - 36.0) < 1e-6
+    assert abs((outs[1] - outs[0]) - 6 * 4 * extra_us) < 1e-6
 
 
 def test_set_rejects_unknown_field_and_non_numbers(capsys):
