@@ -133,7 +133,8 @@ def _kernel_groups(rows: list[dict]) -> list[tuple[str, list[dict], str]]:
     return out
 
 
-def per_token_head(kimi_u, kimi_th: int, meg_u, meg_th, cal, samples: int, seed: int) -> list[str]:
+def kernel_rows(cal, samples: int, seed: int) -> dict:
+    """The measured kernels and the model's prediction for each, nominal and over the sampled profiles."""
     fields = assumptions(cal)
     profiles = sample_profiles(cal, fields, sample_values(fields, samples, seed))   # as propagate draws them
     rows, fused_ns, best = [], None, (float("inf"), "")
@@ -157,6 +158,11 @@ def per_token_head(kimi_u, kimi_th: int, meg_u, meg_th, cal, samples: int, seed:
         iv = interval(sampled, m.predict(cal) * 1e3 / th)
         rows.append((f"GDN in design {kernel[4:]}'s structure, 16 x 8192 x 32 (`{kernel}`)", "model only", "",
                      "", "", f"{iv.nominal:.2f}", f"{iv.median:.2f} [{iv.lo:.2f}, {iv.hi:.2f}]", ""))
+    return dict(rows=rows, fused_ns=fused_ns, best=best)
+
+
+def per_token_head(kernels: dict, kimi_u, kimi_th: int, meg_u, meg_th, samples: int) -> list[str]:
+    rows, fused_ns, best = kernels["rows"], kernels["fused_ns"], kernels["best"]
     out = ["## Per token-head: the designs beside the measured 910B2 kernels", "",
            "Measured: `kda/validation/megagdn.csv` (NPU events, 16 sequences, 32 value heads, Hg = 16, K = V = 128; "
            "the fused row includes its buffers' zero-fills and a D2H sync, each Triton stage its Python wrapper). "
