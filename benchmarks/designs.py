@@ -36,7 +36,7 @@ from designs_why import kernel_rows, mechanisms, per_token_head  # noqa: E402
 CAL, UNCAL = "ascend-910b2", "ascend-910b2-uncalibrated"
 KIMI = "Kimi layer (1 x 32 heads x 131072)"
 MEGAGDN_SHAPE = "MegaGDN's measured shape (16 x 8192, 32 heads)"
-WHY, KERNELS = "why", "kernels"           # the two tasks beside the shapes
+WHY, KERNELS = "why", "kernels"           # the tasks beside the shapes (and UNCAL: the Kimi layer uncalibrated)
 MIXED = (65536, 32768, 16384, 8192, 4096, 4096, 2048, 1024, 512, 256)
 SHAPES = {     # name -> (Settings fields, the kda.cli.run flags that give it)
     KIMI: (dict(heads=32, tokens=131072), "--heads 32 --tokens 131072"),
@@ -139,16 +139,18 @@ def shape_task(name: str, samples: int, seed: int) -> dict:
     t = time.perf_counter()
     if name == KERNELS:
         return dict(name=name, kernels=kernel_rows(load_profile(CAL), samples, seed), seconds=time.perf_counter() - t)
-    shape, flags = SHAPES[KIMI if name == WHY else name]
+    shape, flags = SHAPES[KIMI if name in (UNCAL, WHY) else name]
     recs = record(shape)
-    if name == WHY:
-        cal, unc = load_profile(CAL), load_profile(UNCAL)
-        sec, unc_u, _ = shape_section(KIMI, shape, flags, on(recs, unc), samples, seed, UNCAL)
+    if name == UNCAL:
+        sec, unc_u, _ = shape_section(KIMI, shape, flags, on(recs, load_profile(UNCAL)), samples, seed, UNCAL)
         lines = sec + [f"({time.perf_counter() - t:,.0f} s)", ""]
-        t = time.perf_counter()
-        why = mechanisms(recs, shape, cal, unc) + [f"({time.perf_counter() - t:,.0f} s)", ""]
-        print("\n".join(lines + why), flush=True)
-        return dict(name=name, lines=lines, unc_u=unc_u, why=why)
+        print("\n".join(lines), flush=True)
+        return dict(name=name, lines=lines, unc_u=unc_u)
+    if name == WHY:
+        why = mechanisms(recs, shape, load_profile(CAL), load_profile(UNCAL))
+        why += [f"({time.perf_counter() - t:,.0f} s)", ""]
+        print("\n".join(why), flush=True)
+        return dict(name=name, why=why)
     lines, u, _ = shape_section(name, shape, flags, recs, samples, seed, CAL)
     lines += [f"({time.perf_counter() - t:,.0f} s)", ""]
     print("\n".join(lines), flush=True)
@@ -158,7 +160,7 @@ def shape_task(name: str, samples: int, seed: int) -> dict:
 def samples_for(name: str, samples: int) -> int:
     """The Kimi layer and MegaGDN's shape (compared sample by sample with the kernels) get all the samples, the
     1M-token shape (8x the replay) a quarter, the others half."""
-    return samples if name in (KIMI, WHY, KERNELS, MEGAGDN_SHAPE) else max(4, samples // (4 if "1M" in name else 2))
+    return samples if name in (KIMI, UNCAL, WHY, KERNELS, MEGAGDN_SHAPE) else max(4, samples // (4 if "1M" in name else 2))
 
 
 def main(argv=None) -> int:
@@ -176,7 +178,7 @@ def main(argv=None) -> int:
     cmd = "python benchmarks/designs.py" + (" --quick" if args.quick else "") + \
           (f" --samples {args.samples}" if args.samples != 32 else "") + (f" --seed {args.seed}" if args.seed else "")
     names = [n for n in SHAPES if not (args.quick and "1M" in n)]
-    slow_first = sorted(names + [WHY, KERNELS], key=lambda n: ("1M" not in n, n != WHY, n != KIMI))
+    slow_first = sorted(names + [UNCAL, WHY, KERNELS], key=lambda n: ("1M" not in n, n != WHY, n != KIMI))
     tasks = [(n, samples_for(n, args.samples), args.seed) for n in slow_first]
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
@@ -190,12 +192,12 @@ def main(argv=None) -> int:
              "'wins': the share of those samples in which the design is the fastest.", ""]
     for n in names:
         lines += done[n]["lines"]
-    kimi, meg, why = done[KIMI], done.get(MEGAGDN_SHAPE), done[WHY]
-    lines += why["lines"] + rank_change(kimi["u"], why["unc_u"]) + why["why"]
+    kimi, meg, why, unc = done[KIMI], done.get(MEGAGDN_SHAPE), done[WHY], done[UNCAL]
+    lines += unc["lines"] + rank_change(kimi["u"], unc["unc_u"]) + why["why"]
     pth = per_token_head(done[KERNELS]["kernels"], kimi["u"], kimi["token_heads"], meg and meg["u"],
                          meg and meg["token_heads"], args.samples)
     lines += pth + [f"({done[KERNELS]['seconds']:,.0f} s)", "", f"Wall time {time.perf_counter() - t0:,.0f} s."]
-    print("\n".join(rank_change(kimi["u"], why["unc_u"]) + pth), flush=True)
+    print("\n".join(rank_change(kimi["u"], unc["unc_u"]) + pth), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
