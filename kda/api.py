@@ -45,6 +45,8 @@ class Execution:
     def pass_graphs(self) -> tuple:
         return self.graphs or (self.graph,)
     replay: str | None = None              # how the chunks were computed (Executor.replay_mode)
+    states: torch.Tensor | None = None     # intermediate_states=True: [B, NT, H, K, V], the state before each
+                                           # chunk as kept between chunks (varlen: [1, chunks of all sequences, ..])
 
     @cached_property
     def inputs_as_stored(self) -> tuple:
@@ -101,7 +103,12 @@ def record_graph(program, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
               "V": rnd(G, C, d_v), "g": F.logsigmoid(rnd(G, C, gate_width or d_k)), "beta": torch.sigmoid(rnd(G, C)),
               "scale": d_k ** -0.5}
     ex = Executor(program, precision, input_types={"g": "fp32", "beta": "fp32"})
-    return ex.record(inputs, torch.zeros(G, d_k, d_v, dtype=cd, device="cpu"), shapes={"chunk_size": C, "d_k": d_k, "d_v": d_v})
+    return ex.record(inputs, torch.zeros(G, d_k, d_v, dtype=cd, device="cpu"), shapes=_shapes(C, d_k, d_v, G))
+
+
+def _shapes(C: int, d_k: int, d_v: int, group: int = 1) -> dict[str, int]:
+    """The graph's shapes; `group` (value heads per q/k head) only where grouped (npusim/chip/capacity.py)."""
+    return {"chunk_size": C, "d_k": d_k, "d_v": d_v, **({"group": group} if group > 1 else {})}
 
 
 def _cut_block(x: torch.Tensor, first: int, n: int, C: int, T: int, dtype: torch.dtype, round_to=None) -> torch.Tensor:
@@ -157,8 +164,10 @@ def record_graphs(design, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
             "V": rnd(G, 1, C, d_v), "g": F.logsigmoid(rnd(G, 1, C, gate_width or d_k)),
             "beta": torch.sigmoid(rnd(G, 1, C)),
             "scale": d_k ** -0.5}
+    pool.update({"A_log": rnd(G, 1, 1, 1), "dt_bias": rnd(G, 1, 1, d_k)})     # the in-kernel gate's (in_kernel.py)
     graphs, _ = record_passes(design, pool, torch.zeros(G, d_k, d_v, dtype=cd, device="cpu"), precision,
-                              {"g": "fp32", "beta": "fp32"}, {"chunk_size": C, "d_k": d_k, "d_v": d_v}, whole=True)
+                              {"g": "fp32", "beta": "fp32", "A_log": "fp32", "dt_bias": "fp32"},
+                              _shapes(C, d_k, d_v, G), whole=True)
     return graphs, precision
 
 
@@ -167,7 +176,7 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
             compute_dtype: torch.dtype = torch.float32, program=None, out_dtype: torch.dtype | None = None,
             progress: Callable[[int, int], None] | None = None, cu_seqlens=None, design=None, fast: bool = True,
             graphs: bool | None = None, block: int = 16, check_every: int | None = None,
-            pipeline: bool | None = None) -> Execution:
+            pipeline: bool | None = None, intermediate_states: bool = False) -> Execution:
     """Run a KDA design over a whole batch; see the module docstring. Every tensor is made on the inputs'
     device. For a one-pass design, chunks are cut from the inputs `block` at a time, so memory beyond the
     inputs and the output stays at a few chunks' worth. `fast=False` runs every chunk through the recording
@@ -176,12 +185,13 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
     where each read waits for the device); `pipeline` (default: on the CPU where torch has two threads or
     more) runs the chunk step's state-independent calls ahead on a second thread (npusim/pipeline.py), the
     same bits. `cu_seqlens` (FLA's varlen: q is [1, sum of lengths, H, K]) gives each sequence's start and
-    end."""
+    end. `intermediate_states`: also keep the state each chunk starts from (Execution.states), copied out
+    of the same chunk loop."""
     if cu_seqlens is not None:
         return _execute_varlen(q, k, v, g, beta, scale, initial_state, cu_seqlens, version=version,
                                chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
                                compute_dtype=compute_dtype, program=program, out_dtype=out_dtype,
-                               progress=progress, design=design)
+                               progress=progress, design=design, intermediate_states=intermediate_states)
     B, T, H, K, V = _check(q, k, v, g, beta, initial_state, chunk_size, scale)
     device = q.device
     if program is None:
@@ -190,7 +200,8 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
             return _execute_design(design, q, k, v, g, beta, scale, initial_state, chunk_size=chunk_size,
                                    transfer_dtype=transfer_dtype, precision=precision,
                                    compute_dtype=compute_dtype, out_dtype=out_dtype, progress=progress,
-                                   fast=fast, cuda_graphs=graphs, pipeline=pipeline)
+                                   fast=fast, cuda_graphs=graphs, pipeline=pipeline,
+                                   intermediate_states=intermediate_states)
         program = design.passes[0].program
     precision = _precision(q, transfer_dtype, precision, compute_dtype, program)
     cd = precision.compute
@@ -240,14 +251,33 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
 
     if graphs is None:
         graphs = fast and device.type == "cuda"
+    states, on_state = _state_keeper(intermediate_states, S, NT)
     with torch.no_grad():
         if check_every is None:
             check_every = 1 if device.type == "cpu" else 64
-        S = ex.run(chunk, S, NT, emit, fast=fast, graphs=graphs, check_every=check_every, pipeline=pipeline)
+        S = ex.run(chunk, S, NT, emit, fast=fast, graphs=graphs, check_every=check_every, pipeline=pipeline,
+                   on_state=on_state)
     result = Execution(o, S.reshape(B, H, K, V), graph, ex.first_nonfinite, precision, NT, C,
                        (q, k, v, g, beta, initial_state))
     result.replay = ex.replay_mode
+    result.states = _states_out(states, B)
     return result
+
+
+def _state_keeper(wanted: bool, S: torch.Tensor, NT: int):
+    """(buffer [B*H, NT, K, V], on_state) keeping the state each chunk starts from; (None, None) if not wanted."""
+    if not wanted:
+        return None, None
+    states = S.new_empty(S.shape[0], NT, *S.shape[1:])
+
+    def on_state(t: int, state: torch.Tensor) -> None:
+        states[:, t].copy_(state)
+    return states, on_state
+
+
+def _states_out(states: torch.Tensor | None, B: int) -> torch.Tensor | None:
+    """[B*H, NT, K, V] -> FLA's [B, NT, H, K, V]."""
+    return None if states is None else states.unflatten(0, (B, -1)).transpose(1, 2)
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,
@@ -284,7 +314,7 @@ def _chunked(x: torch.Tensor, C: int, dtype: torch.dtype, round_to=None) -> torc
 
 def _execute_design(design, q, k, v, g, beta, scale, initial_state, *, chunk_size, transfer_dtype, precision,
                     compute_dtype, out_dtype, progress, fast: bool = True, cuda_graphs: bool | None = None,
-                    pipeline: bool | None = None) -> Execution:
+                    pipeline: bool | None = None, intermediate_states: bool = False) -> Execution:
     """A design of several passes (kda/multipass.py): every tensor between passes is kept for the whole batch."""
     B, T, H, K, V = q.shape[0], q.shape[1], q.shape[2], q.shape[3], v.shape[-1]
     state_program = (design.state_pass or design.passes[0]).program
@@ -298,15 +328,17 @@ def _execute_design(design, q, k, v, g, beta, scale, initial_state, *, chunk_siz
          else precision.round(initial_state.to(cd), precision.state_type).reshape(B * H, K, V))
     graphs, executors = record_passes(design, pool, S, precision, {"g": "fp32", "beta": "fp32"},
                                       {"chunk_size": C, "d_k": K, "d_v": V})
+    states, on_state = _state_keeper(intermediate_states, S, pool["Q"].shape[1])
     with torch.no_grad():
         pool, S, nonfinite = run_passes(design, executors, pool, S, precision, progress, fast, cuda_graphs,
-                                        pipeline)
+                                        pipeline, on_state)
     NT = pool["Q"].shape[1]
     o = pool["O"].reshape(B, H, NT * C, V)[:, :, :T].transpose(1, 2).to(out_dtype or cd)
     main = next((g_ for g_, p in zip(graphs, design.passes) if p.program.state is not None), graphs[-1])
     result = Execution(o, S.reshape(B, H, K, V), main, nonfinite, precision, NT, C,
                        (q, k, v, g, beta, initial_state), graphs=tuple(graphs), design=design)
     result.replay = next((ex.replay_mode for ex in executors if ex.replay_mode), None)
+    result.states = _states_out(states, B)
     return result
 
 
@@ -337,4 +369,6 @@ def _execute_varlen(q, k, v, g, beta, scale, initial_state, cu_seqlens, **kw) ->
     for i, (a, n) in enumerate(zip(starts, lengths)):
         o[0, a:a + n] = ex.o[i, :n]
     ex.o, ex.seqlens, ex.inputs = o, tuple(lengths), (q, k, v, g, beta, initial_state)
+    if ex.states is not None:       # each sequence's own chunks, sequence after sequence (FLA's order)
+        ex.states = torch.cat([ex.states[i, :-(-n // C)] for i, n in enumerate(lengths)])[None]
     return ex

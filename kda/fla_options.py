@@ -203,9 +203,19 @@ def _state_out(S, state_v_first: bool):
 
 # -- the per-chunk states (return_intermediate_states) ------------------------------------------------------
 
+def _segment_runner(scale, version, chunk_size, transfer_dtype, precision):
+    """The core as `_intermediate_states` calls it: one segment of chunks from a given state."""
+    def segment(q, k, v, g, beta, h0, cu):      # the state as kept between chunks (the state type)
+        ex = api.execute(q, k, v, g, beta, scale, h0, version=version, chunk_size=chunk_size,
+                         transfer_dtype=transfer_dtype, precision=precision, out_dtype=v.dtype, cu_seqlens=cu)
+        return ex.o, ex.final_state
+    return segment
+
+
 def _intermediate_states(core, q, k, v, g, beta, h0, cu_seqlens, C: int):
-    """(o, final state, h): the core run a chunk at a time, each chunk starting from the state the one before
-    left; h [B, NT, HV, K, V] holds the state before each chunk (varlen: [1, chunks of every sequence, ...],
+    """The reference path of return_intermediate_states (chunk_kda takes the states from its one chunk loop
+    instead, the same numbers): (o, final state, h): the core run a chunk at a time, each chunk starting
+    from the state the one before left; h [B, NT, HV, K, V] holds the state before each chunk (varlen: [1, chunks of every sequence, ...],
     sequence by sequence, as FLA orders them). A chunk computes the same from a given state whether it runs
     alone or in a sequence, so o and the final state are those of one whole run."""
     HV, K, V = v.shape[2], q.shape[3], v.shape[3]
@@ -289,13 +299,20 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
     k_dtype = k.dtype
     q, k = expand_groups(q, HV // H), expand_groups(k, HV // H)
 
-    if return_intermediate_states:
-        def segment(q, k, v, g, beta, h0, cu):      # the state as kept between chunks (the state type)
-            ex = api.execute(q, k, v, g, beta, scale, h0, version=version, chunk_size=chunk_size,
-                             transfer_dtype=transfer_dtype, precision=precision, out_dtype=v.dtype, cu_seqlens=cu)
-            return ex.o, ex.final_state
+    if return_intermediate_states:       # the states each chunk starts from, kept by the one chunk loop
         with torch.no_grad():
-            o, ht, h = _intermediate_states(segment, q, k, v, g, beta, h0, cu_seqlens, chunk_size)
+            ex = api.execute(q, k, v, g, beta, scale, h0, version=version, chunk_size=chunk_size,
+                             transfer_dtype=transfer_dtype, precision=precision, out_dtype=v.dtype,
+                             cu_seqlens=cu_seqlens, intermediate_states=True)
+        o, ht, h = ex.o, ex.final_state, ex.states
+        if h0 is not None:               # FLA's first state of a sequence is initial_state as given
+            if cu_seqlens is None:
+                h[:, 0] = h0.to(h.dtype)
+            else:
+                t = 0
+                for i, n in enumerate(seqlens_of(cu_seqlens, q.shape[1])):
+                    h[0, t] = h0[i].to(h.dtype)
+                    t += -(-n // chunk_size)
         ht = ht.to(torch.float64 if ht.dtype == torch.float64 else torch.float32)
         return (o, _state_out(ht, state_v_first) if output_final_state else None,
                 _state_out(h.to(k_dtype), state_v_first))

@@ -11,6 +11,8 @@ name. Where inf/NaN first appears is named with its pass, chunk and sequence.
 """
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 from npusim import Executor, Nonfinite, PhaseGraph, Precision
@@ -26,8 +28,14 @@ def stored_types(design: Design) -> dict[str, str]:
 
 
 def pass_args(p: Pass) -> list[str]:
-    code = p.program.fn.__code__
-    return [a for a in code.co_varnames[1:code.co_argcount] if p.program.state is None or a != p.program.state[0]]
+    """The names a pass reads (its program's positional parameters after npu; not the state)."""
+    code = getattr(p.program.fn, "__code__", None)
+    if code is not None:
+        names = code.co_varnames[1:code.co_argcount]
+    else:                    # a functools.partial (v1, v2): its positional parameters
+        positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        names = [n for n, q in inspect.signature(p.program.fn).parameters.items() if q.kind in positional][1:]
+    return [a for a in names if p.program.state is None or a != p.program.state[0]]
 
 
 def record_passes(design: Design, pool: dict, state: torch.Tensor | None, precision: Precision,
@@ -55,17 +63,19 @@ def record_passes(design: Design, pool: dict, state: torch.Tensor | None, precis
 
 def run_passes(design: Design, executors: list[Executor], pool: dict, state: torch.Tensor | None,
                precision: Precision, progress=None, fast: bool = True,
-               graphs: bool | None = None,
-               pipeline: bool | None = None) -> tuple[dict, torch.Tensor | None, Nonfinite | None]:
+               graphs: bool | None = None, pipeline: bool | None = None,
+               on_state=None) -> tuple[dict, torch.Tensor | None, Nonfinite | None]:
     """Run every pass over the pool; returns (pool with every pass's outputs, final state, first inf/NaN).
-    `fast`, `graphs` and `pipeline`: how the sequential passes replay their chunks (see _run_sequential)."""
+    `fast`, `graphs` and `pipeline`: how the sequential passes replay their chunks (see _run_sequential);
+    `on_state(t, state)`: the state each chunk of the state pass starts from (Executor.run)."""
     N, NT = pool["Q"].shape[:2]
     first: Nonfinite | None = None
     for p, ex in zip(design.passes, executors):
         if p.layout == CHUNKS:
             outputs = _run_items(p, ex, pool, N, NT)
         else:
-            outputs, state = _run_sequential(p, ex, pool, state, NT, progress, fast, graphs, pipeline)
+            outputs, state = _run_sequential(p, ex, pool, state, NT, progress, fast, graphs, pipeline,
+                                             on_state if p.program.state is not None else None)
         for name, t in outputs.items():
             pool[name] = precision.round(t, precision.of(name))
         if first is None and ex.first_nonfinite is not None:
@@ -106,7 +116,8 @@ def _run_items(p: Pass, ex: Executor, pool: dict, N: int, NT: int) -> dict:
 
 
 def _run_sequential(p: Pass, ex: Executor, pool: dict, state, NT: int, progress, fast: bool = True,
-                    graphs: bool | None = None, pipeline: bool | None = None) -> tuple[dict, torch.Tensor]:
+                    graphs: bool | None = None, pipeline: bool | None = None,
+                    on_state=None) -> tuple[dict, torch.Tensor]:
     """A SEQUENTIAL pass: chunk after chunk through Executor.run (the fast replay unless `fast` is False; a
     CUDA graph on CUDA unless `graphs` says otherwise; on the CPU split over two threads unless `pipeline` is
     False); each chunk's outputs go straight into [N, NT, ...]."""
@@ -127,5 +138,5 @@ def _run_sequential(p: Pass, ex: Executor, pool: dict, state, NT: int, progress,
     device = pool["Q"].device
     graphs = (fast and device.type == "cuda") if graphs is None else graphs
     state = ex.run(inputs_of, state, NT, emit, fast=fast, graphs=graphs,
-                   check_every=1 if device.type == "cpu" else 64, pipeline=pipeline)
+                   check_every=1 if device.type == "cpu" else 64, pipeline=pipeline, on_state=on_state)
     return out, state

@@ -38,6 +38,10 @@ def check_args(args) -> None:
     if args.value_heads is not None and (args.inputs is not None or args.backward):
         raise KdaInputError(f"--value-heads sets generated inputs and times the forward: it does not go with "
                             f"{'--inputs' if args.inputs is not None else '--backward'}")
+    in_kernel = [f for f in ("qk_l2norm_in_kernel", "gate_in_kernel", "beta_sigmoid_in_kernel") if getattr(args, f, False)]
+    if in_kernel and args.backward:
+        raise KdaInputError(f"--{in_kernel[0].replace('_', '-')} times the forward's in-kernel work: it does not go "
+                            f"with --backward")
     if args.uncertainty is not None and args.uncertainty < 2:
         raise KdaInputError(f"--uncertainty needs at least 2 samples, got {args.uncertainty}")
     if args.no_numerics and args.inputs is not None:

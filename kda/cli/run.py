@@ -24,6 +24,12 @@ from kda.studies.work import check_work
 from kda.programs import DESIGNS
 
 
+def in_kernel_options(args) -> tuple[str, ...]:
+    """FLA's in-kernel options the command line asks for (kda/programs/in_kernel.py's names)."""
+    flags = (("qk_l2norm", "qk_l2norm_in_kernel"), ("gate", "gate_in_kernel"), ("beta_sigmoid", "beta_sigmoid_in_kernel"))
+    return tuple(name for name, flag in flags if getattr(args, flag, False))
+
+
 def _fail(message: str) -> int:
     return fail(message)
 
@@ -48,6 +54,7 @@ def _settings(args) -> Settings:
                     initial_state=args.initial_state == "randn", tokens=args.tokens, workspace=workspace,
                     cores=args.cores, numerics=not args.no_numerics, overrides=parse_overrides(args.overrides),
                     interleave=args.interleave, seqlens=seqlens, value_heads=args.value_heads,
+                    in_kernel=in_kernel_options(args),
                     device=args.device, capacity=args.capacity, core_model=args.core_model == "on",
                     keep_trace=bool(args.trace or args.plot) or _events(args) <= MAX_KEPT_EVENTS)
 

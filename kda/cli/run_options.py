@@ -50,7 +50,17 @@ def _shape(g) -> None:
     g.add_argument("--heads", type=int, metavar="N", default=1, help="attention heads (independent recurrences)")
     g.add_argument("--value-heads", type=int, metavar="HV", help="grouped value heads (FLA's HV, a multiple of --heads, "
                    "which then counts q/k heads): a work item is one q/k head with its HV/heads value heads, its q and "
-                   "k loaded from GM once")
+                   "k loaded from GM once; a phase too big for its UB / L1 takes the value heads a part at a time, "
+                   "holding the q/k tile (every design; the workspace plan's regions count per value head)")
+    g.add_argument("--qk-l2norm-in-kernel", action="store_true",
+                   help="FLA's use_qk_l2norm_in_kernel: q and k l2-normalised per row (x rsqrt(sum x^2 + 1e-6)) inside "
+                   "the design, timed as Vector work of its Phase prep (kda/programs/in_kernel.py)")
+    g.add_argument("--gate-in-kernel", action="store_true",
+                   help="FLA's use_gate_in_kernel: g is the raw gate, the design computes -exp(A_log) softplus(g + "
+                   "dt_bias) (A_log, dt_bias made from --seed as FLA's KDA layer initialises them), timed as Vector work")
+    g.add_argument("--beta-sigmoid-in-kernel", action="store_true",
+                   help="FLA's use_beta_sigmoid_in_kernel: beta is raw, the design takes sigmoid(beta), timed as "
+                   "Vector work")
     g.add_argument("--batch", type=int, metavar="N", default=1, help="sequences of equal length")
     g.add_argument("--seqlens", metavar="T1,T2,...", help="a variable-length batch: tokens of each sequence, e.g. 4096,131072 "
                    "(replaces --batch and --tokens; FLA's cu_seqlens)")

@@ -18,7 +18,7 @@ from kda.device import resolve_device
 from kda.inputs import KdaInputs, make_inputs
 from kda.reference.parity import Parity, compare
 from kda.programs import get_design, get_program
-from kda.studies.timing import grouped_graphs, time_result
+from kda.studies.timing import grouped_graphs, time_result, timing_design
 from kda.studies.work import check_work
 from kda.studies.oracle import Reference, _reference_key, reference  # noqa: F401  (kda.studies.evaluate.reference, as before)
 
@@ -60,6 +60,8 @@ class Settings:
     capacity: str = "tile"           # a phase over its unit's UB / L1: "tile" it, or "refuse" (npusim/capacity.py)
     core_model: bool = True          # False: the profile's [core] table ignored (no capacities, no pipes)
     value_heads: int | None = None   # grouped value heads: HV, a multiple of `heads` (the q/k heads); None: heads
+    in_kernel: tuple[str, ...] = ()  # FLA's in-kernel options (kda/programs/in_kernel.py): "qk_l2norm", "gate",
+                                     # "beta_sigmoid"; the numerics apply them to the inputs, the timing as a pass
 
     @property
     def v_heads(self) -> int:
@@ -248,6 +250,33 @@ def make_settings_inputs(s: Settings) -> KdaInputs:
     return x
 
 
+def in_kernel_params(s: Settings, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(A_log [HV], dt_bias [HV * K]) of the in-kernel gate, from the seed as FLA's KDA layer initialises them:
+    A uniform in [1, 16], dt log-uniform in [0.001, 0.1] and dt_bias its inverse softplus."""
+    gen = torch.Generator().manual_seed(s.seed + 2)
+    A_log = torch.empty(s.v_heads).uniform_(1.0, 16.0, generator=gen).log()
+    dt = torch.empty(s.v_heads * s.d_k).uniform_(math.log(1e-3), math.log(1e-1), generator=gen).exp()
+    dt_bias = dt + torch.log(-torch.expm1(-dt))
+    return A_log.to(device or "cpu"), dt_bias.to(device or "cpu")
+
+
+def apply_in_kernel(x: KdaInputs, s: Settings) -> KdaInputs:
+    """The inputs as the design sees them after FLA's in-kernel options (kda/fla_options.py's formulas)."""
+    if not s.in_kernel:
+        return x
+    from kda.fla_options import beta_sigmoid, kda_gate, l2norm
+    from kda.programs.in_kernel import BETA_SIGMOID, GATE, QK_L2NORM
+    q, k, g, beta = x.q, x.k, x.g, x.beta
+    if QK_L2NORM in s.in_kernel:
+        q, k = l2norm(q), l2norm(k)
+    if GATE in s.in_kernel:
+        A_log, dt_bias = in_kernel_params(s, g.device)
+        g = kda_gate(g, A_log, dt_bias, None).to(g.dtype)
+    if BETA_SIGMOID in s.in_kernel:
+        beta = beta_sigmoid(beta).to(beta.dtype)
+    return replace(x, q=q, k=k, g=g, beta=beta)
+
+
 def on_device(x: KdaInputs, device: str) -> KdaInputs:
     """The inputs on `device` (made on the CPU from a seed: the same numbers on every device)."""
     dev = resolve_device(device)
@@ -281,7 +310,7 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
     check_work(settings, profile)          # one line before hours of work (kda/studies/work.py)
     if not settings.numerics:
         return _timing_only(version, settings, profile, program, design, foreign_payloads_ok)
-    x = on_device(inputs or make_settings_inputs(settings), settings.device)
+    x = apply_in_kernel(on_device(inputs or make_settings_inputs(settings), settings.device), settings)
     precision = precision_for(settings, program)
     ex = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, chunk_size=settings.chunk_size,
                  precision=precision, program=program if design.single else None, design=design,
@@ -300,7 +329,7 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
         from kda.studies.attribution import attribute
         result.attribution = attribute(ex, ref.o, ref.state, program)
     if timing:
-        if settings.group > 1:                 # timed as work items of one q/k head and its value heads
+        if settings.group > 1 or settings.in_kernel:   # one q/k head and its value heads; the options' pass
             result.execution = grouped_graphs(ex, settings, design)
         _time(result)
     return result
@@ -311,6 +340,7 @@ def _timing_only(version: str, settings: Settings, profile: Profile, program, de
     """Record the phase graphs on random inputs of the right shapes and replay them: no tensor math for the
     chunks, the same graphs and so the same timeline as a full run."""
     precision = precision_for(settings, program)
+    design = timing_design(design, settings)
     graphs, precision = record_graphs(design, chunk_size=settings.chunk_size, d_k=settings.d_k,
                                       d_v=settings.d_v, precision=precision, group=settings.group)
     _check_policy_names(graphs, settings, program, foreign_payloads_ok)

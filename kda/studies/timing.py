@@ -32,17 +32,30 @@ def floor_bytes(settings, transfer: str) -> int:
             + 2 * sequences * K * V * 4)
 
 
+def timing_design(design, settings):
+    """The design the run times: with FLA's in-kernel options (settings.in_kernel), their Vector pass in front
+    (kda/programs/in_kernel.py)."""
+    options = tuple(getattr(settings, "in_kernel", ()) or ())
+    if not options:
+        return design
+    from kda.programs.in_kernel import with_in_kernel
+    return with_in_kernel(design, options)
+
+
 def grouped_graphs(ex, settings, design):
-    """The Execution with its graphs recorded for grouped value heads (kda.api.record_graphs, group=G): a
-    work item is one q/k head with the G value heads that share it, so its chunk loads the q/k tile from GM
-    once for all G (the same numbers: the numerics ran each value head with its group's q and k)."""
+    """The Execution with its graphs recorded for the timing (kda.api.record_graphs): for grouped value heads
+    (group=G) a work item is one q/k head with the G value heads that share it, so its chunk loads the q/k
+    tile from GM once for all G (the same numbers: the numerics ran each value head with its group's q and
+    k); with in-kernel options, their pass in front (timing_design; the numerics applied the same formulas
+    to the inputs)."""
     from kda.api import record_graphs
-    graphs, _ = record_graphs(design, chunk_size=ex.chunk_size, d_k=settings.d_k, d_v=settings.d_v,
+    timed = timing_design(design, settings)
+    graphs, _ = record_graphs(timed, chunk_size=ex.chunk_size, d_k=settings.d_k, d_v=settings.d_v,
                               precision=ex.precision, group=settings.group)
-    if design.single:
+    if timed.single:
         return replace(ex, graph=graphs[0], graphs=())
-    main = [g.program for g in ex.pass_graphs].index(ex.graph.program)
-    return replace(ex, graph=graphs[main], graphs=tuple(graphs))
+    main = [p.program.name for p in timed.passes].index(ex.graph.program)
+    return replace(ex, graph=graphs[main], graphs=tuple(graphs), design=timed)
 
 
 def time_result(result) -> None:

@@ -36,11 +36,15 @@ def memory_table(r) -> Table | None:
         row = ([name] if many else []) + [
             f"{p.phase} ({'Cube' if p.unit == 'cube' else 'Vec'})",
             f"{_kib(p.peak_bytes)}/{_kib(p.capacity_bytes)} {p.memory}",
-            f"{p.tiles} ({p.fit_tiles})", _kib(p.tile_bytes),
-            "×".join(map(str, p.tile_shape)) if p.tile_shape and p.tiles > 1 else "",
+            f"{p.tiles} ({p.fit_tiles})" + (f" × {p.parts} parts" if p.parts > 1 else ""), _kib(p.tile_bytes),
+            "×".join(map(str, p.tile_shape)) if p.tile_shape and (p.tiles > 1 or p.parts > 1) else "",
             f"{p.reload_bytes / KIB:g}" if p.reload_bytes else "",
             f"{d['load_us']:.3f}", f"{d['compute_us']:.3f}",
             f"{d['store_us']:.3f} {PIPE_NAME[p.timing.store_pipe]}" if d["store_us"] else "",
             f"{d['busy_us']:.3f} ({d['serial_busy_us']:.3f})"]
         t.add_row(*row)
+    if any(p.parts > 1 for _, p in plans):
+        t.caption = ("× n parts: the phase takes its work item's value heads a part at a time, holding the q/k "
+                     "tile it loaded once for all of them (npusim/chip/capacity.py)")
+        t.caption_justify = "left"
     return t

@@ -17,11 +17,21 @@ for every tile after the first: these are the extra GM round trips. With BUFFER_
 phase holds b copies of each tile it streams in or out (the queues' buffers). Each row of a tile is padded
 to the DataCopy alignment (32 B on A2), in the buffer and on the way. No tiling fits when even one-column
 tiles do not (then one line names the phase, the buffers and the bytes).
+
+Grouped value heads. A phase recorded for a work item of G value heads that share one q/k head
+(Phase.group = G) holds two kinds of buffer: grouped ones, whose leading axis is the group (anything made
+from v, g, beta or the state), and shared ones (q, k and what is made from them alone). When the phase does
+not fit whole, it may also iterate the group in `parts`, ceil(G / parts) value heads at a time: each part
+holds its slice of every grouped buffer (and cuts it into column tiles as above). The parts run inside each
+column tile: the shared buffers the phase loads (q and k) are loaded once per tile, as without groups, and
+held while every part uses them (a q/k tile loaded once for its G value heads: no extra GM traffic); what
+the phase makes from them alone is made again in each part, which holds it as its own. With one part the
+phase is tiled exactly as above.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from npusim.errors import NpuSimError
 from npusim.record.graph import CUBE, UNIT_LABEL, Local, Phase
@@ -75,21 +85,59 @@ def tile_bytes(local: Local, tiles: int, align: float) -> float:
     return rows * blocks * align
 
 
+def grouped(local: Local, group: int) -> bool:
+    """Whether `local` holds one slice per value head of a grouped work item (its leading axis is the group)."""
+    return group > 1 and len(local.shape) > 1 and local.shape[0] == group
+
+
+def heads_per_part(group: int, parts: int) -> int:
+    return -(-group // max(parts, 1))
+
+
+def held(local: Local, group: int, parts: int) -> bool:
+    """A shared buffer a grouped phase in parts loads once per tile and holds for every part (q, k)."""
+    return parts > 1 and local.source in STREAMED and not grouped(local, group)
+
+
+def part_of(local: Local, group: int, parts: int) -> Local:
+    """The slice of a grouped buffer one part of the group holds (the buffer itself with one part)."""
+    if parts <= 1 or not grouped(local, group):
+        return local
+    heads = heads_per_part(group, parts)
+    return replace(local, shape=(heads,) + tuple(local.shape[1:]), nbytes=local.nbytes // group * heads)
+
+
+def group_parts(group: int) -> list[int]:
+    """The ways to iterate a group of value heads: 1 part (all at once), then fewer heads per part, down to one."""
+    out = []
+    for heads in range(group, 0, -1):
+        parts = -(-group // heads)
+        if parts not in out:
+            out.append(parts)
+    return out
+
+
 def max_tiles(phase: Phase) -> int:
     """Beyond one column per tile nothing gets smaller."""
     return max((_rows_width(lo)[1] for lo in phase.locals if not lo.whole), default=1)
 
 
-def footprint(phase: Phase, tiles: int, buffers: int, align: float, units: int) -> Footprint:
-    """The most the phase holds at once per unit, cut into `tiles` with `buffers` copies of streamed tiles."""
-    copies = min(buffers, tiles)
+def footprint(phase: Phase, tiles: int, buffers: int, align: float, units: int, parts: int = 1) -> Footprint:
+    """The most the phase holds at once per unit, cut into `tiles` with `buffers` copies of streamed tiles
+    (and, for a grouped work item, iterating its value heads in `parts`: shared buffers held throughout)."""
+    group = getattr(phase, "group", 1)
+    parts = parts if group > 1 else 1
+    copies = min(buffers, tiles * parts)
     best, live = 0.0, ()
     for t in range(phase.steps + 1):
         items = []
         for lo in phase.locals:
-            if lo.first <= t <= lo.last:
+            if held(lo, group, parts):                       # shared: held by every part of its tile
+                items.append((lo.name, tile_bytes(lo, tiles, align) * (1 if lo.whole else min(buffers, tiles)) / units))
+            elif lo.first <= t <= lo.last:
                 streamed = not lo.whole and (lo.source in STREAMED or lo.last >= phase.steps)
-                items.append((lo.name, tile_bytes(lo, tiles, align) * (copies if streamed else 1) / units))
+                items.append((lo.name, tile_bytes(part_of(lo, group, parts), tiles, align)
+                              * (copies if streamed else 1) / units))
         total = sum(b for _, b in items)
         if total > best:
             best, live = total, tuple(items)
@@ -98,7 +146,8 @@ def footprint(phase: Phase, tiles: int, buffers: int, align: float, units: int) 
 
 def reload_bytes(phase: Phase, tiles: int) -> int:
     """Extra GM traffic of a tiled phase: whole buffers from GM, the workspace or the state, loaded again
-    for every tile after the first."""
+    for every tile after the first (a grouped phase in parts: each part's slice of a grouped one, a shared
+    one once for all parts)."""
     return (tiles - 1) * sum(lo.nbytes for lo in phase.locals if lo.whole and lo.source in STREAMED)
 
 
@@ -124,32 +173,48 @@ def l0_tiles(phase: Phase, profile: Profile) -> int:
 
 
 def fitting_tiles(phase: Phase, profile: Profile, buffers: int, program: str = "", mode: str = TILE) -> int:
-    """The fewest tiles in which the phase fits its unit (1 if it fits whole); CapacityError if refused or
-    if no tiling fits."""
+    """The fewest tiles in which the phase fits its unit (1 if it fits whole), the group taken whole;
+    CapacityError if refused or if no tiling fits."""
+    return fitting_tilings(phase, profile, buffers, program, mode, group_split=False)[0][1]
+
+
+def fitting_tilings(phase: Phase, profile: Profile, buffers: int, program: str = "", mode: str = TILE,
+                    group_split: bool = True) -> list[tuple[int, int]]:
+    """(parts, tiles): for each way to iterate a grouped work item's value heads (one part first), the fewest
+    column tiles that fit, where any do; [(1, 1)] if the phase fits whole. CapacityError if refused, or if no
+    tiling fits in any of them."""
     if mode not in CAPACITY_MODES:
         raise ValueError(f"capacity mode must be one of {', '.join(CAPACITY_MODES)}, got {mode!r}")
     cap = capacity_bytes(phase, profile)
     if math.isinf(cap):
-        return 1
+        return [(1, 1)]
     align, units = profile.core.align_bytes, share(phase, profile)
-    fits = lambda n: footprint(phase, n, buffers, align, units).nbytes <= cap
-    if fits(1):
-        return 1
+    group = getattr(phase, "group", 1)
+    if footprint(phase, 1, buffers, align, units).nbytes <= cap:
+        return [(1, 1)]
     where = f"{program + ': ' if program else ''}Phase {phase.label}"
     if mode == REFUSE:
         raise CapacityError(f"{where} holds {_describe(footprint(phase, 1, 1, align, units), cap, phase)} "
                             f"(--capacity tile would tile it)")
     top = max_tiles(phase)
-    if not fits(top):
-        raise CapacityError(f"{where} fits no tiling: even {top} tiles (one column of each split tensor) hold "
-                            f"{_describe(footprint(phase, top, buffers, align, units), cap, phase)}")
-    lo, hi = 1, 2                      # fits(lo) is False; find the first n that fits, by doubling then halving
-    while hi < top and not fits(hi):
-        lo, hi = hi, min(2 * hi, top)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
-    return hi
+    out = []
+    for parts in (group_parts(group) if group_split else [1]):
+        fits = lambda n, parts=parts: footprint(phase, n, buffers, align, units, parts).nbytes <= cap
+        if not fits(top):
+            continue
+        lo, hi = 0, 1                  # fits(lo) is False (or lo = 0); find the first n that fits
+        while hi < top and not fits(hi):
+            lo, hi = hi, min(2 * hi, top)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+        out.append((parts, hi))
+    if not out:
+        last = group_parts(group)[-1] if group_split else 1
+        heads = f", one value head of the {group} at a time," if last > 1 else ""
+        raise CapacityError(f"{where} fits no tiling: even {top} tiles (one column of each split tensor){heads} "
+                            f"hold {_describe(footprint(phase, top, buffers, align, units, last), cap, phase)}")
+    return out
 
 
 def _describe(fp: Footprint, cap: float, phase: Phase) -> str:

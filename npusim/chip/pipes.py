@@ -14,17 +14,23 @@ engine stretches l and s by the factor its share gives.
 The number of tiles: the fewest that fit (capacity.py); with b >= 2 a kernel may cut finer to overlap more,
 so the plan takes, among the fitting counts 2^k up to one column per tile, the one with the least busy time
 (each tile repeats the per-instruction overheads and dependent steps).
+
+A grouped work item (capacity.py) may also iterate its value heads in parts: the segments are then
+parts x tiles; a grouped op runs once per segment on its share, a shared op (on q/k alone) once per segment
+on its tile's share (made again in each part); the shared buffers it loads (q, k) are loaded once per tile
+for all parts.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
 
-from npusim.chip.capacity import (TILE, capacity_bytes, fitting_tiles, footprint, l0_tiles, l0_use, max_tiles,
-                       memory_name, reload_bytes, share, tile_bytes)
+from npusim.chip.capacity import (TILE, capacity_bytes, fitting_tilings, footprint, heads_per_part, held,
+                                  l0_tiles, l0_use, max_tiles, memory_name, part_of, reload_bytes, share, tile_bytes)
 from npusim.chip import isa
 from npusim.chip.cost import op_us
 from npusim.record.graph import CUBE, Phase
+from npusim.record.ops import MATMUL
 from npusim.chip.profile import Profile
 
 MTE2, MTE3, FIXPIPE = "mte2", "mte3", "fixpipe"
@@ -101,6 +107,9 @@ class PhasePlan:
     l0: dict
     l0_tiles: int
     timing: PipeTiming
+    parts: int = 1             # a grouped work item's value heads iterated in this many parts (capacity.py)
+    group: int = 1             # value heads of the work item
+    loads: tuple[tuple[str, float], ...] = ()    # GM bytes loaded per chunk, per buffer (reloads included)
 
     @property
     def busy_us(self) -> float:
@@ -116,28 +125,59 @@ class PhasePlan:
                 "load_bytes": self.load_bytes, "store_bytes": self.store_bytes, "store_pipe": PIPE_NAME[t.store_pipe],
                 "buffers": t.buffers, "load_us": t.load_us * t.tiles, "compute_us": t.compute_us * t.tiles,
                 "store_us": t.store_us * t.tiles, "busy_us": t.busy_us(), "serial_busy_us": t.busy_us(serial=True),
-                "l0_bytes": self.l0, "l0_tiles": self.l0_tiles}
+                "l0_bytes": self.l0, "l0_tiles": self.l0_tiles,
+                **({"value_heads": self.group, "value_heads_per_part": heads_per_part(self.group, self.parts)}
+                   if self.group > 1 else {})}
 
 
-def tile_compute_us(phase: Phase, profile: Profile, tiles: int) -> float:
-    """One tile's compute: its share of the work, with every instruction's overhead and dependent steps."""
-    if tiles == 1:
+def _grouped_op(op, group: int) -> bool:
+    lead = op.lead if op.kind == MATMUL else (op.shape[0] if len(op.shape) > 1 else 0)
+    return group > 1 and lead == group
+
+
+def tile_compute_us(phase: Phase, profile: Profile, tiles: int, parts: int = 1) -> float:
+    """One tile's compute: its share of the work, with every instruction's overhead and dependent steps. With
+    the group in parts, one segment's: a grouped op's share of parts x tiles, a shared op's share of the tiles
+    (made again in every part)."""
+    if tiles == 1 and parts == 1:
         return sum(op_us(op, phase.unit, profile) for op in phase.ops)
-    return sum(op_us(replace(op, macs=op.macs / tiles, elements=op.elements / tiles), phase.unit, profile)
-               for op in phase.ops)
+    if parts == 1:
+        return sum(op_us(replace(op, macs=op.macs / tiles, elements=op.elements / tiles), phase.unit, profile)
+                   for op in phase.ops)
+    group, total = phase.group, 0.0
+    for op in phase.ops:
+        n = tiles * parts if _grouped_op(op, group) else tiles
+        total += op_us(replace(op, macs=op.macs / n, elements=op.elements / n), phase.unit, profile)
+    return total
 
 
-def _gm_bytes(phase: Phase, tiles: int, align: float) -> tuple[float, float]:
-    """GM bytes loaded and stored per chunk, each tile's rows padded; whole buffers from GM once."""
-    load = store = 0.0
+def _held(lo, phase: Phase, parts: int) -> bool:
+    return held(lo, phase.group, parts)
+
+
+def gm_loads(phase: Phase, tiles: int, align: float, parts: int = 1) -> dict[str, float]:
+    """GM bytes each buffer loads per chunk, each tile's rows padded; whole buffers from GM once (a grouped
+    phase in parts: each part its slice of a grouped buffer, a shared one once per tile for all parts)."""
+    out: dict[str, float] = {}
     for lo in phase.locals:
         if lo.source == "gm":
-            load += lo.nbytes if lo.whole else tiles * tile_bytes(lo, tiles, align)
+            times = tiles if _held(lo, phase, parts) else tiles * parts
+            n = lo.nbytes if lo.whole else times * tile_bytes(part_of(lo, phase.group, parts), tiles, align)
+            out[lo.name] = out.get(lo.name, 0.0) + n
+    return out
+
+
+def _gm_bytes(phase: Phase, tiles: int, align: float, parts: int = 1) -> tuple[float, float]:
+    """GM bytes loaded and stored per chunk, each tile's rows padded; whole buffers from GM once."""
+    load = sum(gm_loads(phase, tiles, align, parts).values(), 0.0)
+    store = 0.0
     stored = [lo for lo in phase.locals if lo.stored]
     made = sum(lo.nbytes for lo in stored)
     if made:                         # stored at the GM type: scale the fp32 buffers to the bytes written
         ratio = phase.gm_write_bytes / made
-        store = sum(tiles * tile_bytes(replace(lo, nbytes=lo.nbytes * ratio), tiles, align) for lo in stored)
+        for lo in stored:
+            lo = replace(lo, nbytes=lo.nbytes * ratio)
+            store += tiles * parts * tile_bytes(part_of(lo, phase.group, parts), tiles, align)
     elif phase.gm_write_bytes:
         store = phase.gm_write_bytes
     if not phase.locals:            # a phase recorded without buffers (built by hand): its GM bytes as they are
@@ -155,30 +195,34 @@ def _rows(local) -> int:
     return shape[-2] if len(shape) >= 2 else 1
 
 
-def _isa_io_us(phase: Phase, profile: Profile, tiles: int) -> tuple[float, float, float]:
-    """Per tile, with the [isa] table: MTE2 loads and MTE3 stores as one DataCopy per buffer, on each of the
-    Vector units that split the phase (a whole buffer once, split over the tiles); the Vector units' casts
-    of 16-bit buffers to and from fp32. A Cube phase's results leave L0C through the FixPipe inside each
-    matmul (isa.cube_op_cycles), so its store segment is empty."""
+def _isa_io_us(phase: Phase, profile: Profile, tiles: int, parts: int = 1) -> tuple[float, float, float]:
+    """Per tile (per segment of a grouped phase in parts), with the [isa] table: MTE2 loads and MTE3 stores
+    as one DataCopy per buffer, on each of the Vector units that split the phase (a whole buffer once, split
+    over the tiles; a shared buffer held by a tile's parts once, spread over them); the Vector units'
+    casts of 16-bit buffers to and from fp32. A Cube phase's results leave L0C through the FixPipe inside
+    each matmul (isa.cube_op_cycles), so its store segment is empty."""
     cube = phase.unit == CUBE
     units = 1 if cube else profile.chip.vec_per_core
     align = profile.core.align_bytes
     load = cast = store = 0.0
     for lo in phase.locals:
-        numel = math.prod(lo.shape) if lo.shape else 1
-        narrow = lo.nbytes / max(numel, 1) < 4
+        spread = parts if _held(lo, phase, parts) else 1     # a held buffer's load, over its tile's parts
+        part = part_of(lo, phase.group, parts)
+        numel = math.prod(part.shape) if part.shape else 1
+        narrow = lo.nbytes / max(math.prod(lo.shape) if lo.shape else 1, 1) < 4
         if lo.source == "gm":
-            nbytes = lo.nbytes / tiles if lo.whole else tile_bytes(lo, tiles, align)
-            load += isa.load_cycles(profile, nbytes / units, to_l1=cube, rows=_rows(lo) / (1 if cube else units))
+            nbytes = part.nbytes / tiles if lo.whole else tile_bytes(part, tiles, align)
+            load += isa.load_cycles(profile, nbytes / units, to_l1=cube, rows=_rows(lo) / (1 if cube else units)) / spread
             if narrow and not cube:
-                cast += isa.cast_cycles(profile, numel / tiles / units)
+                cast += isa.cast_cycles(profile, numel / tiles / units) / spread
     stored = [lo for lo in phase.locals if lo.stored]
     made = sum(lo.nbytes for lo in stored)
     if made and not cube:
         ratio = phase.gm_write_bytes / made
         for lo in stored:
-            numel = math.prod(lo.shape) if lo.shape else 1
-            store += isa.store_cycles(profile, tile_bytes(replace(lo, nbytes=lo.nbytes * ratio), tiles, align) / units,
+            part = part_of(lo, phase.group, parts)
+            numel = math.prod(part.shape) if part.shape else 1
+            store += isa.store_cycles(profile, tile_bytes(replace(part, nbytes=part.nbytes * ratio), tiles, align) / units,
                                       from_l0c=False, rows=_rows(lo) / units)
             if ratio < 1:
                 cast += isa.cast_cycles(profile, numel / tiles / units)
@@ -186,20 +230,23 @@ def _isa_io_us(phase: Phase, profile: Profile, tiles: int) -> tuple[float, float
     return us(load), us(cast), us(store)
 
 
-def _timing(phase: Phase, profile: Profile, tiles: int, buffers: int) -> tuple[PipeTiming, float, float, int]:
-    load, store = _gm_bytes(phase, tiles, profile.core.align_bytes)
+def _timing(phase: Phase, profile: Profile, tiles: int, buffers: int,
+            parts: int = 1) -> tuple[PipeTiming, float, float, int]:
+    load, store = _gm_bytes(phase, tiles, profile.core.align_bytes, parts)
     extra = reload_bytes(phase, tiles)
     load += extra
     store_pipe = FIXPIPE if phase.unit == CUBE else MTE3
+    segments = tiles * parts
     if isa.enabled(profile):
-        lu, cu, su = _isa_io_us(phase, profile, tiles)
-        lu += extra / tiles / (profile.isa.gm_l1_bytes_per_cycle if phase.unit == CUBE else
-                               profile.isa.gm_ub_bytes_per_cycle * profile.chip.vec_per_core) / (profile.chip.clock_ghz * 1e3)
-        timing = PipeTiming(tiles, buffers, lu, tile_compute_us(phase, profile, tiles) + cu, su, store_pipe)
+        lu, cu, su = _isa_io_us(phase, profile, tiles, parts)
+        lu += extra / segments / (profile.isa.gm_l1_bytes_per_cycle if phase.unit == CUBE else
+                                  profile.isa.gm_ub_bytes_per_cycle * profile.chip.vec_per_core) / (profile.chip.clock_ghz * 1e3)
+        timing = PipeTiming(segments, buffers, lu, tile_compute_us(phase, profile, tiles, parts) + cu, su, store_pipe)
         return timing, load, store, extra
     lr, sr = _rate(profile, MTE2), _rate(profile, store_pipe)
-    timing = PipeTiming(tiles, buffers, (load / lr if load else 0.0) / tiles, tile_compute_us(phase, profile, tiles),
-                        (store / sr if store else 0.0) / tiles, store_pipe)
+    timing = PipeTiming(segments, buffers, (load / lr if load else 0.0) / segments,
+                        tile_compute_us(phase, profile, tiles, parts), (store / sr if store else 0.0) / segments,
+                        store_pipe)
     return timing, load, store, extra
 
 
@@ -208,26 +255,34 @@ def plan_phase(phase: Phase, profile: Profile, mode: str = TILE, program: str = 
     buffers = profile.core.buffer_num
     cap = capacity_bytes(phase, profile)
     align, units = profile.core.align_bytes, share(phase, profile)
-    need = fitting_tiles(phase, profile, buffers, program, mode)
-    options = [need]
-    if buffers >= 2:                   # finer tiles overlap more, and repeat every op's overhead per tile
-        top, n = max_tiles(phase), 2
-        while n <= top:
-            if n > need and footprint(phase, n, buffers, align, units).nbytes <= cap:
-                options.append(n)
-            n *= 2
+    tilings = fitting_tilings(phase, profile, buffers, program, mode)
+    options = []
+    for parts, need in tilings:
+        options.append((parts, need))
+        if buffers >= 2:               # finer tiles overlap more, and repeat every op's overhead per tile
+            top, n = max_tiles(phase), 2
+            while n <= top:
+                if n > need and footprint(phase, n, buffers, align, units, parts).nbytes <= cap:
+                    options.append((parts, n))
+                n *= 2
     best = None
-    for n in options:
-        cand = _timing(phase, profile, n, buffers)
-        if best is None or cand[0].busy_us() < best[0].busy_us() - 1e-12:
-            best = cand
-    timing, load, store, extra = best
+    for parts, n in options:
+        cand = _timing(phase, profile, n, buffers, parts)
+        if best is None or cand[0].busy_us() < best[0][0].busy_us() - 1e-12:
+            best = (cand, parts, n)
+    (timing, load, store, extra), parts, tiles = best
+    need = next(t for p, t in tilings if p == parts)
     peak = footprint(phase, 1, 1, align, units)
-    tiled = footprint(phase, timing.tiles, buffers, align, units)
-    split = [lo for lo in phase.locals if not lo.whole]
+    tiled = footprint(phase, tiles, buffers, align, units, parts)
+    split = [lo for lo in phase.locals if not lo.whole and not _held(lo, phase, parts)]
     shape = None
     if split:
-        big = max(split, key=lambda lo: lo.nbytes)
-        shape = tuple(big.shape[:-1]) + (-(-big.shape[-1] // timing.tiles),) if big.shape else None
-    return PhasePlan(phase.name, phase.unit, memory_name(phase.unit), peak.nbytes, peak.live, cap, timing.tiles, need,
-                     tiled.nbytes, shape, extra, load, store, l0_use(phase), l0_tiles(phase, profile), timing)
+        big = part_of(max(split, key=lambda lo: lo.nbytes), phase.group, parts)
+        shape = tuple(big.shape[:-1]) + (-(-big.shape[-1] // tiles),) if big.shape else None
+    loads = gm_loads(phase, tiles, align, parts)
+    whole = [lo for lo in phase.locals if lo.whole and lo.source in ("gm", "workspace", "state")]
+    for lo in whole:                   # reloads of whole buffers, by name
+        loads[lo.name] = loads.get(lo.name, 0.0) + (tiles - 1) * lo.nbytes
+    return PhasePlan(phase.name, phase.unit, memory_name(phase.unit), peak.nbytes, peak.live, cap, tiles, need,
+                     tiled.nbytes, shape, extra, load, store, l0_use(phase), l0_tiles(phase, profile), timing,
+                     parts, phase.group, tuple(sorted(loads.items())))

@@ -4,6 +4,10 @@ Tensors a sync carries live in the workspace from that sync until the last phase
 Resident ones (the state, and tensors the program declares resident) take the resident region, one copy
 each; the rest are a chunk's transient tensors and live in the chunk's slot. The slot's peak is the
 largest set of transient tensors alive at once, in program order. What does not fit is an error.
+
+The plan's regions are per value head: a work item of G grouped value heads sharing one q/k head (the
+graph's shapes["group"]) hands over G value heads' tensors, and its core plans G times each region (the
+192 MB L2 holds 8 MiB per core, far more than any plan here).
 """
 from __future__ import annotations
 
@@ -69,12 +73,15 @@ def analyse(graph: PhaseGraph) -> WorkspaceUse:
 def check_fits(graph: PhaseGraph, use: WorkspaceUse, plan: Workspace) -> None:
     """Raise WorkspaceError, naming the payload, if the plan cannot hold what the program writes."""
     kib = 1024
-    if use.resident_bytes > plan.resident_kib * kib:
+    group = int(graph.shapes.get("group", 1))
+    per = f" ({group} value heads x {{:g}} KiB)" if group > 1 else ""
+    if use.resident_bytes > plan.resident_kib * kib * group:
         items = ", ".join(f"{n} {b / kib:g}" for n, b in use.resident.items())
         raise WorkspaceError(f"{graph.program}: the resident region needs {use.resident_bytes / kib:g} KiB "
-                             f"({items} KiB) but the plan has {plan.resident_kib:g} KiB")
-    if use.slot_peak > plan.slot_kib * kib:
+                             f"({items} KiB) but the plan has {plan.resident_kib * group:g} KiB"
+                             + per.format(plan.resident_kib))
+    if use.slot_peak > plan.slot_kib * kib * group:
         step = graph.steps[use.slot_peak_step]
         items = ", ".join(f"{lt.name} {lt.nbytes / kib:g}" for lt in use.live_at(use.slot_peak_step))
         raise WorkspaceError(f"{graph.program}: sync {step.label} needs {use.slot_peak / kib:g} KiB live in a "
-                             f"{plan.slot_kib:g} KiB ping/pong slot ({items} KiB)")
+                             f"{plan.slot_kib * group:g} KiB ping/pong slot{per.format(plan.slot_kib)} ({items} KiB)")

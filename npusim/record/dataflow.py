@@ -391,7 +391,7 @@ class Checker:
         for s in self.steps:
             if isinstance(s, _PhaseRec):
                 steps.append(Phase(s.name, s.unit, tuple(s.ops), tuple(s.reads), s.gm_read_bytes, s.gm_write_bytes,
-                                   self._locals(s), s.step))
+                                   self._locals(s), s.step, int(shapes.get("group", 1))))
             else:
                 steps.append(Sync(s.number, s.producer.name, s.consumer.name,
                                   f"{s.producer.unit}->{s.consumer.unit}", tuple(p for _, p in s.payload)))

@@ -44,6 +44,8 @@ class Phase:
     gm_write_bytes: int           # outputs this phase stores to GM
     locals: tuple[Local, ...] = field(default=(), compare=False)   # what it holds on its unit
     steps: int = 0                # ops recorded (compute, views and constants alike)
+    group: int = 1                # value heads of the work item sharing one q/k head (grouped heads): the
+                                  # leading axis of every buffer made from v, g, beta or the state
 
     @property
     def macs(self) -> int:

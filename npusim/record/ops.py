@@ -36,6 +36,7 @@ class Op:
     shape: tuple[int, ...] = ()   # matmul: (M, N, K); others: output shape
     scalar_operand: bool = False  # elementwise: fewer than two tensor inputs of more than one element
     broadcast: bool = False       # elementwise: a tensor input smaller than the output, expanded first
+    lead: int = 0                 # matmul: the output's leading (batch) axis, 0 for a 2-D result
 
     def describe(self) -> str:
         if self.kind == MATMUL:
@@ -121,7 +122,8 @@ def cost_of(kind: str, name: str, inputs: list[torch.Tensor], outputs: list[torc
         k = a.shape[-1]
         m = a.shape[-2] if a.dim() > 1 else 1
         n = b.shape[-1] if b.dim() > 1 else 1
-        return Op(MATMUL, name, macs=out.numel() * k, operand_bytes=operand_bytes, shape=(m, n, k))
+        return Op(MATMUL, name, macs=out.numel() * k, operand_bytes=operand_bytes, shape=(m, n, k),
+                  lead=out.shape[0] if out.dim() > 2 else 0)
     if kind == REDUCE:
         elements = inputs[0].numel() if inputs else 0
         return Op(REDUCE, name, elements=elements, shape=tuple(outputs[0].shape) if outputs else ())

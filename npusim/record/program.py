@@ -241,21 +241,25 @@ class Executor:
         return outputs, new_state
 
     def run(self, inputs_of: Callable[[int], dict], state, chunks: int, emit: Callable[[int, dict], None], *,
-            fast: bool = True, graphs: bool = False, check_every: int = 1, pipeline: bool | None = None):
+            fast: bool = True, graphs: bool = False, check_every: int = 1, pipeline: bool | None = None,
+            on_state: Callable[[int, torch.Tensor], None] | None = None):
         """Compute chunks 0..chunks-1 from `state`: `inputs_of(t)` gives chunk t's inputs, `emit(t, outputs)`
-        takes its outputs. `fast` replays the program without the runtime's bookkeeping (npusim/replay.py,
-        the same numbers bit for bit); `graphs` captures the step as a CUDA graph; `pipeline` splits it over
-        two threads on the CPU (npusim/pipeline.py; None: where torch has two threads or more). Returns the
-        final state."""
+        takes its outputs, `on_state(t, state)` (optional) sees the state chunk t starts from (copy it: a CUDA
+        graph reuses its buffer). `fast` replays the program without the runtime's bookkeeping
+        (npusim/replay.py, the same numbers bit for bit); `graphs` captures the step as a CUDA graph;
+        `pipeline` splits it over two threads on the CPU (npusim/pipeline.py; None: where torch has two
+        threads or more). Returns the final state."""
         if not fast:
             for t in range(chunks):
+                if on_state is not None:
+                    on_state(t, state)
                 outputs, state = self.step(inputs_of(t), state, t)
                 emit(t, outputs)
             self.replay_mode = "recording runtime"
             return state
         from npusim.record.replay import Replay
         replay = Replay(self, check_every=check_every, graphs=graphs, pipeline=pipeline)
-        state = replay.run(inputs_of, state, chunks, emit)
+        state = replay.run(inputs_of, state, chunks, emit, on_state)
         self.replay_mode = replay.mode + (f"; {replay.fallback}" if replay.fallback else "")
         return state
 

@@ -154,13 +154,16 @@ class Replay:
 
     # -- the loop ----------------------------------------------------------------------------------------
     def run(self, inputs_of: Callable[[int], dict], state, chunks: int,
-            emit: Callable[[int, dict], None]):
-        """Compute chunks 0..chunks-1 from `state`; returns the final state."""
+            emit: Callable[[int, dict], None], on_state: Callable[[int, torch.Tensor], None] | None = None):
+        """Compute chunks 0..chunks-1 from `state`; returns the final state. `on_state(t, state)` sees the
+        state chunk t starts from (copy it: a CUDA graph reuses its buffer)."""
         ex = self.ex
         pipe = self._pipeline(inputs_of, state, chunks)
         start, saved, flags = 0, state, []
         try:
             for t in range(chunks):
+                if on_state is not None:
+                    on_state(t, state)
                 watching = ex.first_nonfinite is None
                 if pipe is not None:
                     outputs, state, flag = pipe.step(t, state)

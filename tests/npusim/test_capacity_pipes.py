@@ -229,3 +229,43 @@ def test_a_transfer_smaller_than_the_alignment_is_one_whole_block_never_zero():
     assert tile_bytes(row, 1, 32.0) == 3 * 32                      # an exact multiple: no padding
     assert tile_bytes(row, 1, 100.0) == 3 * 100                    # padded up to one block per row
     assert tile_bytes(row, 1, 1e12) == 3 * 1e12                    # however large the block, never 0 bytes
+
+
+def grouped_product():
+    """P (Vec) of a work item of 2 value heads sharing q: t = v * q, y = t.sum(-1); q [1, 100, 1000]
+    (400,000 B, shared), v [2, 100, 1000] (800,000 B, one slice per value head); t [2, 100, 1000] is reduced
+    along its last axis, so every tile needs it whole (800,000 B; 400,000 B per value head)."""
+    from npusim import Executor, Precision
+
+    @phase_program("grouped_product", returns=("y",))
+    def program(npu, q, v):
+        with npu.vec("P"):
+            t = v * q
+            y = t.sum(-1)
+        return y
+    return Executor(program, Precision("fp32")).record({"q": randn(1, 100, 1000), "v": randn(2, 100, 1000, seed=1)},
+                                                      None, shapes={"group": 2})
+
+
+def test_a_grouped_phase_iterates_its_value_heads_and_loads_q_once_per_tile(toy_profile):
+    # UB 700 KiB = 716,800 B < t's 800,000 B: no column tiling of both heads fits. One head at a time holds
+    # its t (400,000 B) plus a column tile of q and of its v: 2 tiles hold 400,000 + 2 x 200,000 = 800,000 B,
+    # too much; 3 tiles of ceil(1000 / 3) = 334 columns hold 400,000 + 2 x 100 x 334 x 4 = 667,200 B.
+    # q is loaded once per tile for both heads (3 x 133,600 B), v per head and tile (2 x 3 x 133,600 B).
+    # Compute (no GM cost in the toy): the mul and the sum over 200,000 elements at 1e5/us, 4 us in all.
+    from npusim.chip.capacity import fitting_tilings
+    p = core(toy_profile(), ub_kib=700.0)
+    graph = grouped_product()
+    phase = graph.phase("P")
+    assert phase.group == 2
+    assert fitting_tilings(phase, p, 1) == [(2, 3)]
+    pl, _ = plan(graph, p)
+    assert (pl.parts, pl.tiles, pl.fit_tiles, pl.tile_bytes) == (2, 3, 3, 667_200)
+    assert dict(pl.loads) == {"q": 3 * 133_600, "v": 2 * 3 * 133_600}
+    assert pl.load_bytes == 3 * 133_600 * 3 and pl.reload_bytes == 0
+    assert pl.busy_us == pytest.approx(4.0)
+    assert pl.to_dict()["value_heads_per_part"] == 1
+    # one value head's t alone (400,000 B) is more than 300 KiB: no tiling fits, and the line says so
+    with pytest.raises(CapacityError, match=r"Phase P \(Vec\) fits no tiling: even 1000 tiles \(one column of each "
+                                            r"split tensor\), one value head of the 2 at a time, hold"):
+        build_template(graph, core(toy_profile(), ub_kib=300.0))
