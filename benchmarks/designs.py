@@ -1,95 +1,205 @@
-"""Which design wins, for which shape, and where the ranking flips: every design (v1-v5, fla) timed on the
-README's four shapes, each with and without two sequences interleaved per core, then the Kimi layer again
-with each ASSUMED figure the ranking rests on moved over its range. Timing only (the graphs are recorded on
-random inputs; the same figures as `python -m kda.run --no-numerics ...`).
+"""Which design wins, for which shape, on the calibrated chip, with intervals: every design (v1-v6, fla,
+mform) timed on the README's four shapes (and on MegaGDN's measured shape), each with and without two
+sequences interleaved per core; then, at each design's better interleave, N profiles drawn from the
+calibrated profile's ranges (what `python -m kda.run --version all --no-numerics ... --uncertainty N` does:
+the graphs recorded once, timing replayed per sample), giving a median, a 90 % interval and how often each
+design wins. Then the Kimi layer on `ascend-910b2-uncalibrated` beside it, what moved the ranking (each
+mechanism of the calibrated chip switched off in turn, and the per-chunk busy time of each unit), and the
+designs per token-head beside the measured 910B2 kernels (kda/validation/megagdn.csv) and the model's
+prediction for those same kernels. Timing only; deterministic (--seed).
 
-    python benchmarks/designs.py            # about 10 min on 2 cores; writes benchmarks/results/designs.md
-    python benchmarks/designs.py --quick    # without the 1M-token shape
+    python benchmarks/designs.py --jobs 4      # writes benchmarks/results/designs.md; 32 samples, 1M tokens included
+    python benchmarks/designs.py --quick --samples 12 --jobs 7   # what designs.md holds: 20 min on 2 busy cores
+    python benchmarks/designs.py --jobs 2      # the shapes in two processes
+    python benchmarks/designs.py --samples 8   # fewer samples (the Kimi layer 8, the 1M-token shape 4, others 4)
 """
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kda.studies.evaluate import Settings, evaluate  # noqa: E402
-from kda.views.table import markdown  # noqa: E402
+from npusim import load_profile  # noqa: E402
 from kda.programs import DESIGNS  # noqa: E402
+from kda.studies.evaluate import Settings, evaluate, retime  # noqa: E402
+from kda.studies.uncertainty import propagate  # noqa: E402
+from kda.views.table import markdown  # noqa: E402
 
+from designs_why import kernel_rows, mechanisms, per_token_head  # noqa: E402
+
+CAL, UNCAL = "ascend-910b2", "ascend-910b2-uncalibrated"
+KIMI = "Kimi layer (1 x 32 heads x 131072)"
+MEGAGDN_SHAPE = "MegaGDN's measured shape (16 x 8192, 32 heads)"
+WHY, KERNELS = "why", "kernels"           # the tasks beside the shapes (and UNCAL: the Kimi layer uncalibrated)
+MIXED = (65536, 32768, 16384, 8192, 4096, 4096, 2048, 1024, 512, 256)
 SHAPES = {     # name -> (Settings fields, the kda.cli.run flags that give it)
-    "Kimi layer (1 x 32 heads x 131072)": (dict(heads=32, tokens=131072), "--heads 32 --tokens 131072"),
+    KIMI: (dict(heads=32, tokens=131072), "--heads 32 --tokens 131072"),
     "1M tokens (1 x 32 x 1048576)": (dict(heads=32, tokens=1 << 20), "--heads 32 --tokens 1048576"),
     "batch 64 x 4096 (32 heads)": (dict(batch=64, heads=32, tokens=4096), "--batch 64 --heads 32 --tokens 4096"),
-    "mixed lengths (32 heads)": (dict(heads=32, seqlens=(65536, 32768, 16384, 8192, 4096, 4096, 2048, 1024, 512, 256)),
-                                 "--heads 32 --seqlens 65536,32768,16384,8192,4096,4096,2048,1024,512,256"),
+    "mixed lengths (32 heads)": (dict(heads=32, seqlens=MIXED), "--heads 32 --seqlens " + ",".join(map(str, MIXED))),
+    MEGAGDN_SHAPE: (dict(batch=16, heads=32, tokens=8192),
+                                                       "--batch 16 --heads 32 --tokens 8192"),
 }
-# the ASSUMED figures (npusim/profiles/ascend-910b2.toml) at the ends of the ranges their profile gives
-# the calibrated chip's ranged fields: the ASSUMED sync latency and barrier, the two FITTED ones at their intervals
-SENSITIVITY = [("sync.latency_us", (0.1, 2.0)), ("chip.barrier_us", (0.2, 10.0)),
-               ("isa.vec_dependent_cycles", (12.7, 23.6)), ("isa.gm_burst_cycles", (11.7, 18.7))]
 
 
-def layer_ms(version: str, overrides: dict | None = None, interleave: int = 1, **shape) -> tuple[float, object]:
-    s = Settings(numerics=False, keep_trace=False, interleave=interleave, overrides=overrides or {}, **shape)
-    r = evaluate(version, s)
-    return r.design_report.latency_us / 1e3, r.design_report
+def token_heads(shape: dict) -> int:
+    tokens = sum(shape["seqlens"]) if "seqlens" in shape else shape.get("batch", 1) * shape["tokens"]
+    return tokens * shape["heads"]
 
 
-def shape_table(name: str, shape: dict, flags: str) -> list[str]:
-    rows, best = [], (float("inf"), "")
-    for v in DESIGNS:
-        (ms1, rep), (ms2, _) = layer_ms(v, **shape), layer_ms(v, interleave=2, **shape)
-        rows.append((v, ms1, ms2, rep))
-        best = min(best, (ms1, f"{v}"), (ms2, f"{v} --interleave 2"))
-    out = [f"### {name}", "", f"`python -m kda.run --version all --no-numerics {flags} [--interleave 2]`", ""]
-    cells = [(v, f"{ms1:,.2f}", f"{ms2:,.2f}", f"{rep.floor_us / 1e3:,.2f}", f"{min(ms1, ms2) / (rep.floor_us / 1e3):.1f}",
-              rep.launches, rep.barriers, f"{rep.hbm_bytes / 1e9:.2f}") for v, ms1, ms2, rep in rows]
-    out.append(markdown(cells, ("design", "ms", "ms, interleave 2", "floor ms", "x floor (best)", "launches",
-                                "barriers", "HBM GB")))
-    out += ["", f"Fastest: **{best[1]}** ({best[0]:,.2f} ms).", ""]
-    return out
+def record(shape: dict) -> dict[tuple[str, int], object]:
+    """(design, interleave) -> its timing-only result on the calibrated chip (the graph recorded once)."""
+    return {(v, il): evaluate(v, Settings(numerics=False, keep_trace=False, interleave=il, **shape))
+            for v in DESIGNS for il in (1, 2)}
 
 
-def ranking(overrides: dict, shape: dict) -> list[tuple[str, float]]:
-    times = []
-    for v in DESIGNS:
-        times.append((v, min(layer_ms(v, overrides, il, **shape)[0] for il in (1, 2))))
-    return sorted(times, key=lambda x: x[1])
+def on(recs: dict, profile) -> dict:
+    """The same recordings replayed on another profile (the graphs do not depend on it)."""
+    return {k: retime(r, profile) for k, r in recs.items()}
 
 
-def sensitivity(shape: dict) -> list[str]:
-    out = ["### Where the ranking flips (Kimi layer; each design at its better interleave, 1 or 2)", "",
-           "`python -m kda.run --version all --no-numerics --heads 32 --tokens 131072 --set FIELD=VALUE`", ""]
-    cells = [("(profile as is)", "", _rank(ranking({}, shape)))]
-    cells += [(f"`{field}`", f"{x:g}", _rank(ranking({field: x}, shape))) for field, values in SENSITIVITY for x in values]
-    out.append(markdown(cells, ("profile figure", "value", "ranking, fastest first (ms)")))
-    return out + [""]
+def ms(r) -> float:
+    return r.design_report.latency_us / 1e3
 
 
-def _rank(times) -> str:
-    return " < ".join(f"{v} {ms:,.1f}" for v, ms in times)
+def best_interleave(recs: dict) -> dict[str, object]:
+    """Each design at its better interleave on the profile the recordings were timed on (1 on a tie)."""
+    return {v: min((recs[v, 1], recs[v, 2]), key=ms) for v in DESIGNS}
+
+
+def _iv(x) -> str:
+    return f"{x.median:,.2f} [{x.lo:,.2f}, {x.hi:,.2f}]"
+
+
+def shape_section(name: str, shape: dict, flags: str, recs: dict, samples: int, seed: int, profile: str):
+    """A shape's table on `profile`: nominal at interleave 1 and 2, the interval and win share at the better
+    one. Returns (lines, uncertainty, the results sampled)."""
+    best = best_interleave(recs)
+    u = propagate(list(best.values()), samples, seed=seed)
+    wins, th = u.win_shares(), token_heads(shape)
+    cells = []
+    for v, r in best.items():
+        iv = u.interval(v)
+        ns = type(iv)(*(x * 1e3 / th for x in (iv.median, iv.lo, iv.hi, iv.nominal)))
+        top = ", ".join(f"`{i.field}` {i.share:.0%}" for i in u.influences(v)[:2])
+        cells.append((v, f"{ms(recs[v, 1]):,.2f}", f"{ms(recs[v, 2]):,.2f}", r.settings.interleave,
+                      _iv(type(iv)(*(x / 1e3 for x in (iv.median, iv.lo, iv.hi, iv.nominal)))),
+                      _iv(ns), f"{wins[v]:.0%}", top))
+    order = sorted(best, key=lambda v: u.interval(v).median)
+    prof = "" if profile == CAL else f" --profile {profile}"
+    out = [f"### {name}" + ("" if profile == CAL else f", on `{profile}`"), "",
+           f"`python -m kda.run --version all --no-numerics {flags}{prof} [--interleave 2] --uncertainty {samples}`",
+           "", markdown(cells, ("design", "ms, interleave 1", "ms, interleave 2", "sampled at interleave",
+                                f"ms: median [90 %], {samples} samples", "ns per token-head: median [90 %]",
+                                "wins", "spread decided by (Spearman rho^2)")),
+           "", "Ranking by median: " + " < ".join(f"{v} {u.interval(v).median / 1e3:,.1f}" for v in order) +
+           f" ms. Fastest in most samples: **{max(wins, key=wins.get)}** ({max(wins.values()):.0%}).", ""]
+    return out, u, best
+
+
+def rank_change(cal_u, unc_u) -> list[str]:
+    """The Kimi layer's medians on both profiles, side by side."""
+    def ranks(u):
+        order = sorted(u.versions, key=lambda v: u.interval(v).median)
+        return {v: i + 1 for i, v in enumerate(order)}
+    rc, ru = ranks(cal_u), ranks(unc_u)
+    cw, uw = cal_u.win_shares(), unc_u.win_shares()
+    cells = [(v, f"{ru[v]}", _iv(_ms(unc_u.interval(v))), f"{uw[v]:.0%}", f"{rc[v]}", _iv(_ms(cal_u.interval(v))),
+              f"{cw[v]:.0%}", f"{cal_u.interval(v).median / unc_u.interval(v).median:.2f}x")
+             for v in sorted(cal_u.versions, key=lambda v: rc[v])]
+    return ["## The Kimi layer on both profiles", "",
+            "Median and 90 % interval (ms) of each design at its better interleave, each profile's own ranges "
+            "sampled (the uncalibrated profile's are the wide ASSUMED per-instruction overheads).", "",
+            markdown(cells, ("design", "rank, uncalibrated", "uncalibrated ms", "wins", "rank, calibrated",
+                             "calibrated ms", "wins", "calibrated / uncalibrated")), ""]
+
+
+def _ms(iv):
+    return type(iv)(*(x / 1e3 for x in (iv.median, iv.lo, iv.hi, iv.nominal)))
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "log", "-1", "--format=%h %s"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent, check=True).stdout.strip()[:90]
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def shape_task(name: str, samples: int, seed: int) -> dict:
+    """One shape's section on the calibrated chip; WHY: the Kimi layer on the uncalibrated profile and what
+    moved its ranking (recorded again, so that it runs beside the others); KERNELS: the measured kernels'
+    predictions."""
+    t = time.perf_counter()
+    if name == KERNELS:
+        return dict(name=name, kernels=kernel_rows(load_profile(CAL), samples, seed), seconds=time.perf_counter() - t)
+    shape, flags = SHAPES[KIMI if name in (UNCAL, WHY) else name]
+    recs = record(shape)
+    if name == UNCAL:
+        sec, unc_u, _ = shape_section(KIMI, shape, flags, on(recs, load_profile(UNCAL)), samples, seed, UNCAL)
+        lines = sec + [f"({time.perf_counter() - t:,.0f} s)", ""]
+        print("\n".join(lines), flush=True)
+        return dict(name=name, lines=lines, unc_u=unc_u)
+    if name == WHY:
+        why = mechanisms(recs, shape, load_profile(CAL), load_profile(UNCAL))
+        why += [f"({time.perf_counter() - t:,.0f} s)", ""]
+        print("\n".join(why), flush=True)
+        return dict(name=name, why=why)
+    lines, u, _ = shape_section(name, shape, flags, recs, samples, seed, CAL)
+    lines += [f"({time.perf_counter() - t:,.0f} s)", ""]
+    print("\n".join(lines), flush=True)
+    return dict(name=name, lines=lines, u=u, token_heads=token_heads(shape))
+
+
+def samples_for(name: str, samples: int) -> int:
+    """The Kimi layer and MegaGDN's shape (compared sample by sample with the kernels) get all the samples, the
+    1M-token shape (8x the replay) a quarter, the others half."""
+    return samples if name in (KIMI, UNCAL, WHY, KERNELS, MEGAGDN_SHAPE) else max(4, samples // (4 if "1M" in name else 2))
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="leave out the 1M-token shape")
+    p.add_argument("--samples", type=int, default=32, help="profiles sampled on the Kimi layer (default 32; the "
+                   "1M-token shape a quarter of them, the other shapes half, at least 4)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the Latin hypercube (default 0)")
+    p.add_argument("--jobs", type=int, default=1, help="shapes run in parallel processes (default 1)")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "designs.md")
     args = p.parse_args(argv)
+    if args.samples < 4 or args.jobs < 1:
+        p.error(f"--samples must be at least 4 and --jobs at least 1, got {args.samples} and {args.jobs}")
     t0 = time.perf_counter()
-    lines = ["# Designs by shape (benchmarks/designs.py, ascend-910b2, bf16, timing only)", ""]
-    for name, (shape, flags) in SHAPES.items():
-        if args.quick and "1M" in name:
-            continue
-        lines += shape_table(name, shape, flags)
-        print("\n".join(lines[-(len(DESIGNS) + 8):]), flush=True)
-    lines += sensitivity(SHAPES["Kimi layer (1 x 32 heads x 131072)"][0])
-    lines.append(f"Wall time {time.perf_counter() - t0:,.0f} s.")
+    cmd = "python benchmarks/designs.py" + (" --quick" if args.quick else "") + \
+          (f" --samples {args.samples}" if args.samples != 32 else "") + (f" --seed {args.seed}" if args.seed else "")
+    names = [n for n in SHAPES if not (args.quick and "1M" in n)]
+    slow_first = sorted(names + [UNCAL, WHY, KERNELS], key=lambda n: ("1M" not in n, n != WHY, n != KIMI))
+    tasks = [(n, samples_for(n, args.samples), args.seed) for n in slow_first]
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            done = {r["name"]: r for r in pool.map(shape_task, *zip(*tasks))}
+    else:
+        done = {r["name"]: r for r in map(shape_task, *zip(*tasks))}
+    lines = ["# Designs by shape, on the calibrated chip, with intervals", "",
+             f"`{cmd}` (commit {commit()}); `{CAL}` (calibrated) unless said, bf16, timing only. "
+             "Medians and 90 % intervals over profiles drawn from the profile's ranges (Latin hypercube, log-uniform, "
+             f"seed {args.seed}; {args.samples} samples on the Kimi layer, fewer on the others as each table says); "
+             "'wins': the share of those samples in which the design is the fastest.", ""]
+    for n in names:
+        lines += done[n]["lines"]
+    kimi, meg, why, unc = done[KIMI], done.get(MEGAGDN_SHAPE), done[WHY], done[UNCAL]
+    lines += unc["lines"] + rank_change(kimi["u"], unc["unc_u"]) + why["why"]
+    pth = per_token_head(done[KERNELS]["kernels"], kimi["u"], kimi["token_heads"], meg and meg["u"],
+                         meg and meg["token_heads"], args.samples)
+    lines += pth + [f"({done[KERNELS]['seconds']:,.0f} s)", "", f"Wall time {time.perf_counter() - t0:,.0f} s."]
+    print("\n".join(rank_change(kimi["u"], unc["unc_u"]) + pth), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print("\n".join(lines[-14:]))
     print(f"wrote {args.out}")
     return 0
 
