@@ -31,7 +31,7 @@ from kda.studies.evaluate import Settings, evaluate, retime  # noqa: E402
 from kda.studies.uncertainty import propagate  # noqa: E402
 from kda.views.table import markdown  # noqa: E402
 
-from designs_why import kernel_rows, mechanisms, per_token_head  # noqa: E402
+from designs_why import kernel_rows, mechanisms, ms, per_token_head  # noqa: E402
 
 CAL, UNCAL = "ascend-910b2", "ascend-910b2-uncalibrated"
 KIMI = "Kimi layer (1 x 32 heads x 131072)"
@@ -62,10 +62,6 @@ def record(shape: dict) -> dict[tuple[str, int], object]:
 def on(recs: dict, profile) -> dict:
     """The same recordings replayed on another profile (the graphs do not depend on it)."""
     return {k: retime(r, profile) for k, r in recs.items()}
-
-
-def ms(r) -> float:
-    return r.design_report.latency_us / 1e3
 
 
 def best_interleave(recs: dict) -> dict[str, object]:

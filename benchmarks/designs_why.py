@@ -38,7 +38,8 @@ TRACED = ("v3", "v6")        # the two fastest one-pass designs: their critical 
 TRACE_TOKENS = 16384         # traced at 32 heads x 16384 tokens: the Kimi layer's steady state, an eighth of its events
 
 
-def _ms(r) -> float:
+def ms(r) -> float:
+    """A design's layer latency in ms."""
     return r.design_report.latency_us / 1e3
 
 
@@ -67,7 +68,7 @@ def mechanisms(recs: dict, shape: dict, cal, unc) -> list[str]:
     for label, flags, changes in ABLATIONS + [("`[isa]` off: ascend-910b2-uncalibrated", "--profile ...", None)]:
         prof = unc if changes is None else cal.replace(**changes) if changes else cal
         timed[label] = {v: retime(r, prof) for v, r in il2.items()}
-        t = {v: _ms(r) for v, r in timed[label].items()}
+        t = {v: ms(r) for v, r in timed[label].items()}
         cells.append((label, f"`{flags}`" if flags.startswith("--set") else "", *(f"{t[v]:,.1f}" for v in DESIGNS),
                       " < ".join(sorted(t, key=t.get))))
     out += [markdown(cells, ("switched off", "flags", *DESIGNS, "ranking")), ""]
