@@ -9,11 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
-from npusim.fit.uncertainty import assumptions, interval, sample_profiles, sample_values
+from npusim.fit.uncertainty import interval, sample_profiles, sample_values
 from npusim.output.overlap import analyse
 from kda.kernels.registry import model
 from kda.programs import DESIGNS
 from kda.studies.evaluate import Settings, evaluate, plans_of, retime
+from kda.studies.uncertainty import design_fields
 from kda.views.table import markdown
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,8 +139,8 @@ def _kernel_groups(rows: list[dict]) -> list[tuple[str, list[dict], str]]:
 
 def kernel_rows(cal, samples: int, seed: int) -> dict:
     """The measured kernels and the model's prediction for each, nominal and over the sampled profiles."""
-    fields = assumptions(cal)
-    profiles = sample_profiles(cal, fields, sample_values(fields, samples, seed))   # as propagate draws them
+    fields = design_fields(cal)          # as propagate draws them, so that sample i pairs with the designs' i
+    profiles = sample_profiles(cal, fields, sample_values(fields, samples, seed))
     rows, fused_ns, best = [], None, (float("inf"), "")
     for label, group, what in _kernel_groups(_measured()):
         th = 16 * int(group[0]["shape"].split("T=")[1].split(";")[0]) * 32

@@ -10,7 +10,8 @@ batch, `1x65+129x32x128x128`, as FLA's cu_seqlens) or as msprof's Input Shapes `
 (q [B, T, Hg, K], v [B, T, H, V]). Hg (grouped q/k heads) is not modelled apart: every value head
 reads its own q and k.
 The latency is the kernel's pipelined makespan plus the profile's launch overhead, what msprof's Task
-Duration measures for one kernel.
+Duration measures for one kernel; for a design that declares its wrappers (`host`), the timed region
+around them as its benchmark times it (npusim/model/host.py).
 
 npusim.fit.calibrate and kda.studies.validate read kernels through `resolve`.
 """
@@ -22,6 +23,7 @@ from functools import lru_cache
 
 from npusim import simulate
 from npusim.fit.measurements import Measurement, MeasurementError
+from npusim.model.host import timed_region
 from npusim.model.multipass import simulate_design, templates
 from npusim.model.template import RIDE
 from npusim.record.precision import Precision
@@ -152,7 +154,12 @@ class KernelModel:
     def predict(self, profile: Profile) -> float:
         """Latency in us of the kernel on `profile` (timing only, the graphs recorded once): the makespan
         of every pass plus a launch (or barrier) before each; with a `stage`, that stage's passes alone (their
-        own launches and makespans, as NPU events around one stage's kernels time them)."""
+        own launches and makespans, as NPU events around one stage's kernels time them). A design that
+        declares its wrappers (`host`): the timed region around them."""
+        return self.around(self.kernel_us(profile), profile)
+
+    def kernel_us(self, profile: Profile) -> dict[str, float]:
+        """The device's part: each pass's launch (or barrier) and makespan by pass name, "" all of them."""
         heads = self.shape.heads
         graphs = _graphs(self.name, self.chunk_size, self.shape.d_k, self.shape.d_v, self.dtype,
                          heads if any(p.all_heads for p in self.design.passes) else 0)
@@ -162,14 +169,26 @@ class KernelModel:
             design, graphs = replace(design, passes=tuple(design.passes[i] for i in idx)), [graphs[i] for i in idx]
         tpls = templates(design, graphs, profile, RIDE)   # a pass may declare its own state hand-off
         counts = self.shape.chunk_counts(self.chunk_size)
-        if self.stage:
-            return simulate_design(design, tpls, profile, counts, trace=False, heads=heads).latency_us
         if self.design.single:
             uniform = len(set(counts)) == 1
             run = simulate(tpls[0], profile, chunks=counts[0] if uniform else counts, sequences=len(counts),
                            trace=False)
-            return run.latency_us
-        return simulate_design(self.design, tpls, profile, counts, trace=False, heads=heads).latency_us
+            return {"": run.latency_us}
+        run = simulate_design(design, tpls, profile, counts, trace=False, heads=heads)
+        return {**{p.pass_.name: p.boundary_us + p.run.makespan_us for p in run.passes}, "": run.latency_us}
+
+    def around(self, kernel_us: dict[str, float], profile: Profile) -> float:
+        """The timed region around the kernels of `kernel_us` (their sum where the design declares no host)."""
+        host = self.design.host
+        if host is None:
+            return kernel_us[""]
+        return timed_region(host, self.stage, kernel_us, self.dims(), profile)
+
+    def dims(self) -> dict[str, float]:
+        """The dimensions a wrapper's sizes name (npusim/model/host.py)."""
+        s = self.shape
+        return {"T": s.batch * s.tokens, "H": s.heads, "C": self.chunk_size, "K": s.d_k, "V": s.d_v,
+                "NC": sum(s.chunk_counts(self.chunk_size)) / s.heads, "N": s.batch * len(s.seqlens)}
 
 
 def model(kernel: str, shape: str, dtype: str, form: str = "simple", stage: str = "") -> KernelModel:

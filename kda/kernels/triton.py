@@ -36,16 +36,18 @@ How the loops are laid out on the model's chip:
   * chunk_h: b_w and b_k are loaded once a chunk and feed both halves' dots (kept in L1).
   * cumsum: one chunk of every head per item (`all_heads`), as MegaGDN-PTO's cumsum.
 Grouped heads: every kernel indexes by value head and reloads k (and q) per value head (`i_h // (H // Hg)`
-only in the address), as the model does. Not modelled: the Python wrapper inside the timed region
-(MegaGDN times the Triton stages after a host sync: `prepare_chunk_indices` does a `.tolist()` D2H sync in
-cumsum and solve_tril, and the wrappers transpose beta and g with device copies), for which no public cost
-figure is at hand.
+only in the address), as the model does.
+The wrappers: MegaGDN times the Triton stages from an idle device (a host sync before the start event), so
+each wrapper's host work lies inside the row: allocations, the transposes of beta and g, the index helpers
+(`prepare_chunk_indices` blocks on a `.tolist()` in cumsum and, twice, in solve_tril), the Triton launch
+(`HOST`, npusim/model/host.py; the host's costs are the profile's [host] fields).
 """
 from __future__ import annotations
 
 import torch
 
 from npusim import phase_program
+from npusim.model.host import Host, Launch, Op, Sync
 from npusim.model.schedule import CHUNKS, SEQUENTIAL, Design, Pass
 
 HALF = 64               # BV = BK = 64 in wy_fast; the two [128, 64] state halves of chunk_h
@@ -245,6 +247,26 @@ STORED = {"stored": "gc_heads=fp32,KK=fp32,A=fp32,Ad=fp32,X16=fp32,Ai32=fp32,X32
                     "QH=fp32,QK=fp32,AV=fp32",
           "state_for_bf16": "fp32", "gate": "head"}
 
+# The wrappers inside MegaGDN's timed region (bench_gdn_kernels.py `_bench_triton`: a host sync, then the
+# start event: the device is idle while the host runs them), read from fla_vendor/*.py. triton.cdiv on a
+# tensor is three ops ((x + BT - 1) // BT); prepare_chunk_indices does `.tolist()` and copies its indices back
+# (two blocking copies; the CPU-side arange/cat/stack between them counts with the copies).
+_LENS = (Op("prepare_lens: cu_seqlens[1:] - cu_seqlens[:-1]"), Op("cdiv: + BT"), Op("cdiv: - 1"), Op("cdiv: // BT"))
+_INDICES = _LENS + (Sync("prepare_chunk_indices: .tolist()"), Sync("prepare_chunk_indices: .to(cu_seqlens)"))
+_OFFSETS = _LENS + (Sync("prepare_chunk_offsets: cu_seqlens.new_tensor([0])"), Op("torch.cat"), Op(".cumsum(-1)"))
+_G_T = Op("g.transpose(1, 2).contiguous() fp32", ("T", "H", 4, 2))
+_BETA_T = Op("beta.transpose(1, 2).contiguous() bf16", ("T", "H", 2, 2))
+HOST = Host({
+    "cumsum": _INDICES + (Op("torch.empty_like(g)"), Launch("cumsum")),
+    "kkt": (Op("A = torch.empty(B, T, H, BT)"), _BETA_T, _G_T, Launch("kkt")),
+    "solve_tril": (Op("Ad = torch.empty(B, T, H, 16)"),) + _INDICES + (Launch("solve_tril:k1"),
+                   Op("Ai = torch.empty(B, T, H, BT)")) + _INDICES + (Launch("solve_tril:k2"),),
+    "wy_fast": (Op("u = torch.empty_like(v)"), Op("w = k.new_empty(B, T, H, K)"), _BETA_T, _G_T, Launch("wy_fast")),
+    "chunk_h": (Op("h = k.new_empty(B, NT, H, K, V)"), Op("h_update = k.new_empty(B, NT, H, K, K)"),
+                Op("v_new = torch.empty_like(u)"), _G_T, Launch("chunk_h")),
+    "chunk_o": (Op("o = torch.empty_like(v)"),) + _OFFSETS + (_G_T, Launch("chunk_o")),
+}, idle=True, source="MegaGDN-PTO benchmarks/kernel/bench_gdn_kernels.py _bench_triton; fla_vendor/*.py wrappers")
+
 GDN_TRITON = Design("gdn_triton", (
     Pass("cumsum", cumsum, CHUNKS, all_heads=True),
     Pass("kkt", kkt, CHUNKS),
@@ -253,4 +275,4 @@ GDN_TRITON = Design("gdn_triton", (
     Pass("wy_fast", wy_fast, CHUNKS),
     Pass("chunk_h", chunk_h, SEQUENTIAL),
     Pass("chunk_o", chunk_o, SEQUENTIAL),
-), description="vllm-ascend's Triton GDN forward: six kernels as their programs loop", notes=STORED)
+), description="vllm-ascend's Triton GDN forward: six kernels as their programs loop", notes=STORED, host=HOST)

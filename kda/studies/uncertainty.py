@@ -66,13 +66,20 @@ class Uncertainty:
         }
 
 
+def design_fields(profile, fixed=()) -> list:
+    """The ranged fields a design's samples draw. Not the host's: they time a measured kernel's Python wrapper
+    (npusim/model/host.py), and a design is timed as its kernels alone (drawn, they would only reshuffle the
+    hypercube)."""
+    return [f for f in assumptions(profile, fixed) if not f.field.startswith("host.")]
+
+
 def propagate(results: list[VersionResult], samples: int, seed: int = 0, fixed=(),
               progress: Callable[[int, int], None] | None = None) -> Uncertainty:
     """Replay each evaluated design under `samples` profiles drawn from the ranges of its profile."""
     if samples < 2:
         raise ValueError(f"--uncertainty needs at least 2 samples, got {samples}")
     base = results[0].profile
-    fields = assumptions(base, fixed)
+    fields = design_fields(base, fixed)
     values = sample_values(fields, samples, seed)
     profiles = sample_profiles(base, fields, values)
     lat = {r.version: {m: np.full(samples, np.nan) for m in METRICS} for r in results}

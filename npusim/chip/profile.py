@@ -114,9 +114,17 @@ class Isa:
     fixpipe_bytes_per_cycle: float = 122.6  # the fp32 bytes over this rate
 
 
+@dataclass(frozen=True)
+class Host:
+    """The host around a kernel's launch, where a timed region holds it (npusim/model/host.py). 0: not seen."""
+    op_us: float = 0.0            # one eager framework call: an allocation, a small op, a ctypes launch
+    launch_us: float = 0.0        # one Triton launch through its Python launcher
+    sync_us: float = 0.0          # one blocking copy between host and device (.tolist(), .to(device))
+
+
 _SECTIONS = {"chip": Chip, "cube": Cube, "vector": Vector, "sync": Sync, "memory": Memory,
-             "workspace": Workspace, "core": Core, "isa": Isa}
-_OPTIONAL_SECTIONS = {"core", "isa"}    # a file without the table gets the defaults (the model as before)
+             "workspace": Workspace, "core": Core, "isa": Isa, "host": Host}
+_OPTIONAL_SECTIONS = {"core", "isa", "host"}    # a file without the table gets the defaults (the model as before)
 
 
 @dataclass(frozen=True)
@@ -131,6 +139,7 @@ class Profile:
     workspace: Workspace
     core: Core = Core()
     isa: Isa = Isa()
+    host: Host = Host()
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict, compare=False)
     range_reasons: dict[str, str] = field(default_factory=dict, compare=False)
@@ -397,4 +406,5 @@ _DEFAULT_SOURCE = {
     "core.buffer_num": "not in the profile: load, compute and store in series (the model before pipes)",
     **{f"isa.{f.name}": "not in the profile: the model before the instruction tables (isa.enabled = 0)"
        for f in fields(Isa)},
+    **{f"host.{f.name}": "not in the profile: no host time in a timed region" for f in fields(Host)},
 }

@@ -6,5 +6,6 @@
     engine.py     the SimPy event model of cores, units, slots and shared bandwidth
     limits.py     the work a run asks for, and the most the model takes on
     multipass.py  a design of several passes, pass after pass
+    host.py       the host's part of a measured kernel's timed region (its Python wrapper)
     trace.py      what the model ran
 """

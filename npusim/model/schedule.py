@@ -27,6 +27,8 @@ A pass reads the GM inputs and the outputs of earlier passes by argument name, a
 outputs that later passes read; everything between passes goes through GM (HBM), and the event model
 counts it in the shared HBM bandwidth. The first pass pays a launch; the design's latency is the sum
 of its passes' makespans and boundaries (every pass ends on all cores before the next one starts).
+A design may also say what its Python wrappers do on the host (`host`, host.py), for measured kernels
+whose timed region holds them.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from dataclasses import dataclass, field
 from dataclasses import replace as _replace
 
 from npusim.chip.profile import Profile
+from npusim.model.host import Host
 from npusim.record.program import PhaseProgram
 
 FUSED, CHUNKS, SEQUENTIAL = "fused", "chunks", "sequential"
@@ -93,6 +96,7 @@ class Design:
     passes: tuple[Pass, ...]
     description: str = ""
     notes: dict[str, str] = field(default_factory=dict, hash=False)
+    host: Host | None = field(default=None, compare=False)   # its wrappers as a benchmark times them (host.py)
 
     def __post_init__(self):
         if not self.passes:
