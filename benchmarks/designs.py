@@ -8,9 +8,8 @@ mechanism of the calibrated chip switched off in turn, and the per-chunk busy ti
 designs per token-head beside the measured 910B2 kernels (kda/validation/megagdn.csv) and the model's
 prediction for those same kernels. Timing only; deterministic (--seed).
 
-    python benchmarks/designs.py --jobs 4      # writes benchmarks/results/designs.md; 32 samples, 1M tokens included
-    python benchmarks/designs.py --quick --samples 12 --jobs 7   # what designs.md holds: 20 min on 2 busy cores
-    python benchmarks/designs.py --jobs 2      # the shapes in two processes
+    python benchmarks/designs.py --jobs 2      # what designs.md holds: 32 samples, 1M tokens included; 12 min on 2 cores
+    python benchmarks/designs.py --quick --samples 12   # without the 1M-token shape, fewer samples
     python benchmarks/designs.py --samples 8   # fewer samples (the Kimi layer 8, the 1M-token shape 4, others 4)
 """
 from __future__ import annotations
