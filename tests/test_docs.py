@@ -51,6 +51,14 @@ def test_the_figure_is_what_its_command_prints_now(figure):
                     f"  now:       {new[first] if first < len(new) else '(nothing)'}")
 
 
+def test_every_figure_shows_some_output():
+    """A figure whose command prints nothing (a `sed` range that no longer matches) is a figure of nothing:
+    the staleness test cannot see it, slow figures included."""
+    empty = [f.where for f in FIGURES
+             if not [line for line in f.body.splitlines() if line.strip() and not line.startswith(("```", "$ "))]]
+    assert not empty, f"figures with no output: {', '.join(empty)}"
+
+
 # ---------------------------------------------------------------------------------------------- the generator
 def _page(tmp_path, text):
     path = tmp_path / "page.md"

@@ -42,6 +42,11 @@ def check_args(args) -> None:
     if in_kernel and args.backward:
         raise KdaInputError(f"--{in_kernel[0].replace('_', '-')} times the forward's in-kernel work: it does not go "
                             f"with --backward")
+    lb = getattr(args, "gate_lower_bound", None)
+    if lb is not None and not getattr(args, "gate_in_kernel", False):
+        raise KdaInputError("--gate-lower-bound bounds the in-kernel gate: it needs --gate-in-kernel")
+    if lb is not None and not -5.0 <= lb < 0.0:      # also refuses nan and inf
+        raise KdaInputError(f"--gate-lower-bound must be in [-5, 0) (FLA's safe gate), got {lb}")
     if args.uncertainty is not None and args.uncertainty < 2:
         raise KdaInputError(f"--uncertainty needs at least 2 samples, got {args.uncertainty}")
     if args.no_numerics and args.inputs is not None:

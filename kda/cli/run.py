@@ -54,7 +54,7 @@ def _settings(args) -> Settings:
                     initial_state=args.initial_state == "randn", tokens=args.tokens, workspace=workspace,
                     cores=args.cores, numerics=not args.no_numerics, overrides=parse_overrides(args.overrides),
                     interleave=args.interleave, seqlens=seqlens, value_heads=args.value_heads,
-                    in_kernel=in_kernel_options(args),
+                    in_kernel=in_kernel_options(args), gate_lower_bound=args.gate_lower_bound,
                     device=args.device, capacity=args.capacity, core_model=args.core_model == "on",
                     keep_trace=bool(args.trace or args.plot) or _events(args) <= MAX_KEPT_EVENTS)
 

@@ -58,6 +58,9 @@ def _shape(g) -> None:
     g.add_argument("--gate-in-kernel", action="store_true",
                    help="FLA's use_gate_in_kernel: g is the raw gate, the design computes -exp(A_log) softplus(g + "
                    "dt_bias) (A_log, dt_bias made from --seed as FLA's KDA layer initialises them), timed as Vector work")
+    g.add_argument("--gate-lower-bound", type=float, metavar="LB",
+                   help="with --gate-in-kernel: FLA's lower_bound, the gate LB sigmoid(exp(A_log) (g + dt_bias)) in "
+                   "[LB, 0), LB in [-5, 0) as FLA's safe gate takes it")
     g.add_argument("--beta-sigmoid-in-kernel", action="store_true",
                    help="FLA's use_beta_sigmoid_in_kernel: beta is raw, the design takes sigmoid(beta), timed as "
                    "Vector work")

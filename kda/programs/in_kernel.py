@@ -8,6 +8,7 @@ the exact formula of FLA's kernels:
 
     qk_l2norm     Q, K <- x * rsqrt(sum x^2 + 1e-6) over each row's d_k channels   (FLA's l2norm_fwd)
     gate          g <- -exp(A_log) * softplus(g + dt_bias)                         (FLA's kda_gate)
+                  g <- lower_bound * sigmoid(exp(A_log) * (g + dt_bias))          (with lower_bound)
     beta_sigmoid  beta <- sigmoid(beta)                                             (fused_beta_sigmoid)
 
 A_log is one value per value head, dt_bias one per value head and key channel (both in GM, fp32). The
@@ -36,8 +37,9 @@ def _outputs(options: tuple[str, ...]) -> tuple[str, ...]:
             + (("beta",) if BETA_SIGMOID in options else ()))
 
 
-def prep_program(options: tuple[str, ...], with_bias: bool = True):
-    """The phase program of the options (a subset of IN_KERNEL); `with_bias`: the gate adds dt_bias."""
+def prep_program(options: tuple[str, ...], with_bias: bool = True, lower_bound: float | None = None):
+    """The phase program of the options (a subset of IN_KERNEL); `with_bias`: the gate adds dt_bias;
+    `lower_bound`: FLA's bounded gate (a sigmoid in place of the softplus)."""
     unknown = [o for o in options if o not in IN_KERNEL]
     if unknown or not options:
         raise ValueError(f"in-kernel options must be a non-empty subset of {', '.join(IN_KERNEL)}, got "
@@ -52,21 +54,26 @@ def prep_program(options: tuple[str, ...], with_bias: bool = True):
                 out += [Q_normed, K_normed]
             if GATE in options:
                 raw = g + dt_bias if with_bias else g
-                g_gated = -A_log.exp() * F.softplus(raw)
+                if lower_bound is None:
+                    g_gated = -A_log.exp() * F.softplus(raw)
+                else:
+                    g_gated = lower_bound * torch.sigmoid(A_log.exp() * raw)
                 out.append(g_gated)
             if BETA_SIGMOID in options:
                 beta_sig = torch.sigmoid(beta)
                 out.append(beta_sig)
         return tuple(out)
 
-    name = "in_kernel(" + ",".join(o for o in IN_KERNEL if o in options) + ")"
+    name = "in_kernel(" + ",".join(o if o != GATE or lower_bound is None else f"{o}>={lower_bound:g}"
+                                   for o in IN_KERNEL if o in options) + ")"
     return phase_program(name, returns=_outputs(options),
                          description="FLA's in-kernel options on the Vector")(prep)
 
 
-def with_in_kernel(design: Design, options: tuple[str, ...], with_bias: bool = True) -> Design:
+def with_in_kernel(design: Design, options: tuple[str, ...], with_bias: bool = True,
+                   lower_bound: float | None = None) -> Design:
     """`design` with the options' Vector pass in front (one launch; the design follows after a barrier)."""
-    first = Pass(PASS_NAME, prep_program(tuple(options), with_bias), CHUNKS)
+    first = Pass(PASS_NAME, prep_program(tuple(options), with_bias, lower_bound), CHUNKS)
     rest = (replace(design.passes[0], boundary=BARRIER),) + design.passes[1:]
     stored = design.notes.get("stored", "")
     notes = {**design.notes, "stored": ",".join(x for x in (stored, "g=fp32,beta=fp32") if x),

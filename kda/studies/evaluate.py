@@ -62,6 +62,7 @@ class Settings:
     value_heads: int | None = None   # grouped value heads: HV, a multiple of `heads` (the q/k heads); None: heads
     in_kernel: tuple[str, ...] = ()  # FLA's in-kernel options (kda/programs/in_kernel.py): "qk_l2norm", "gate",
                                      # "beta_sigmoid"; the numerics apply them to the inputs, the timing as a pass
+    gate_lower_bound: float | None = None   # with "gate": FLA's lower_bound (a sigmoid gate in [lb, 0))
 
     @property
     def v_heads(self) -> int:
@@ -271,7 +272,7 @@ def apply_in_kernel(x: KdaInputs, s: Settings) -> KdaInputs:
         q, k = l2norm(q), l2norm(k)
     if GATE in s.in_kernel:
         A_log, dt_bias = in_kernel_params(s, g.device)
-        g = kda_gate(g, A_log, dt_bias, None).to(g.dtype)
+        g = kda_gate(g, A_log, dt_bias, s.gate_lower_bound).to(g.dtype)
     if BETA_SIGMOID in s.in_kernel:
         beta = beta_sigmoid(beta).to(beta.dtype)
     return replace(x, q=q, k=k, g=g, beta=beta)

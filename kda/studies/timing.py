@@ -39,7 +39,7 @@ def timing_design(design, settings):
     if not options:
         return design
     from kda.programs.in_kernel import with_in_kernel
-    return with_in_kernel(design, options)
+    return with_in_kernel(design, options, lower_bound=getattr(settings, "gate_lower_bound", None))
 
 
 def grouped_graphs(ex, settings, design):

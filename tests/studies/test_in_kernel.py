@@ -91,3 +91,49 @@ def test_in_kernel_with_backward_exits_2_with_one_line(capsys):
     err = capsys.readouterr().err.strip()
     assert "--gate-in-kernel times the forward's in-kernel work: it does not go with --backward" in err
     assert "\n" not in err
+
+
+def _bounded_gate_cycles(isa) -> float:
+    """FLA's gate with lower_bound: g + dt_bias (broadcast: add, expand), exp(A_log), exp(A_log) * raw (a
+    [1, 1] factor: unary), sigmoid (exp, unary, div), lower_bound * (a Python scalar: unary)."""
+    b, u, e, d = isa.vec_binary_cycles, isa.vec_unary_cycles, isa.vec_exp_cycles, isa.vec_div_cycles
+    full, one = C * DK / AIV, 1 / AIV
+    I = lambda cls, n: _instruction(isa, cls, n)
+    return I(b, full) + I(u, full) + I(e, one) + I(u, full) + I(e, full) + I(u, full) + I(d, full) + I(u, full)
+
+
+def _prep_compute_us(capsys, *flags) -> float:
+    assert main(["--version", "v4", "--no-numerics", "--heads", "24", "--chunks", "8", *flags, "--json"]) == 0
+    return next(m["compute_us"] for m in json.loads(capsys.readouterr().out)["memory"] if m["phase"] == "prep")
+
+
+def test_the_gate_phase_is_charged_instruction_by_instruction(capsys):
+    """Phase prep's Vector compute per item, to the cycle: the softplus gate (hand_cycles) and, with
+    --gate-lower-bound, the sigmoid gate."""
+    isa = load_profile("ascend-910b2").isa
+    us = lambda cycles: cycles / (1.8 * 1e3)
+    assert _prep_compute_us(capsys, "--gate-in-kernel") == pytest.approx(us(hand_cycles(GATE, isa)), rel=1e-9)
+    assert _prep_compute_us(capsys, "--gate-in-kernel", "--gate-lower-bound", "-5") == pytest.approx(
+        us(_bounded_gate_cycles(isa)), rel=1e-9)
+
+
+def test_the_bounded_gate_computes_flas_formula():
+    gen = torch.Generator().manual_seed(4)
+    x = {"Q": torch.randn(2, C, DK, generator=gen), "K": torch.randn(2, C, DK, generator=gen),
+         "g": torch.randn(2, C, DK, generator=gen), "beta": torch.randn(2, C, generator=gen),
+         "A_log": torch.randn(2, 1, 1, generator=gen), "dt_bias": torch.randn(2, 1, DK, generator=gen)}
+    ex = Executor(prep_program((GATE,), lower_bound=-3.0), Precision("fp32"))
+    ex.record(x, None)
+    out, _ = ex.step(x, None, 0)
+    want = -3.0 / (1 + torch.exp(-torch.exp(x["A_log"]) * (x["g"] + x["dt_bias"])))
+    torch.testing.assert_close(out["g"], want)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--gate-lower-bound", "-2"], "--gate-lower-bound bounds the in-kernel gate: it needs --gate-in-kernel"),
+    (["--gate-in-kernel", "--gate-lower-bound", "0"], "--gate-lower-bound must be in [-5, 0)"),
+    (["--gate-in-kernel", "--gate-lower-bound", "nan"], "--gate-lower-bound must be in [-5, 0)")])
+def test_a_bad_lower_bound_exits_2_with_one_line(capsys, flags, message):
+    assert main(["--version", "v4", "--no-numerics", *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err

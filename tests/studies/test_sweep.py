@@ -299,3 +299,17 @@ def test_a_sweep_with_failed_points_exits_1_after_writing_its_table(tmp_path, ca
     out = tmp_path / "r.csv"
     assert main([str(spec), "--workers", "0", "-o", str(out), "--no-cache", "--quiet"]) == 1
     assert out.exists() and "1 of 2 points failed" in capsys.readouterr().err
+
+
+def test_fla_in_kernel_options_are_axes():
+    """--gate-in-kernel and friends go through the sweep as kda.run takes them: one prep pass ahead of the
+    design, one barrier, and the run grows by it (kda/programs/in_kernel.py)."""
+    spec = parse_spec({"numerics": False, "metrics": ["layer"],
+                       "axes": {"gate-in-kernel": [False, True], "qk-l2norm-in-kernel": [False, True]},
+                       "fixed": {"version": "v3", "profile": "ascend-910b2", "heads": 1, "cores": 1, "chunks": 4}})
+    rows = run_sweep(spec).rows
+    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+    at = {(r["gate_in_kernel"], r["qk_l2norm_in_kernel"]): r for r in rows}
+    assert (at[(False, False)]["layer.barriers"], at[(True, False)]["layer.barriers"]) == (0, 1)
+    assert at[(False, False)]["layer.latency_us"] < at[(True, False)]["layer.latency_us"] < \
+        at[(True, True)]["layer.latency_us"]
