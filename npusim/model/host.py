@@ -29,11 +29,18 @@ from dataclasses import dataclass, field
 
 from npusim.chip.profile import Profile
 
+DIMS = ("T", "H", "C", "K", "V", "NC", "N")
+
 
 @dataclass(frozen=True)
 class Op:
     what: str
     size: tuple = ()          # dimension names and numbers multiplied: the bytes its device op moves
+
+    def __post_init__(self):
+        unknown = [x for x in self.size if isinstance(x, str) and x not in DIMS]
+        if unknown:
+            raise ValueError(f"op {self.what!r}: size names {unknown[0]!r}, not one of {', '.join(DIMS)}")
 
     def nbytes(self, dims: Mapping[str, float]) -> float:
         return math.prod(dims[x] if isinstance(x, str) else x for x in self.size) if self.size else 0.0
@@ -64,6 +71,10 @@ class Host:
     stages: dict[str, tuple[Step, ...]] = field(hash=False)
     idle: bool
     source: str = ""
+
+    def launched(self) -> list[str]:
+        """The passes the wrappers launch, in order ("" for the whole design as one kernel)."""
+        return [s.name for s in self.steps() if isinstance(s, Launch)]
 
     def steps(self, stage: str = "") -> tuple[Step, ...]:
         """One stage's steps; "" every stage's in order."""

@@ -108,6 +108,11 @@ class Design:
             if sum(p.program.state is not None and p.reverse == reverse for p in self.passes) > 1:
                 raise ValueError(f"design {self.name}: more than one pass carries the state"
                                  + (" backwards" if reverse else ""))
+        if self.host is not None:   # every pass launched once by a wrapper (one of them would time as 0 us
+            launched = self.host.launched()     # otherwise), or the whole design as one kernel
+            if launched != [""] and (len(set(launched)) < len(launched) or not set(names) <= set(launched)):
+                raise ValueError(f"design {self.name}: its wrappers launch {', '.join(map(repr, launched))}, "
+                                 f"not each of its passes ({', '.join(names)}) once")
 
     @property
     def single(self) -> bool:

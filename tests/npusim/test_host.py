@@ -120,3 +120,16 @@ def test_a_designs_samples_leave_the_host_alone():
     drawn = {f.field for f in design_fields(p)}
     assert {"host.op_us", "host.launch_us", "host.sync_us"} <= {f.field for f in assumptions(p)}
     assert not {f for f in drawn if f.startswith("host.")} and "sync.latency_us" in drawn
+
+
+def test_a_wrapper_that_misses_a_pass_or_names_no_dimension_is_refused():
+    """A pass no wrapper launches would time as 0 us: the design is refused when it is declared."""
+    from dataclasses import replace
+
+    from kda.kernels.triton import GDN_TRITON, HOST
+    stages = dict(HOST.stages)
+    stages["kkt"] = stages["kkt"][:-1]                           # kkt's launch left out
+    with pytest.raises(ValueError, match="not each of its passes"):
+        replace(GDN_TRITON, host=Host(stages, idle=True))
+    with pytest.raises(ValueError, match="size names 'L'"):
+        Op("a copy", ("L", 2))
