@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Callable
 import torch
 
 from npusim import Profile, Report, Run, load_profile
+from npusim.model.multipass import DesignRun
+from npusim.output.design_report import DesignReport
 from npusim.model.schedule import single_pass
 from npusim.model.engine import RIDE
 from npusim.record.precision import NAMES, Precision, itemsize
@@ -90,16 +92,30 @@ class VersionResult:
     parity_state: Parity | None
     chunk_errors: list[float]        # rel RMS error of the output, per chunk
     first_failing_chunk: int | None
-    report: Report | None = None
-    pipelined: Run | None = None
-    serial: Run | None = None
     workspace_error: str | None = None
     capacity_error: str | None = None     # a phase that does not fit its unit's memory: no timing
     note: str | None = None          # e.g. v1's known defect, when parity fails
     attribution: "Attribution | None" = None    # kda/attribution.py, when settings.attribution
-    design_run: object = None        # npusim.model.multipass.DesignRun: every design, one pass or several
-    design_serial: object = None
-    design_report: object = None     # npusim.output.design_report.DesignReport
+    design_run: DesignRun | None = None          # every design, one pass or several: its passes' runs
+    design_serial: DesignRun | None = None
+    design_report: DesignReport | None = None    # each pass with its per-chunk detail
+
+    @property
+    def report(self) -> Report | None:
+        """A one-pass design's per-chunk report (its pass's detail); None with several passes."""
+        rep = self.design_report
+        return rep.passes[0].detail if rep is not None and len(rep.passes) == 1 else None
+
+    @property
+    def pipelined(self) -> Run | None:
+        """A one-pass design's pipelined run; None with several passes."""
+        dr = self.design_run
+        return dr.passes[0].run if dr is not None and len(dr.passes) == 1 else None
+
+    @property
+    def serial(self) -> Run | None:
+        dr = self.design_serial
+        return dr.passes[0].run if dr is not None and len(dr.passes) == 1 else None
 
     @property
     def design(self):
@@ -156,7 +172,7 @@ def plans_of(r) -> list[tuple]:
     """(pass name, plan) of every phase of the design's passes ("" for a one-pass design)."""
     dr = r.design_run
     if dr is None:
-        return [("", p) for p in r.pipelined.template.plans] if r.pipelined is not None else []
+        return []
     single = len(dr.passes) == 1
     return [("" if single else pr.pass_.name, p) for pr in dr.passes for p in pr.run.template.plans]
 
@@ -364,7 +380,7 @@ def _cu(settings: Settings):
 def retime(result: VersionResult, profile: Profile) -> VersionResult:
     """A copy of `result` with its timing replayed on `profile` from the same recorded graph (no numerics):
     what uncertainty studies and calibration run per sample."""
-    return _time(replace(result, profile=profile, report=None, pipelined=None, serial=None, workspace_error=None, capacity_error=None,
+    return _time(replace(result, profile=profile, workspace_error=None, capacity_error=None,
                          design_run=None, design_serial=None, design_report=None))
 
 

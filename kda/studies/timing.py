@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from npusim import WorkspaceError, build_report, simulate
+from npusim import WorkspaceError
 from npusim.chip.capacity import CapacityError
 from npusim.output.design_report import build_design_report
-from npusim.model.multipass import DesignRun, PassRun, simulate_design, templates
+from npusim.model.multipass import simulate_design, templates
 from npusim.record.precision import itemsize
 
 
@@ -59,8 +59,8 @@ def grouped_graphs(ex, settings, design):
 
 
 def time_result(result) -> None:
-    """Fill result.design_run / design_serial / design_report (and, for one-pass designs, the per-chunk
-    report, pipelined and serial runs as before)."""
+    """Fill result.design_run / design_serial / design_report: every design, one pass or several, replayed
+    pass after pass, pipelined and serial; each pass of the report carries its per-chunk detail."""
     s, profile, ex, design = result.settings, result.profile, result.execution, result.design
     counts = chunk_counts(s)
     floor = floor_bytes(s, ex.precision.transfer)
@@ -72,21 +72,7 @@ def time_result(result) -> None:
     except CapacityError as err:         # the run's numerics stay; the CLI reports it and exits 2
         result.capacity_error = str(err)
         return
-    if design.single:
-        tpl = tpls[0]
-        uniform = len(set(counts)) == 1
-        kw = dict(chunks=counts[0] if uniform else counts, sequences=len(counts), trace=s.keep_trace,
-                  interleave=s.interleave)
-        result.pipelined = simulate(tpl, profile, **kw)
-        result.serial = simulate(tpl, profile, serial=True, **kw)
-        result.report = build_report(result.pipelined, result.serial)
-        launch = profile.chip.launch_overhead_us
-        wrap = lambda run: DesignRun(design, profile, [PassRun(design.passes[0], run, launch, launch)], run.serial,
-                                     tuple(counts), s.interleave)
-        result.design_run, result.design_serial = wrap(result.pipelined), wrap(result.serial)
-    else:
-        result.design_run = simulate_design(design, tpls, profile, counts, interleave=s.interleave,
-                                            trace=s.keep_trace)
-        result.design_serial = simulate_design(design, tpls, profile, counts, serial=True, interleave=s.interleave,
-                                               trace=s.keep_trace)
+    kw = dict(interleave=s.interleave, trace=s.keep_trace)
+    result.design_run = simulate_design(design, tpls, profile, counts, **kw)
+    result.design_serial = simulate_design(design, tpls, profile, counts, serial=True, **kw)
     result.design_report = build_design_report(result.design_run, result.design_serial, floor)

@@ -10,10 +10,10 @@ and the Cube roofline; launches, barriers, hand-offs and HBM bytes.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields
 
 from npusim.model.multipass import DesignRun
-from npusim.output.report import chain_us
+from npusim.output.report import Report, build_report, chain_us
 from npusim.model.schedule import CHUNKS
 
 
@@ -32,6 +32,10 @@ class PassLine:
     sync_bytes_per_item: int
     hbm_bytes: int
     macs: int
+    detail: Report | None = field(default=None, compare=False, repr=False)   # per chunk (None: no serial run)
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "detail"}
 
 
 @dataclass
@@ -74,7 +78,8 @@ class DesignReport:
         return sum(p.sync_bytes_per_item for p in self.passes)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["passes"] = [p.to_dict() for p in self.passes]
         d.update(efficiency=self.efficiency, floor_ratio=self.floor_ratio,
                  roofline_efficiency=self.roofline_efficiency, syncs_per_chunk=self.syncs_per_chunk,
                  sync_bytes_per_chunk=self.sync_bytes_per_chunk)
@@ -107,10 +112,12 @@ def _per_instance(tpl, later: bool) -> dict[str, float]:
 
 
 def build_design_report(run: DesignRun, serial: DesignRun | None, floor_bytes: int) -> DesignReport:
+    """The design's report; each pass's line carries its per-chunk detail (report.py) when `serial` is given."""
     profile = run.profile
     lines = []
     roofline_us = 0.0
-    for pr in run.passes:
+    serial_runs = [p.run for p in serial.passes] if serial is not None else [None] * len(run.passes)
+    for pr, ser in zip(run.passes, serial_runs):
         g = pr.run.template.graph
         gm = sum(ph.gm_read_bytes + ph.gm_write_bytes for ph in g.phases)
         macs = sum(op.macs for ph in g.phases for op in ph.ops)
@@ -119,7 +126,7 @@ def build_design_report(run: DesignRun, serial: DesignRun | None, floor_bytes: i
         lines.append(PassLine(pr.pass_.name, g.program, pr.pass_.layout, pr.pass_.boundary, pr.boundary_us,
                               pr.items, pr.run.cores_used, pr.run.makespan_us,
                               _pass_bound(pr, run.chunk_counts), len(g.syncs), sum(g.sync_bytes),
-                              gm * pr.items, macs))
+                              gm * pr.items, macs, build_report(pr.run, ser) if ser is not None else None))
     rate = profile.memory.chip_bandwidth_gbps * 1e3
     floor = floor_bytes / rate if rate != float("inf") else 0.0
     return DesignReport(
