@@ -189,7 +189,7 @@ def _check_outputs(args) -> str | None:
     for flag, path in (("--trace", args.trace), ("--plot", args.plot)):
         if path is not None and not path.parent.is_dir():
             return f"{flag} {path}: no directory {path.parent}"
-    formats = (".png", ".svg", ".pdf")          # kda.views.plots.FORMATS (matplotlib loads only when plotting)
+    formats = (".png", ".svg", ".pdf")          # kda.views.figure.FORMATS (matplotlib loads only when plotting)
     if args.plot is not None and args.plot.suffix.lower() not in formats:
         return f"--plot {args.plot}: the file must end in {', '.join(formats)}"
     if args.trace_window is not None:
@@ -204,50 +204,37 @@ def _check_outputs(args) -> str | None:
 
 
 def _write_outputs(args, results) -> None:
-    """--trace and --plot: the pipelined runs (serial ones with --serial) of the versions that have timing.
-    With a multi-pass design among them: every pass on the design's time axis, and occupancy heat maps."""
+    """--trace and --plot: the pipelined runs (serial ones with --serial) of the versions that have timing,
+    on the designs' time axis when one of the designs asked for has several passes."""
     if args.trace is None and args.plot is None:
         return
-    multi = any(r.design is not None and not r.design.single for r in results)
-    if multi:
-        timed = [r for r in results if (r.design_serial if args.serial else r.design_run) is not None]
-    else:
-        timed = [r for r in results if (r.serial if args.serial else r.pipelined) is not None]
+    timed = [r for r in results if r.design_run is not None]
     if not timed:
         raise ValueError("--trace/--plot: no version has timing (" +
                          "; ".join(f"{r.version}: {r.workspace_error}" for r in results) + ")")
+    design_axis = any(len(r.design.passes) > 1 for r in results)
     try:
-        _write_files(args, timed, multi)
+        _write_files(args, timed, design_axis)
     except OSError as err:                 # name the option: the message alone says only the path
         flag = "--plot" if args.plot is not None and str(args.plot) in str(err) else "--trace"
         raise OSError(f"{flag}: cannot write {err.filename or ''} ({err.strerror or err})") from None
 
 
-def _write_files(args, timed, multi: bool) -> None:
+def _write_files(args, timed, design_axis: bool) -> None:
     if args.trace is not None:
-        _write_trace(args, timed, multi)
+        _write_trace(args, timed, design_axis)
     if args.plot is not None:
-        if multi:
-            from kda.views.plot_occupancy import save_design_plot
-            save_design_plot(args.plot, timed, serial=args.serial)
-        else:
-            from kda.views.plots import save_plot
-            save_plot(args.plot, timed, serial=args.serial)
+        from kda.views.plots import save_plot
+        save_plot(args.plot, timed, serial=args.serial, design_axis=design_axis)
         print(f"wrote {args.plot}", file=sys.stderr)
 
 
-def _write_trace(args, timed, multi: bool) -> None:
+def _write_trace(args, timed, design_axis: bool) -> None:
     """The Chrome trace, cut to --trace-window; a warning on stderr first when it is large."""
-    from npusim.output import trace_file
-    labels, heads = [r.version for r in timed], timed[0].settings.heads
-    if multi:
-        from npusim.output import design_trace
-        trace = design_trace.build([r.design_serial if args.serial else r.design_run for r in timed],
-                                   labels=labels, heads=heads)
-    else:
-        from npusim.output import chrome_trace
-        trace = chrome_trace.build([r.serial if args.serial else r.pipelined for r in timed], labels=labels,
-                                   heads=heads)
+    from npusim.output import chrome_trace, trace_file
+    trace = chrome_trace.build([r.design_serial if args.serial else r.design_run for r in timed],
+                               labels=[r.version for r in timed], heads=timed[0].settings.heads,
+                               design_axis=design_axis)
     if args.trace_window is not None:
         trace = trace_file.window(trace, *trace_file.parse_window(args.trace_window))
     size = trace_file.estimate_bytes(trace)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from npusim import Profile
-from npusim.output.design_report import DesignReport, build_design_report
+from npusim.output.report import DesignReport, build_design_report
 from npusim.model.multipass import simulate_design, templates
 from npusim.record.precision import itemsize
 

@@ -10,7 +10,7 @@ import torch
 
 from npusim import Profile, Report, Run, load_profile
 from npusim.model.multipass import DesignRun
-from npusim.output.design_report import DesignReport
+from npusim.output.report import DesignReport
 from npusim.model.schedule import single_pass
 from npusim.model.engine import RIDE
 from npusim.record.precision import NAMES, Precision, itemsize

@@ -27,7 +27,7 @@ def schema() -> dict:
 
 
 def layer_json(dr, tokens: int, heads: int, ai_cores: int) -> dict:
-    """The layer on the chip from a DesignReport (npusim/output/design_report.py)."""
+    """The layer on the chip from a DesignReport (npusim/output/report.py)."""
     d = dr.to_dict()
     passes = d.pop("passes")
     for k in ("design", "profile", "interleave"):      # the settings say these

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from npusim import WorkspaceError
 from npusim.chip.capacity import CapacityError
-from npusim.output.design_report import build_design_report
+from npusim.output.report import build_design_report
 from npusim.model.multipass import simulate_design, templates
 from npusim.record.precision import itemsize
 

@@ -29,7 +29,6 @@ STATE_COLOR, ARROW_COLOR, BOTH_COLOR = "#c0392b", "#333333", "#7b3fa0"
 LINKS = ("link:cube->vec", "link:vec->cube")
 BOTH = "both"
 ROW_NAME = {CUBE: "Cube", "link:cube->vec": "Cube→Vec", "link:vec->cube": "Vec→Cube", BOTH: "Cube‖Vec"}
-FORMATS = (".png", ".svg", ".pdf")
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,11 @@
 - `figure_versions(results)`: one panel per version on a shared time axis.
 - `figure_serial_vs_pipelined(r)`: serial above pipelined on one time axis, with the time Cube and Vector
   work at once marked, so the overlap shows.
-`save_plot(path, results)` is what `python -m kda.run --plot out.png` calls; the extension picks the format.
+`save_plot(path, results)` is what `python -m kda.run --plot out.png` calls, for every design (the heat maps
+of plot_occupancy.py for designs of several passes); the extension picks the format.
 """
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Sequence
 
@@ -30,7 +30,8 @@ from npusim.record.graph import CUBE  # noqa: E402
 from npusim.output.overlap import analyse  # noqa: E402
 from npusim.output.pipe_trace import has_pipes  # noqa: E402
 
-from kda.views.gantt import (COLORS, FORMATS, ROW_NAME, _chunk_ends, _cores, _window, draw_gantt,  # noqa: E402
+from kda.views.figure import png_bytes, save  # noqa: E402,F401  (plots.save, plots.png_bytes)
+from kda.views.gantt import (COLORS, ROW_NAME, _chunk_ends, _cores, _window, draw_gantt,  # noqa: E402
                     draw_utilisation, legend_handles)
 
 
@@ -203,33 +204,17 @@ def _bound_name(by: str) -> str:
     return ROW_NAME.get(by, by)
 
 
-def save(fig, path: str | Path, dpi: int = 110) -> Path:
-    """Write by extension (.png, .svg, .pdf) and close the figure."""
-    path = Path(path)
-    if path.suffix.lower() not in FORMATS:
-        plt.close(fig)
-        raise ValueError(f"{path}: a figure file must end in {', '.join(FORMATS)}")
-    meta = {"Software": None} if path.suffix.lower() == ".png" else {}
-    if path.suffix.lower() == ".svg":
-        meta = {"Date": None}
-    elif path.suffix.lower() == ".pdf":
-        meta = {"CreationDate": None, "ModDate": None}
-    fig.savefig(path, dpi=dpi, metadata=meta)
-    plt.close(fig)
-    return path
-
-
-def png_bytes(fig, dpi: int = 80) -> bytes:
-    """The figure as PNG bytes (no timestamp: the same figure gives the same bytes), and close it; for
-    notebooks: IPython.display.Image(png_bytes(fig))."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
-    plt.close(fig)
-    return buf.getvalue()
-
-
-def save_plot(path: str | Path, results: Sequence, serial: bool = False) -> Path:
-    """One result: its Gantt chart; several: the versions stacked on a shared time axis."""
+def save_plot(path: str | Path, results: Sequence, serial: bool = False, *, design_axis: bool | None = None,
+              labels: Sequence[str] | None = None) -> Path:
+    """What `python -m kda.run --plot out.png` calls, for every design. On the designs' time axis (with
+    `design_axis`; by default when one of them has several passes): each design's passes, launches and
+    barriers over occupancy heat maps of every core (plot_occupancy.py; `labels` name them). Otherwise the
+    Gantt chart of the one pass's chunks: one result's, or the versions stacked on a shared time axis."""
     results = list(results)
+    if design_axis is None:
+        design_axis = any(len(r.design.passes) > 1 for r in results)
+    if design_axis:
+        from kda.views.plot_occupancy import figure_designs
+        return save(figure_designs(results, serial=serial, labels=labels), path)
     fig = figure_result(results[0], serial) if len(results) == 1 else figure_versions(results, serial)
     return save(fig, path)
