@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from kda.studies.backward_eval import evaluate_backward
-from kda.studies.evaluate import Settings
+from kda.settings import Settings
 
 OUT = Path(__file__).parent / "results" / ("backward" + "".join(f"_{a}" for a in sys.argv[1:]) + ".md")
 

@@ -29,7 +29,8 @@ HEADS = 32
 
 
 def case_timing(tokens: int) -> dict:
-    from kda.studies.evaluate import Settings, evaluate
+    from kda.settings import Settings
+    from kda.studies.evaluate import evaluate
     t0 = time.perf_counter()
     r = evaluate("v3", Settings(heads=HEADS, tokens=tokens, numerics=False, keep_trace=False))
     wall = time.perf_counter() - t0

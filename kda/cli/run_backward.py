@@ -36,7 +36,7 @@ def load_grad_outputs(path) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     return data.get("do"), data.get("dht")
 
 
-def run_backward(args, settings, inputs, fail) -> int:
+def run_backward(args, settings, inputs, fail, profile=None) -> int:
     """--backward: the gradients and the timing of every asked design; returns the exit status."""
     versions = list(BACKWARD) if args.version == "all" else [args.version]
     errors, results = [], []
@@ -54,7 +54,8 @@ def run_backward(args, settings, inputs, fail) -> int:
         return fail(str(err))
     for v in versions:
         try:
-            results.append(evaluate_backward(v, settings, args.states, inputs, do, dht, check_names=False))
+            results.append(evaluate_backward(v, settings, args.states, inputs, do, dht, check_names=False,
+                                             profile=profile))
         except (KdaInputError, NpuSimError, ValueError) as err:
             errors.append(f"{v}: {err}" if len(versions) > 1 else str(err))
     if results:
@@ -96,7 +97,7 @@ def _attribution(args, settings, inputs, results: list[BackwardResult]) -> None:
     """--attribution: each backward payload rounded alone to the transfer type (kda/backward_attribution.py)."""
     from kda.studies.backward_attribution import attribute_backward, must_stay_fp32
     from kda.studies.backward_eval import grad_outputs
-    from kda.studies.evaluate import make_settings_inputs
+    from kda.settings.inputs import make_settings_inputs
     x = inputs or make_settings_inputs(settings)
     do, dht = grad_outputs(x, settings.seed)
     narrow = settings.dtype if settings.dtype != "fp32" else "bf16"

@@ -23,7 +23,10 @@ import torch
 from npusim import Precision
 
 from kda.api import Execution
-from kda.studies.evaluate import Reference, Settings, evaluate, make_settings_inputs, reference
+from kda.studies.oracle import Reference, reference
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
+from kda.settings.inputs import make_settings_inputs
 from kda.inputs import GATES, KdaInputs
 from kda.reference.parity import RATIO
 from kda.programs import PROGRAMS

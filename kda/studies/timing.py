@@ -3,8 +3,6 @@ report with the chip's HBM floor. evaluate.py calls it after the numerics (or on
 random inputs, for a timing-only run)."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 from npusim import WorkspaceError
 from npusim.chip.capacity import CapacityError
 from npusim.output.report import build_design_report
@@ -42,20 +40,16 @@ def timing_design(design, settings):
     return with_in_kernel(design, options, lower_bound=getattr(settings, "gate_lower_bound", None))
 
 
-def grouped_graphs(ex, settings, design):
-    """The Execution with its graphs recorded for the timing (kda.api.record_graphs): for grouped value heads
+def timed_graphs(design, settings, precision) -> tuple:
+    """(the design the run times, its graphs, the policy used): recorded once, on random inputs of the run's
+    shapes (kda.api.record_graphs), where a full run's numerics graphs do not serve: with grouped value heads
     (group=G) a work item is one q/k head with the G value heads that share it, so its chunk loads the q/k
-    tile from GM once for all G (the same numbers: the numerics ran each value head with its group's q and
-    k); with in-kernel options, their pass in front (timing_design; the numerics applied the same formulas
-    to the inputs)."""
+    tile from GM once for all G; with in-kernel options, their pass in front (timing_design)."""
     from kda.api import record_graphs
     timed = timing_design(design, settings)
-    graphs, _ = record_graphs(timed, chunk_size=ex.chunk_size, d_k=settings.d_k, d_v=settings.d_v,
-                              precision=ex.precision, group=settings.group)
-    if timed.single:
-        return replace(ex, graph=graphs[0], graphs=())
-    main = [p.program.name for p in timed.passes].index(ex.graph.program)
-    return replace(ex, graph=graphs[main], graphs=tuple(graphs), design=timed)
+    graphs, precision = record_graphs(timed, chunk_size=settings.chunk_size, d_k=settings.d_k, d_v=settings.d_v,
+                                      precision=precision, group=settings.group)
+    return timed, graphs, precision
 
 
 def time_result(result) -> None:

@@ -9,7 +9,8 @@ from npusim import NpuSimError
 from npusim.model.workspace import analyse as workspace_use
 
 from kda.api import KdaInputError
-from kda.studies.evaluate import Settings, evaluate
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
 
 OK, FAILED = "ok", "failed"
 

@@ -68,7 +68,7 @@ def notes(r: VersionResult) -> list[Text]:
 
 def precision_line(r: VersionResult) -> Text:
     """The precision policy as run and what its types cost in bytes per chunk."""
-    from kda.studies.evaluate import uniform_bytes
+    from kda.settings.precision import uniform_bytes
     p, g = r.execution.precision, r.execution.graph
     sync_b, state_b = sum(g.sync_bytes), (g.state.nbytes if g.state else 0)
     extra = sync_b + state_b - uniform_bytes(g, p.transfer)

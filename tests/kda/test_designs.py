@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import kda
-from kda.studies.evaluate import Settings, evaluate
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
 from kda.inputs import make_inputs
 from kda.reference.parity import compare
 from kda.reference.recurrence import naive_recurrent_kda

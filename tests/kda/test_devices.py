@@ -15,7 +15,9 @@ import torch
 import kda
 from kda.api import KdaInputError, execute
 from kda.device import DeviceError, resolve_device
-from kda.studies.evaluate import Settings, evaluate, reference
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
+from kda.studies.oracle import reference
 from kda.inputs import make_inputs
 from kda.cli.run import main
 

@@ -4,7 +4,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from kda import chunk_kda, execute
-from kda.studies.evaluate import Settings, evaluate
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
 from kda.inputs import make_inputs
 from kda.reference.parity import assert_close
 from kda.reference.recurrence import naive_recurrent_kda

@@ -7,7 +7,8 @@ from collections import Counter, defaultdict
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from kda.studies.evaluate import Settings, evaluate
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
 from kda.cli.run import main
 from npusim import build_template, simulate; from npusim.output import chrome_trace, trace_events
 from npusim.model.engine import PHASE, SYNC

@@ -7,7 +7,8 @@ import pytest
 from matplotlib.text import Annotation
 
 from kda.views import plots
-from kda.studies.evaluate import Settings, evaluate
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
 from kda.cli.run import main
 from npusim import simulate
 
