@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from kda.inputs import KdaInputs
+from kda.driver.inputs import KdaInputs
 from npusim.record.graph import PhaseGraph
 from npusim.model.template import STATE, SYNC, Template
 

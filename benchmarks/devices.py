@@ -33,8 +33,8 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kda.api import execute  # noqa: E402
-from kda.device import resolve_device, synchronize  # noqa: E402
+from kda.driver.execute import execute  # noqa: E402
+from kda.driver.device import resolve_device, synchronize  # noqa: E402
 from kda.reference.parity import compare  # noqa: E402
 from npusim.record.memory import keep_freed_memory  # noqa: E402
 

@@ -54,8 +54,8 @@ def _fla_naive():
 
 def case_fla(tokens: int) -> dict:
     import torch
-    from kda.api import execute
-    from kda.inputs import make_inputs
+    from kda.driver.execute import execute
+    from kda.driver.inputs import make_inputs
     from kda.reference.parity import compare
     x = make_inputs(tokens=tokens, heads=HEADS, seed=1)
     t0 = time.perf_counter()
@@ -78,7 +78,7 @@ def case_fla(tokens: int) -> dict:
 def case_full(tokens: int) -> dict:
     import torch
     import torch.nn.functional as F
-    from kda.api import chunk_kda
+    from kda.driver.execute import forward_kda
     gen = torch.Generator().manual_seed(2)
     shape = (1, tokens, HEADS)
     q, k, v = (torch.empty(*shape, 128, dtype=torch.bfloat16) for _ in range(3))

@@ -6,12 +6,12 @@ and search a precision policy for a target (attribution.py holds the model).
 from __future__ import annotations
 
 
-from kda.api import KdaInputError
+from kda.driver.checks import KdaInputError
 from kda.studies.attribution import _e, attribution_table, find_policy, one_thread
 from kda.settings import Settings
 from kda.studies.evaluate import evaluate
 from kda.settings.inputs import make_settings_inputs
-from kda.inputs import GATES
+from kda.driver.inputs import GATES
 from kda.programs import PROGRAMS, get_program
 from kda.cli.common import Parser, console, fail, prog_name
 from kda.cli.checks import parse_payload_dtypes

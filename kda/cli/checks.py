@@ -10,8 +10,8 @@ from pathlib import Path
 
 import torch
 
-from kda.api import KdaInputError
-from kda.inputs import KdaInputs
+from kda.driver.checks import KdaInputError
+from kda.driver.inputs import KdaInputs
 
 
 def given(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:

@@ -14,7 +14,7 @@ from npusim import NpuSimError, keep_freed_memory
 
 from kda.cli import jsonout
 from kda.cli.checks import check_args, check_inputs_seqlens, given, load_inputs
-from kda.api import KdaInputError
+from kda.driver.checks import KdaInputError
 from kda.cli.common import fail, progress
 from kda.cli.run_options import build_parser, settings_from_args
 from kda.settings import Settings

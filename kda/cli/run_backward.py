@@ -19,7 +19,7 @@ from rich.table import Table
 from npusim import NpuSimError
 
 from kda.cli import jsonout
-from kda.api import KdaInputError
+from kda.driver.checks import KdaInputError
 from kda.studies.backward_eval import BackwardResult, check_policy_names, evaluate_backward
 from kda.programs import BACKWARD, DESIGNS
 from kda.views.render import passes_table

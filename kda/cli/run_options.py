@@ -8,11 +8,11 @@ from pathlib import Path
 
 from npusim import keep_freed_memory, shipped_profiles
 
-from kda.api import KdaInputError
+from kda.driver.checks import KdaInputError
 from kda.cli.checks import parse_overrides, parse_payload_dtypes, parse_seqlens
 from kda.cli.common import Parser, prog_name
-from kda.device import resolve_device
-from kda.inputs import GATES, KdaInputs
+from kda.driver.device import resolve_device
+from kda.driver.inputs import GATES, KdaInputs
 from kda.programs import DESIGNS
 from kda.settings import Settings
 

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import torch
 
-from kda.device import resolve_device
-from kda.inputs import KdaInputs, make_inputs
+from kda.driver.device import resolve_device
+from kda.driver.inputs import KdaInputs, make_inputs
 from kda.settings.settings import Settings
 
 
@@ -39,10 +39,10 @@ def in_kernel_params(s: Settings, device=None) -> tuple[torch.Tensor, torch.Tens
 
 
 def apply_in_kernel(x: KdaInputs, s: Settings) -> KdaInputs:
-    """The inputs as the design sees them after FLA's in-kernel options (kda/fla_options.py's formulas)."""
+    """The inputs as the design sees them after FLA's in-kernel options (kda/driver/fla_options.py's formulas)."""
     if not s.in_kernel:
         return x
-    from kda.fla_options import beta_sigmoid, kda_gate, l2norm
+    from kda.driver.fla_options import beta_sigmoid, kda_gate, l2norm
     from kda.programs.in_kernel import BETA_SIGMOID, GATE, QK_L2NORM
     q, k, g, beta = x.q, x.k, x.g, x.beta
     if QK_L2NORM in s.in_kernel:

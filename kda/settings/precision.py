@@ -6,7 +6,7 @@ import math
 
 from npusim.record.precision import Precision, itemsize
 
-from kda.api import program_default_state
+from kda.driver.execute import program_default_state
 from kda.settings.settings import Settings
 
 

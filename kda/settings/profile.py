@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from npusim import Profile, load_profile
 
-from kda.api import KdaInputError
+from kda.driver.checks import KdaInputError
 from kda.settings.settings import Settings
 from kda.settings.work import check_work
 

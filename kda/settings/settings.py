@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from npusim.model.engine import RIDE
 
-from kda.api import KdaInputError
+from kda.driver.checks import KdaInputError
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Settings:
     overrides: dict = field(default_factory=dict, hash=False)   # profile fields: {"sync.latency_us": 0.3}
     interleave: int = 1              # sequences a core alternates in its sequential passes
     seqlens: tuple[int, ...] | None = None     # a variable-length batch: tokens of each sequence (batch = 1)
-    device: str = "cpu"              # torch device of the numerics: cpu, cuda or npu (kda/device.py)
+    device: str = "cpu"              # torch device of the numerics: cpu, cuda or npu (kda/driver/device.py)
     capacity: str = "tile"           # a phase over its unit's UB / L1: "tile" it, or "refuse" (npusim/capacity.py)
     core_model: bool = True          # False: the profile's [core] table ignored (no capacities, no pipes)
     value_heads: int | None = None   # grouped value heads: HV, a multiple of `heads` (the q/k heads); None: heads

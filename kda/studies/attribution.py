@@ -27,7 +27,7 @@ from npusim import Precision
 from npusim.record.graph import PhaseGraph
 from npusim.record.precision import dtype_name, itemsize
 
-from kda.api import Execution, execute
+from kda.driver.execute import Execution, execute
 from kda.reference.parity import compare
 
 STATE = "state"

@@ -19,14 +19,14 @@ from npusim.output.report import DesignReport, build_design_report
 from npusim.model.multipass import simulate_design, templates
 from npusim.record.precision import itemsize
 
-from kda.api import KdaInputError
-from kda.backward import BackwardExecution, backward_design, execute_backward, kept_bytes, record_backward_graphs
+from kda.driver.checks import KdaInputError
+from kda.driver.backward import BackwardExecution, backward_design, execute_backward, kept_bytes, record_backward_graphs
 from kda.settings import Settings
 from kda.settings.inputs import cu_seqlens, make_settings_inputs, on_device
 from kda.studies.evaluate import evaluate
 from kda.settings.precision import precision_for
 from kda.settings.profile import checked_profile
-from kda.inputs import KdaInputs
+from kda.driver.inputs import KdaInputs
 from kda.reference.parity import Parity, compare, tolerance
 from kda.reference.recurrence_bwd import GRADS, recurrent_kda_grads
 from kda.studies.timing import chunk_counts

@@ -10,8 +10,8 @@ from npusim.model.multipass import DesignRun
 from npusim.model.schedule import Design, single_pass
 from npusim.output.report import DesignReport
 
-from kda.api import Execution, execute
-from kda.inputs import KdaInputs
+from kda.driver.execute import Execution, execute
+from kda.driver.inputs import KdaInputs
 from kda.programs import get_design, get_program
 from kda.reference.parity import Parity, compare
 from kda.settings import Settings

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kda.api import Execution
+from kda.driver.execute import Execution
 from kda.reference.recurrence import naive_recurrent_kda
 
 

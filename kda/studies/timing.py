@@ -42,10 +42,10 @@ def timing_design(design, settings):
 
 def timed_graphs(design, settings, precision) -> tuple:
     """(the design the run times, its graphs, the policy used): recorded once, on random inputs of the run's
-    shapes (kda.api.record_graphs), where a full run's numerics graphs do not serve: with grouped value heads
+    shapes (kda.driver.execute.record_graphs), where a full run's numerics graphs do not serve: with grouped value heads
     (group=G) a work item is one q/k head with the G value heads that share it, so its chunk loads the q/k
     tile from GM once for all G; with in-kernel options, their pass in front (timing_design)."""
-    from kda.api import record_graphs
+    from kda.driver.execute import record_graphs
     timed = timing_design(design, settings)
     graphs, precision = record_graphs(timed, chunk_size=settings.chunk_size, d_k=settings.d_k, d_v=settings.d_v,
                                       precision=precision, group=settings.group)

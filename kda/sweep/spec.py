@@ -28,7 +28,7 @@ from pathlib import Path
 from npusim import NpuSimError
 from npusim.model.limits import MAX_POINTS, check
 
-from kda.api import KdaInputError
+from kda.driver.checks import KdaInputError
 from kda.settings import Settings
 from kda.settings.profile import profile_for
 from kda.programs import DESIGNS

@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))   # ascendc_stubs/ is a folder of the repository, 
 from ascendc_stubs import bridge  # noqa: E402
 from kda.settings import Settings  # noqa: E402
 from kda.studies.evaluate import evaluate
-from kda.inputs import make_inputs  # noqa: E402
+from kda.driver.inputs import make_inputs  # noqa: E402
 from kda.reference.parity import assert_close, compare  # noqa: E402
 from kda.reference.recurrence import naive_recurrent_kda  # noqa: E402
 

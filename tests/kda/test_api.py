@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from kda import KdaInputError, chunk_kda, recurrent_kda
-from kda.inputs import make_inputs
+from kda.driver.inputs import make_inputs
 from kda.reference.parity import assert_close
 from kda.reference.recurrence import naive_recurrent_kda
 

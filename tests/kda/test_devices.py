@@ -13,12 +13,13 @@ import pytest
 import torch
 
 import kda
-from kda.api import KdaInputError, execute
-from kda.device import DeviceError, resolve_device
+from kda.driver.checks import KdaInputError
+from kda.driver.execute import execute
+from kda.driver.device import DeviceError, resolve_device
 from kda.settings import Settings
 from kda.studies.evaluate import evaluate
 from kda.studies.oracle import reference
-from kda.inputs import make_inputs
+from kda.driver.inputs import make_inputs
 from kda.cli.run import main
 
 HAS_CUDA = torch.cuda.is_available()

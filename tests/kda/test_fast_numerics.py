@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kda.api import execute
-from kda.inputs import make_inputs
+from kda.driver.execute import execute
+from kda.driver.inputs import make_inputs
 from npusim import Precision
 
 
@@ -124,7 +124,7 @@ def test_list_indices_become_device_tensors_without_changing_a_bit():
     x = _inputs(tokens=64)
     ex = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, version="v4", fast=False, transfer_dtype="bf16")
     from npusim import Executor
-    from kda.api import _chunk_of
+    from kda.driver.execute import _chunk_of
     from kda.programs import get_program
     runner = Executor(get_program("v4"), ex.precision, input_types={"g": "fp32", "beta": "fp32"})
     B, T, H, K = x.q.shape
@@ -167,7 +167,7 @@ def test_multi_pass_designs_replay_their_state_pass_fast(version, dtype, pipelin
 def test_both_paths_cut_the_same_chunks_in_the_same_layout():
     # the reference path cuts a chunk at a time, the fast path 16 at once: the same values, and the same
     # contiguous layout (on CUDA, cuBLAS picks its kernel, and with it the rounding, by the layout)
-    from kda.api import _chunk_of, _cut_block
+    from kda.driver.execute import _chunk_of, _cut_block
     x = _inputs(tokens=150, batch=1)          # 3 chunks of 64, the last 22 tokens zero-padded; with one
     #                                           sequence, a chunk of [1, T, H, d] is a view (not a copy) of it
     for t in (x.q, x.g, x.beta):

@@ -1,7 +1,7 @@
 """The references agree with each other: the document's chunk form equals the recurrence exactly in fp64."""
 import torch
 
-from kda.inputs import make_inputs
+from kda.driver.inputs import make_inputs
 from kda.reference.parity import assert_close, compare
 from kda.reference.recurrence import doc_chunk_kda, naive_recurrent_kda, unit_lower_inverse
 

@@ -6,7 +6,7 @@ from torch.overrides import TorchFunctionMode
 from kda import chunk_kda, execute
 from kda.settings import Settings
 from kda.studies.evaluate import evaluate
-from kda.inputs import make_inputs
+from kda.driver.inputs import make_inputs
 from kda.reference.parity import assert_close
 from kda.reference.recurrence import naive_recurrent_kda
 from npusim.record.ops import base_name
@@ -105,7 +105,7 @@ def test_v4_needs_whole_sub_chunks():
 
 def test_the_api_applies_v4s_default_state_type():
     from kda import execute
-    from kda.inputs import make_inputs
+    from kda.driver.inputs import make_inputs
     x = make_inputs(tokens=64, d_k=32, d_v=32)
     bf = [t.bfloat16() for t in (x.q, x.k, x.v)]
     assert execute(*bf, x.g, x.beta, version="v4").precision.state_type == "fp32"

@@ -1,18 +1,18 @@
 """The fast replay with the chunk-parallel work batched over blocks of chunks (npusim/record/batched.py):
 the same bits as the chunk-by-chunk replay for the backward designs and a one-pass forward, blocks that do
 not divide the chunks, the inf/NaN watch naming the same place, the state's chain, and nothing made on the
-default device. The batched replay is what a GPU runs (kda/backward.py); here it is forced on the CPU."""
+default device. The batched replay is what a GPU runs (kda/driver/backward.py); here it is forced on the CPU."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 import kda
-import kda.backward as kda_backward
+import kda.driver.backward as kda_backward
 import npusim.record.batched as batched
-from kda.api import execute
-from kda.backward import execute_backward
-from kda.inputs import make_inputs
+from kda.driver.execute import execute
+from kda.driver.backward import execute_backward
+from kda.driver.inputs import make_inputs
 from kda.programs import BACKWARD
 from kda.reference.recurrence_bwd import GRADS
 from npusim.record.batched import ChainTape

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kda.api import execute
-from kda.inputs import make_inputs
+from kda.driver.execute import execute
+from kda.driver.inputs import make_inputs
 from npusim.record.hoist import Tape, Untapeable
 
 
@@ -141,8 +141,8 @@ def test_the_pipeline_gives_torch_its_threads_back():
 _FAULTS = """
 import resource, sys, torch
 import npusim
-from kda.inputs import make_inputs
-from kda.api import execute
+from kda.driver.inputs import make_inputs
+from kda.driver.execute import execute
 kept = npusim.keep_freed_memory() if sys.argv[1] == "keep" else None
 x = make_inputs(1, 512, 8, 128, 128, "slow", 0)
 run = lambda: execute(x.q, x.k, x.v, x.g, x.beta, transfer_dtype="bf16", pipeline=True)

@@ -1,10 +1,11 @@
-"""The public API, in flash-linear-attention's shape: `chunk_kda` runs a phase program on the simulated
-NPU, `recurrent_kda` is the token-by-token ground truth. Both take and return FLA's layout:
+"""The driver, in flash-linear-attention's layout: `execute` runs a design on the simulated NPU
+(`forward_kda` its output without gradients; kda.chunk_kda adds FLA's options and autograd around it),
+`recurrent_kda` is the token-by-token ground truth. Both take and return FLA's layout:
 
     q, k [B, T, H, K]   v [B, T, H, V]   g [B, T, H, K] (log decay <= 0)   beta [B, T, H]
     initial_state / final state [B, H, K, V]
 
-`execute` is the full driver behind `chunk_kda`: it checks the inputs, rounds them to their GM types,
+`execute` checks the inputs, rounds them to their GM types,
 cuts the sequence into chunks (padding the last one so that it changes nothing), records the phase
 graph once, and computes every chunk for all B x H sequences at once.
 """
@@ -20,9 +21,8 @@ import torch.nn.functional as F
 from npusim import Executor, Nonfinite, PhaseGraph, Precision
 from npusim.record.precision import dtype_name
 
-from kda.input_checks import (KdaInputError, KdaOverflowWarning, _blocks, _check, _finite,  # noqa: F401 (re-exported)
-                              seqlens_of, warn_nonfinite)
-from kda.multipass import record_passes, run_passes, stored_types
+from kda.driver.checks import KdaInputError, check_inputs, seqlens_of, warn_nonfinite
+from kda.driver.multipass import record_passes, run_passes, stored_types
 from kda.programs import get_design
 from kda.reference.recurrence import naive_recurrent_kda
 
@@ -78,7 +78,7 @@ def program_default_state(program, transfer: str) -> str | None:
     return program.notes.get(f"state_for_{transfer}")
 
 
-def _precision(q, transfer_dtype, precision, compute_dtype, program) -> Precision:
+def resolve_precision(q, transfer_dtype, precision, compute_dtype, program) -> Precision:
     if precision is not None:
         return precision
     if transfer_dtype is None:       # as in FLA: the transfer type follows the inputs
@@ -195,7 +195,7 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
                                compute_dtype=compute_dtype, program=program, out_dtype=out_dtype,
                                progress=progress, design=design, batched=batched,
                                intermediate_states=intermediate_states)
-    B, T, H, K, V = _check(q, k, v, g, beta, initial_state, chunk_size, scale)
+    B, T, H, K, V = check_inputs(q, k, v, g, beta, initial_state, chunk_size, scale)
     device = q.device
     if program is None:
         design = design or get_design(version)
@@ -206,7 +206,7 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
                                    fast=fast, cuda_graphs=graphs, pipeline=pipeline,
                                    intermediate_states=intermediate_states)
         program = design.passes[0].program
-    precision = _precision(q, transfer_dtype, precision, compute_dtype, program)
+    precision = resolve_precision(q, transfer_dtype, precision, compute_dtype, program)
     cd = precision.compute
     if scale is None:
         scale = K ** -0.5
@@ -283,10 +283,10 @@ def _states_out(states: torch.Tensor | None, B: int) -> torch.Tensor | None:
     return None if states is None else states.unflatten(0, (B, -1)).transpose(1, 2)
 
 
-def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,
+def forward_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,
               version: str = "v3", chunk_size: int = 64, transfer_dtype=None, precision: Precision | None = None,
               cu_seqlens=None):
-    """KDA computed by running a design on the simulated NPU. Returns (o, final_state or None); o has v's
+    """KDA's forward computed by running a design on the simulated NPU, without gradients. Returns (o, final_state or None); o has v's
     dtype, the final state is fp32 (FLA's conventions). With `cu_seqlens` (FLA's varlen), q is
     [1, total tokens, H, K] and the final state [number of sequences, H, K, V]."""
     ex = execute(q, k, v, g, beta, scale, initial_state, version=version, chunk_size=chunk_size,
@@ -297,12 +297,12 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
 
 def recurrent_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False):
     """The token-by-token recurrence (FLA's naive_recurrent_kda), in fp32. Returns (o, final_state or None)."""
-    _check(q, k, v, g, beta, initial_state, 1)
+    check_inputs(q, k, v, g, beta, initial_state, 1)
     o, S = naive_recurrent_kda(q, k, v, g, beta, scale, initial_state, output_final_state, dtype=torch.float32)
     return o.to(v.dtype), S
 
 
-def _chunked(x: torch.Tensor, C: int, dtype: torch.dtype, round_to=None) -> torch.Tensor:
+def chunked(x: torch.Tensor, C: int, dtype: torch.dtype, round_to=None) -> torch.Tensor:
     """x [B, T, H, ...] as [B*H, NT, C, ...] in `dtype`, zero-padded to NT x C tokens."""
     B, T, H = x.shape[:3]
     NT = -(-T // C)
@@ -318,15 +318,15 @@ def _chunked(x: torch.Tensor, C: int, dtype: torch.dtype, round_to=None) -> torc
 def _execute_design(design, q, k, v, g, beta, scale, initial_state, *, chunk_size, transfer_dtype, precision,
                     compute_dtype, out_dtype, progress, fast: bool = True, cuda_graphs: bool | None = None,
                     pipeline: bool | None = None, intermediate_states: bool = False) -> Execution:
-    """A design of several passes (kda/multipass.py): every tensor between passes is kept for the whole batch."""
+    """A design of several passes (kda/driver/multipass.py): every tensor between passes is kept for the whole batch."""
     B, T, H, K, V = q.shape[0], q.shape[1], q.shape[2], q.shape[3], v.shape[-1]
     state_program = (design.state_pass or design.passes[0]).program
-    precision = design_precision(design, _precision(q, transfer_dtype, precision, compute_dtype, state_program))
+    precision = design_precision(design, resolve_precision(q, transfer_dtype, precision, compute_dtype, state_program))
     cd, C = precision.compute, chunk_size
     scale = K ** -0.5 if scale is None else scale
     stored = lambda x: precision.round(x, precision.transfer)
-    pool = {"Q": _chunked(q, C, cd, stored), "K": _chunked(k, C, cd, stored), "V": _chunked(v, C, cd, stored),
-            "g": _chunked(g, C, cd), "beta": _chunked(beta, C, cd), "scale": scale}
+    pool = {"Q": chunked(q, C, cd, stored), "K": chunked(k, C, cd, stored), "V": chunked(v, C, cd, stored),
+            "g": chunked(g, C, cd), "beta": chunked(beta, C, cd), "scale": scale}
     S = (torch.zeros(B * H, K, V, dtype=cd, device=q.device) if initial_state is None
          else precision.round(initial_state.to(cd), precision.state_type).reshape(B * H, K, V))
     graphs, executors = record_passes(design, pool, S, precision, {"g": "fp32", "beta": "fp32"},
@@ -348,7 +348,7 @@ def _execute_design(design, q, k, v, g, beta, scale, initial_state, *, chunk_siz
 def _execute_varlen(q, k, v, g, beta, scale, initial_state, cu_seqlens, **kw) -> Execution:
     """FLA's variable-length batch: each sequence padded at its end to the longest one's chunks (zero k,
     beta and g change nothing), run as a batch, and cut back."""
-    _check(q, k, v, g, beta, None, kw["chunk_size"], scale)          # types before shapes are read
+    check_inputs(q, k, v, g, beta, None, kw["chunk_size"], scale)          # types before shapes are read
     if initial_state is not None and not isinstance(initial_state, torch.Tensor):
         raise KdaInputError(f"initial_state must be a torch.Tensor, got {type(initial_state).__name__}")
     if q.dim() != 4 or q.shape[0] != 1:
