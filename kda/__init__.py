@@ -9,8 +9,8 @@
     python -m kda.run --version v3 --chunks 16                            the command line
 """
 from kda.driver.checks import KdaInputError
-from kda.driver.chunk_kda import chunk_kda
-from kda.driver.execute import Execution, execute, recurrent_kda
+from kda.driver.chunk_kda import chunk_kda, recurrent_kda
+from kda.driver.execute import Execution, execute
 from kda.programs import PROGRAMS, get_program
 
 __all__ = ["Execution", "KdaInputError", "PROGRAMS", "chunk_kda", "execute", "get_program", "recurrent_kda"]

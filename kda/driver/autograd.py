@@ -16,7 +16,7 @@ from npusim import Precision
 from kda.driver import backward as kda_backward
 from kda.driver.backward import backward_design, check_backward_chunk_size, execute_backward
 from kda.driver.checks import KdaInputError, warn_nonfinite
-from kda.driver.execute import execute, forward_kda
+from kda.driver.execute import ChunkLoop, Types, execute
 from kda.driver.multipass import stored_types
 from kda.programs import get_design
 
@@ -34,11 +34,11 @@ class ChunkKdaFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, g, beta, h0, scale, version, chunk_size, transfer_dtype, precision, cu_seqlens):
-        ex = execute(q, k, v, g, beta, scale, h0, version=version, chunk_size=chunk_size,
-                         transfer_dtype=transfer_dtype, precision=precision, out_dtype=v.dtype,
-                         compute_dtype=precision.compute if precision is not None else torch.float32,
-                         cu_seqlens=cu_seqlens, batched=kda_backward.BATCHED if kda_backward.BATCHED is not None
-                         else q.device.type != "cpu")        # as the backward's passes (kda/driver/backward.py)
+        compute = precision.compute if precision is not None else torch.float32
+        batched = kda_backward.BATCHED if kda_backward.BATCHED is not None else q.device.type != "cpu"
+        ex = execute(q, k, v, g, beta, scale, h0, version=version, chunk_size=chunk_size, cu_seqlens=cu_seqlens,
+                     types=Types(transfer=transfer_dtype, policy=precision, out=v.dtype, compute=compute),
+                     loop=ChunkLoop(batched=batched))        # as the backward's passes (backward.py)
         warn_nonfinite(ex)
         ctx.save_for_backward(q, k, v, g, beta, h0)
         ctx.settings = (scale, version, chunk_size, transfer_dtype, precision, h0 is None, cu_seqlens)
@@ -61,6 +61,18 @@ class ChunkKdaFunction(torch.autograd.Function):
         return (cast(gr["dq"], q), cast(gr["dk"], k), cast(gr["dv"], v), cast(gr["dg"], g),
                 cast(gr["dbeta"], beta), None if no_h0 else cast(gr["dh0"], h0),
                 None, None, None, None, None, None)
+
+
+def forward_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,
+                version: str = "v3", chunk_size: int = 64, transfer_dtype=None, precision: Precision | None = None,
+                cu_seqlens=None):
+    """KDA's forward computed by running a design on the simulated NPU, without gradients. Returns (o,
+    final_state or None); o has v's dtype, the final state is fp32 (FLA's conventions). With `cu_seqlens` (FLA's varlen), q is
+    [1, total tokens, H, K] and the final state [number of sequences, H, K, V]."""
+    ex = execute(q, k, v, g, beta, scale, initial_state, version=version, chunk_size=chunk_size,
+                 types=Types(transfer=transfer_dtype, policy=precision, out=v.dtype), cu_seqlens=cu_seqlens)
+    warn_nonfinite(ex)
+    return ex.o, (ex.final_state.to(torch.float32) if output_final_state else None)
 
 
 def differentiable_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,

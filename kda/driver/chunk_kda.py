@@ -38,8 +38,9 @@ from __future__ import annotations
 import torch
 
 from kda.driver.autograd import differentiable_kda
-from kda.driver.checks import KdaInputError, seqlens_of
-from kda.driver.execute import execute
+from kda.driver.checks import KdaInputError, check_inputs, seqlens_of
+from kda.driver.execute import Types, execute
+from kda.reference.recurrence import naive_recurrent_kda
 from kda.driver.fla_options import beta_sigmoid, check_gate, check_heads, check_refused, expand_groups, kda_gate, l2norm
 
 
@@ -88,7 +89,7 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
     if return_intermediate_states:       # the states each chunk starts from, kept by the one chunk loop
         with torch.no_grad():
             ex = execute(q, k, v, g, beta, scale, h0, version=version, chunk_size=chunk_size,
-                             transfer_dtype=transfer_dtype, precision=precision, out_dtype=v.dtype,
+                             types=Types(transfer=transfer_dtype, policy=precision, out=v.dtype),
                              cu_seqlens=cu_seqlens, intermediate_states=True)
         o, ht, h = ex.o, ex.final_state, ex.states
         if h0 is not None:               # FLA's first state of a sequence is initial_state as given
@@ -129,7 +130,7 @@ def _segment_runner(scale, version, chunk_size, transfer_dtype, precision):
     """The core as `_intermediate_states` calls it: one segment of chunks from a given state."""
     def segment(q, k, v, g, beta, h0, cu):      # the state as kept between chunks (the state type)
         ex = execute(q, k, v, g, beta, scale, h0, version=version, chunk_size=chunk_size,
-                         transfer_dtype=transfer_dtype, precision=precision, out_dtype=v.dtype, cu_seqlens=cu)
+                         types=Types(transfer=transfer_dtype, policy=precision, out=v.dtype), cu_seqlens=cu)
         return ex.o, ex.final_state
     return segment
 
@@ -175,3 +176,10 @@ def _intermediate_states(core, q, k, v, g, beta, h0, cu_seqlens, C: int):
             S[i] = states[j]
     dtype = S[0].dtype if all(s.dtype == S[0].dtype for s in S) else torch.float32
     return o, torch.stack([s.to(dtype) for s in S]), torch.stack([s.to(dtype) for per_seq in h for s in per_seq])[None]
+
+
+def recurrent_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False):
+    """The token-by-token recurrence (FLA's naive_recurrent_kda), in fp32. Returns (o, final_state or None)."""
+    check_inputs(q, k, v, g, beta, initial_state, 1)
+    o, S = naive_recurrent_kda(q, k, v, g, beta, scale, initial_state, output_final_state, dtype=torch.float32)
+    return o.to(v.dtype), S

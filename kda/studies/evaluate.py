@@ -10,7 +10,7 @@ from npusim.model.multipass import DesignRun
 from npusim.model.schedule import Design, single_pass
 from npusim.output.report import DesignReport
 
-from kda.driver.execute import Execution, execute
+from kda.driver.execute import Execution, Types, execute
 from kda.driver.inputs import KdaInputs
 from kda.programs import get_design, get_program
 from kda.reference.parity import Parity, compare
@@ -97,9 +97,8 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
         return _timing_only(version, settings, profile, program, design, foreign_payloads_ok)
     x = apply_in_kernel(on_device(inputs or make_settings_inputs(settings), settings.device), settings)
     precision = precision_for(settings, program)
-    ex = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, chunk_size=settings.chunk_size,
-                 precision=precision, program=program if design.single else None, design=design,
-                 progress=progress, cu_seqlens=cu_seqlens(settings))
+    ex = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, chunk_size=settings.chunk_size, design=design,
+                 types=Types(policy=precision), progress=progress, cu_seqlens=cu_seqlens(settings))
     check_policy_names(ex.pass_graphs, settings, program, foreign_payloads_ok)
     if ref is None or (ref.key and ref.key != reference_key(ex)):
         ref = reference(ex)
