@@ -7,7 +7,7 @@ from __future__ import annotations
 
 
 from kda.driver.checks import KdaInputError
-from kda.studies.attribution import _e, attribution_table, find_policy, one_thread
+from kda.studies.attribution import attribution_table, sci, find_policy, one_thread
 from kda.settings import Settings
 from kda.studies.evaluate import evaluate
 from kda.settings.inputs import make_settings_inputs
@@ -67,7 +67,7 @@ def _main(argv: list[str] | None) -> int:
         for col in ("change", "output", "state", "KiB per chunk"):
             t.add_column(col, justify="left" if col == "change" else "right")
         for st in search.steps:
-            t.add_row(st.change or f"(start: {search.base.describe()})", _e(st.o_err), _e(st.state_err),
+            t.add_row(st.change or f"(start: {search.base.describe()})", sci(st.o_err), sci(st.state_err),
                       f"{st.nbytes / 1024:g}")
         con.print(t)
         verdict = "met" if search.met else "NOT met"

@@ -259,7 +259,7 @@ def one_thread():
         torch.set_num_threads(before)
 
 
-def _e(x: float) -> str:
+def sci(x: float) -> str:
     return f"{x:.2e}" if math.isfinite(x) else "inf/NaN"
 
 
@@ -272,14 +272,14 @@ def attribution_table(a: Attribution, title: str = ""):
               title_justify="left")
     for col in ("rank", "rounded alone", "where", "type", "KiB", "output", "final state", "overflow"):
         t.add_column(col, justify="right" if col in ("rank", "KiB", "output", "final state") else "left")
-    t.add_row("", "nothing (exact)", "", a.exact.dtype, "", _e(a.exact.o_err), _e(a.exact.state_err), "")
+    t.add_row("", "nothing (exact)", "", a.exact.dtype, "", sci(a.exact.o_err), sci(a.exact.state_err), "")
     for n, i in enumerate(a.payloads, 1):
-        t.add_row(str(n), i.name, i.where, i.dtype, f"{i.nbytes / 1024:g}", _e(i.o_err), _e(i.state_err),
+        t.add_row(str(n), i.name, i.where, i.dtype, f"{i.nbytes / 1024:g}", sci(i.o_err), sci(i.state_err),
                   i.overflow or "")
     for i in a.syncs:
-        t.add_row("", i.name + " whole", i.where, i.dtype, f"{i.nbytes / 1024:g}", _e(i.o_err), _e(i.state_err),
+        t.add_row("", i.name + " whole", i.where, i.dtype, f"{i.nbytes / 1024:g}", sci(i.o_err), sci(i.state_err),
                   i.overflow or "")
-    t.add_row("", "everything (as run)", "", "", f"{a.full.nbytes / 1024:g}", _e(a.full.o_err),
-              _e(a.full.state_err), a.full.overflow or "", end_section=True)
-    t.add_row("", "quadrature sum", "", "", "", _e(a.quadrature), "", "")
+    t.add_row("", "everything (as run)", "", "", f"{a.full.nbytes / 1024:g}", sci(a.full.o_err),
+              sci(a.full.state_err), a.full.overflow or "", end_section=True)
+    t.add_row("", "quadrature sum", "", "", "", sci(a.quadrature), "", "")
     return t

@@ -31,7 +31,7 @@ from npusim.output.overlap import analyse  # noqa: E402
 from npusim.output.pipe_trace import has_pipes  # noqa: E402
 
 from kda.views.figure import png_bytes, save  # noqa: E402,F401  (plots.save, plots.png_bytes)
-from kda.views.gantt import (COLORS, ROW_NAME, _chunk_ends, _cores, _window, draw_gantt,  # noqa: E402
+from kda.views.gantt import (COLORS, ROW_NAME, chunk_ends, shown_cores, zoom_window, draw_gantt,  # noqa: E402
                     draw_utilisation, legend_handles)
 
 
@@ -61,9 +61,9 @@ def figure_run(run: Run, title: str = "", *, detail_chunks: int = 24, zoom_chunk
                max_cores: int = 2, width: float = 15.0):
     """One run: an overview (bars up to `detail_chunks` chunks, busy fractions beyond) above a zoom on
     `zoom_chunks` chunks from the steady state, where every phase is labelled and every hand-off drawn."""
-    cores = _cores(run, max_cores)
+    cores = shown_cores(run, max_cores)
     h_rows = _rows_height(run, len(cores))
-    zoom = _window(run, zoom_chunks - 1, zoom_chunks) if run.chunks > zoom_chunks else None
+    zoom = zoom_window(run, zoom_chunks - 1, zoom_chunks) if run.chunks > zoom_chunks else None
     panels = 2 if zoom else 1
     fig, axes = plt.subplots(panels, 1, squeeze=False, figsize=(width, 1.6 + panels * (0.36 * h_rows + 0.9)))
     axes = list(axes[:, 0])
@@ -123,7 +123,7 @@ def figure_versions(results: Sequence, serial: bool = False, *, detail_chunks: i
     span = zoom_periods * max((o.period_us or run.makespan_us) for o, run in zip(ovs, runs))
     for i, (r, run) in enumerate(zip(results, runs)):
         ax = axes[i, 0]
-        cores = _cores(run, max_cores)
+        cores = shown_cores(run, max_cores)
         if run.chunks <= detail_chunks:
             draw_gantt(ax, run, cores=cores, t_range=(0.0, t_max), arrow_alpha=0.45)
         else:
@@ -168,7 +168,7 @@ def figure_serial_vs_pipelined(r, *, window_chunks: int = 3, width: float = 15.0
                                      gridspec_kw={"height_ratios": [0.5 * h, h - 1, h]})
     o_s, o_p = analyse(ser), analyse(pip)
     for run, color, name in ((ser, "#888888", "serial"), (pip, COLORS[CUBE][0], "pipelined")):
-        done = sorted(_chunk_ends(run))
+        done = sorted(chunk_ends(run))
         a0.step([0.0, *done], range(len(done) + 1), where="post", color=color, lw=1.6,
                 label=f"{name}: {run.latency_us:.1f} µs")
     a0.axvspan(*t_range, color="#ffd54f", alpha=0.35, lw=0)

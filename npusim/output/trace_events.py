@@ -88,175 +88,209 @@ def _lanes(intervals: list[tuple[int, int, object]]) -> list[tuple[int, object]]
 
 
 def run_events(run: Run, label: str | None, pid_base: int, heads: int | None, flow_ids: Iterable[int]) -> list[dict]:
-    tpl = run.template
-    g = tpl.graph
-    nodes = tpl.nodes
-    n_vec = run.profile.chip.vec_per_core
-    many = run.sequences > 1
-    events = run.trace.events()
-    at = {(e.seq, e.chunk, e.index): e for e in events}
-    phases = {p.name: p for p in g.phases}
-    syncs = {s.name: s for s in g.syncs}
-    consumers = defaultdict(list)                 # node -> phase nodes that read it (same chunk)
-    for nd in nodes:
-        for d in nd.deps:
-            consumers[d].append(nd.index)
-    slot_names = _slot_names(run.slots)
+    """Every event of one run, in the file's order before sorting: phases (with their arrow ends), hand-offs
+    on link lanes, the workspace's slots and occupancy, the pipes, then the names of processes and threads."""
+    r = _RunEvents(run, label, pid_base, heads)
+    ends_in, ends_out = r.flow_ends(flow_ids)
+    out = r.phase_events(ends_in, ends_out)
+    out += r.link_events()
+    out += r.workspace_events()
+    out += _counters(run, r.pid_of, r.slot_names, r.next_tid)
+    pipe_events, pipe_names = chrome_events(run, r.pid_of, r.next_tid + 1, x_event, to_ns, to_ts)  # MTE / FixPipe
+    return out + pipe_events + r.name_events(pipe_names)
 
-    # tracks: tid per (core, track); the same tids on every core
-    tids = {("unit", CUBE): 1}
-    for i in range(n_vec):
-        tids[("vec", i)] = 2 + i
-    next_tid = 2 + n_vec
-    out: list[dict] = []
-    cores = sorted({e.core for e in events})
-    pid_of = {c: pid_base + 1 + c for c in cores}
-    mode = "serial" if run.serial else "pipelined"
 
-    def seq_args(seq: int) -> dict:
+class _RunEvents:
+    """What the sections of one run's events share: its nodes and events, the tracks (a tid per track, the
+    same on every core) and the processes (a pid per core)."""
+
+    def __init__(self, run: Run, label: str | None, pid_base: int, heads: int | None):
+        self.run, self.label, self.heads = run, label, heads
+        self.tpl = tpl = run.template
+        self.g, self.nodes = tpl.graph, tpl.nodes
+        self.n_vec = run.profile.chip.vec_per_core
+        self.many = run.sequences > 1
+        self.events = run.trace.events()
+        self.at = {(e.seq, e.chunk, e.index): e for e in self.events}
+        self.consumers = defaultdict(list)            # node -> phase nodes that read it (same chunk)
+        for nd in self.nodes:
+            for d in nd.deps:
+                self.consumers[d].append(nd.index)
+        self.slot_names = _slot_names(run.slots)
+        self.tids = {("unit", CUBE): 1, **{("vec", i): 2 + i for i in range(self.n_vec)}}
+        self.next_tid = 2 + self.n_vec
+        self.cores = sorted({e.core for e in self.events})
+        self.pid_of = {c: pid_base + 1 + c for c in self.cores}
+        self.link_tids: dict = {}
+        self.ws_tids: dict = {}
+
+    def seq_args(self, seq: int) -> dict:
         d = {"sequence": seq}
-        if heads:
-            d.update(batch=seq // heads, head=seq % heads)
+        if self.heads:
+            d.update(batch=seq // self.heads, head=seq % self.heads)
         return d
 
-    def tag(chunk: int, seq: int) -> str:
-        return f"[s{seq} c{chunk}]" if many else f"[c{chunk}]"
+    def tag(self, chunk: int, seq: int) -> str:
+        return f"[s{seq} c{chunk}]" if self.many else f"[c{chunk}]"
 
-    # hand-offs: (producer event, consumer event, label, cat, args)
-    flows = []
-    for e in events:
-        nd = nodes[e.index]
-        if nd.kind == SYNC:
+    def flow_ends(self, flow_ids: Iterable[int]) -> tuple[dict, dict]:
+        """Each hand-off's arrow, and each state hand-off's: phase event -> [(flow id, text, cat, args)] of
+        the arrows it receives, and of those it sends."""
+        ends_in, ends_out = defaultdict(list), defaultdict(list)
+        for prod, cons, text, cat, args in self._syncs() + self._states():
+            fid = next(flow_ids)
+            ends_out[id(prod)].append((fid, text, cat, args))
+            ends_in[id(cons)].append((fid, text, cat, args))
+        return ends_in, ends_out
+
+    def _syncs(self) -> list[tuple]:
+        nodes, at, flows = self.nodes, self.at, []
+        syncs = {s.name: s for s in self.g.syncs}
+        for e in self.events:
+            nd = nodes[e.index]
+            if nd.kind != SYNC:
+                continue
             s = syncs[nd.name]
             prod = at[(e.seq, e.chunk, nd.deps[0])]
-            for c in consumers[e.index]:
+            for c in self.consumers[e.index]:
                 rides = e.nbytes - nd.nbytes_first if e.chunk > 0 else 0
                 args = {"sync": nd.label, "direction": s.direction, "tensors": list(s.tensors),
                         "bytes": e.nbytes, "state_bytes_riding": rides, "producer": s.producer,
-                        "consumer": nodes[c].name, "chunk": e.chunk, **seq_args(e.seq)}
+                        "consumer": nodes[c].name, "chunk": e.chunk, **self.seq_args(e.seq)}
                 text = f"{nd.label} {', '.join(s.tensors)}{' + S' if rides else ''} · {e.nbytes / KIB:g} KiB"
                 flows.append((prod, at[(e.seq, e.chunk, c)], text, "sync", args))
-    if g.state is not None:
-        st = g.state
-        for a, b in tpl.state_edges:
+        return flows
+
+    def _states(self) -> list[tuple]:
+        st, nodes, at, flows = self.g.state, self.nodes, self.at, []
+        if st is None:
+            return flows
+        for a, b in self.tpl.state_edges:
             if nodes[b].kind == PHASE:                # the same unit keeps it: no hand-off
                 continue
             how = f"rides on {nodes[b].label}" if nodes[b].kind == SYNC else "its own hand-off"
-            for e in events:
+            for e in self.events:
                 if e.index != b or e.chunk == 0:
                     continue
                 prod = at[(e.seq, e.chunk - 1, a)]
-                for c in consumers[b]:
+                for c in self.consumers[b]:
                     args = {"state": f"{st.output_name} -> {st.input_name}", "bytes": st.nbytes, "how": how,
                             "producer": nodes[a].name, "consumer": nodes[c].name,
-                            "from_chunk": e.chunk - 1, "chunk": e.chunk, **seq_args(e.seq)}
+                            "from_chunk": e.chunk - 1, "chunk": e.chunk, **self.seq_args(e.seq)}
                     text = f"S {st.output_name}→{st.input_name} · {st.nbytes / KIB:g} KiB ({how})"
                     flows.append((prod, at[(e.seq, e.chunk, c)], text, "state", args))
-    ends_in, ends_out = defaultdict(list), defaultdict(list)   # phase event -> [(flow id, text, cat, args)]
-    for prod, cons, text, cat, args in flows:
-        fid = next(flow_ids)
-        ends_out[id(prod)].append((fid, text, cat, args))
-        ends_in[id(cons)].append((fid, text, cat, args))
+        return flows
 
-    # phases
-    for e in events:
-        nd = nodes[e.index]
-        if nd.kind != PHASE:
-            continue
-        p = phases[nd.name]
-        pid, s, t = pid_of[e.core], to_ns(e.start), to_ns(e.end)
-        sync_in = sum(at[(e.seq, e.chunk, d)].nbytes for d in nd.deps if nodes[d].kind != PHASE)
-        sync_out = sum(at[(e.seq, e.chunk, c)].nbytes for c in consumers[e.index] if nodes[c].kind != PHASE)
-        args = {"phase": p.name, "unit": UNIT_NAME.get(p.unit, p.unit), "chunk": e.chunk, **seq_args(e.seq),
-                "ops": len(p.ops), "macs": p.macs, "element_ops": p.element_ops,
-                "bytes_in": sync_in + p.gm_read_bytes, "bytes_out": sync_out + p.gm_write_bytes,
-                "sync_bytes_in": sync_in, "sync_bytes_out": sync_out,
-                "gm_read_bytes": p.gm_read_bytes, "gm_write_bytes": p.gm_write_bytes,
-                "start_us": e.start, "end_us": e.end, "duration_us": e.end - e.start,
-                "slot": slot_names[e.slot] if 0 <= e.slot < len(slot_names) else None}
-        name = f"{p.name}{tag(e.chunk, e.seq)}"
-        cat = f"phase,{p.unit}"
-        track_tids = [tids[("unit", CUBE)]] if p.unit == CUBE else [tids[("vec", i)] for i in range(n_vec)]
-        if p.unit not in (CUBE, VEC):
-            track_tids = [tids.setdefault(("unit", p.unit), 100 + len(tids))]
-        for i, tid in enumerate(track_tids):
-            a = dict(args)
-            if p.unit == VEC:
-                a["vector_unit"] = f"{i} of {n_vec} (the units split the phase and run in lockstep)"
-            out.append(x_event(name, cat, pid, tid, s, t, a))
-        out += _anchors(pid, track_tids[0], s, t, ends_in[id(e)], ends_out[id(e)])
-
-    # hand-offs on link lanes
-    link_items = defaultdict(list)
-    for e in events:
-        nd = nodes[e.index]
-        if nd.kind == PHASE or (nd.kind == STATE and e.end <= e.start):
-            continue
-        link_items[(e.core, e.unit)].append((to_ns(e.start), to_ns(e.end), e))
-    link_tids = {}
-    for (core, unit) in sorted(link_items):
-        for lane, e in _lanes(link_items[(core, unit)]):
-            key = ("link", unit, lane)
-            if key not in tids:
-                tids[key] = next_tid
-                next_tid += 1
-            link_tids[key] = tids[key]
+    def phase_events(self, ends_in: dict, ends_out: dict) -> list[dict]:
+        """A slice per phase on its unit's track (on every Vector unit for a Vector phase), with its arrow ends."""
+        nodes, at, tids, n_vec, out = self.nodes, self.at, self.tids, self.n_vec, []
+        phases = {p.name: p for p in self.g.phases}
+        for e in self.events:
             nd = nodes[e.index]
-            if nd.kind == SYNC:
-                s_ = syncs[nd.name]
-                args = {"sync": nd.label, "tensors": list(s_.tensors), "bytes": e.nbytes,
-                        "state_bytes_riding": e.nbytes - nd.nbytes_first if e.chunk > 0 else 0,
-                        "producer": s_.producer, "consumer": s_.consumer}
-            else:
-                args = {"state": f"{g.state.output_name} -> {g.state.input_name}", "bytes": e.nbytes}
-            args.update(chunk=e.chunk, **seq_args(e.seq), transfer_us=e.busy_end - e.start,
-                        latency_us=e.end - e.busy_end, start_us=e.start, end_us=e.end)
-            out.append(x_event(f"{nd.label}{tag(e.chunk, e.seq)}", f"handoff,{nd.kind}", pid_of[core], tids[key],
-                          to_ns(e.start), to_ns(e.end), args))
+            if nd.kind != PHASE:
+                continue
+            p = phases[nd.name]
+            pid, s, t = self.pid_of[e.core], to_ns(e.start), to_ns(e.end)
+            sync_in = sum(at[(e.seq, e.chunk, d)].nbytes for d in nd.deps if nodes[d].kind != PHASE)
+            sync_out = sum(at[(e.seq, e.chunk, c)].nbytes for c in self.consumers[e.index] if nodes[c].kind != PHASE)
+            args = {"phase": p.name, "unit": UNIT_NAME.get(p.unit, p.unit), "chunk": e.chunk, **self.seq_args(e.seq),
+                    "ops": len(p.ops), "macs": p.macs, "element_ops": p.element_ops,
+                    "bytes_in": sync_in + p.gm_read_bytes, "bytes_out": sync_out + p.gm_write_bytes,
+                    "sync_bytes_in": sync_in, "sync_bytes_out": sync_out,
+                    "gm_read_bytes": p.gm_read_bytes, "gm_write_bytes": p.gm_write_bytes,
+                    "start_us": e.start, "end_us": e.end, "duration_us": e.end - e.start,
+                    "slot": self.slot_names[e.slot] if 0 <= e.slot < len(self.slot_names) else None}
+            name = f"{p.name}{self.tag(e.chunk, e.seq)}"
+            cat = f"phase,{p.unit}"
+            track_tids = [tids[("unit", CUBE)]] if p.unit == CUBE else [tids[("vec", i)] for i in range(n_vec)]
+            if p.unit not in (CUBE, VEC):
+                track_tids = [tids.setdefault(("unit", p.unit), 100 + len(tids))]
+            for i, tid in enumerate(track_tids):
+                a = dict(args)
+                if p.unit == VEC:
+                    a["vector_unit"] = f"{i} of {n_vec} (the units split the phase and run in lockstep)"
+                out.append(x_event(name, cat, pid, tid, s, t, a))
+            out += _anchors(pid, track_tids[0], s, t, ends_in[id(e)], ends_out[id(e)])
+        return out
 
-    # workspace: which chunk holds each slot, and the occupancy counter
-    ws_tids = {}
-    if tpl.slot_release is not None:
-        for i, name in enumerate(slot_names):
-            ws_tids[i] = next_tid + i
-        next_tid += len(slot_names)
-        for e in events:
+    def link_events(self) -> list[dict]:
+        """The hand-offs on link lanes (a lane more where they overlap on one link)."""
+        nodes, tids, g, out = self.nodes, self.tids, self.g, []
+        syncs = {s.name: s for s in g.syncs}
+        link_items = defaultdict(list)
+        for e in self.events:
+            nd = nodes[e.index]
+            if nd.kind == PHASE or (nd.kind == STATE and e.end <= e.start):
+                continue
+            link_items[(e.core, e.unit)].append((to_ns(e.start), to_ns(e.end), e))
+        for (core, unit) in sorted(link_items):
+            for lane, e in _lanes(link_items[(core, unit)]):
+                key = ("link", unit, lane)
+                if key not in tids:
+                    tids[key] = self.next_tid
+                    self.next_tid += 1
+                self.link_tids[key] = tids[key]
+                nd = nodes[e.index]
+                if nd.kind == SYNC:
+                    s_ = syncs[nd.name]
+                    args = {"sync": nd.label, "tensors": list(s_.tensors), "bytes": e.nbytes,
+                            "state_bytes_riding": e.nbytes - nd.nbytes_first if e.chunk > 0 else 0,
+                            "producer": s_.producer, "consumer": s_.consumer}
+                else:
+                    args = {"state": f"{g.state.output_name} -> {g.state.input_name}", "bytes": e.nbytes}
+                args.update(chunk=e.chunk, **self.seq_args(e.seq), transfer_us=e.busy_end - e.start,
+                            latency_us=e.end - e.busy_end, start_us=e.start, end_us=e.end)
+                out.append(x_event(f"{nd.label}{self.tag(e.chunk, e.seq)}", f"handoff,{nd.kind}",
+                                   self.pid_of[core], tids[key], to_ns(e.start), to_ns(e.end), args))
+        return out
+
+    def workspace_events(self) -> list[dict]:
+        """Which chunk holds each ping/pong slot, from its first node's start to the slot's release."""
+        tpl, run, out = self.tpl, self.run, []
+        if tpl.slot_release is None:
+            return out
+        for i, _ in enumerate(self.slot_names):
+            self.ws_tids[i] = self.next_tid + i
+        self.next_tid += len(self.slot_names)
+        for e in self.events:
             if e.index != tpl.slot_release:
                 continue
-            first = at[(e.seq, e.chunk, 0)]
+            first = self.at[(e.seq, e.chunk, 0)]
             slot = max(e.slot, 0)
-            args = {"chunk": e.chunk, **seq_args(e.seq), "slot": slot_names[slot] if not run.serial else "serial",
+            args = {"chunk": e.chunk, **self.seq_args(e.seq),
+                    "slot": self.slot_names[slot] if not run.serial else "serial",
                     "from_us": first.start, "to_us": e.end}
-            out.append(x_event(f"c{e.chunk}" if not many else f"s{e.seq} c{e.chunk}", "workspace", pid_of[e.core],
-                          ws_tids[slot], to_ns(first.start), to_ns(e.end), args))
-    out += _counters(run, pid_of, slot_names, next_tid)
-    pipe_events, pipe_names = chrome_events(run, pid_of, next_tid + 1, x_event, to_ns, to_ts)    # MTE / FixPipe rows
-    out += pipe_events
+            out.append(x_event(f"c{e.chunk}" if not self.many else f"s{e.seq} c{e.chunk}", "workspace",
+                               self.pid_of[e.core], self.ws_tids[slot], to_ns(first.start), to_ns(e.end), args))
+        return out
 
-    # names
-    title = f"{g.program} · {run.profile.name} · {g.transfer_dtype} · {mode}"
-    for c in cores:
-        pid = pid_of[c]
-        pname = f"{label} · AI core {c} ({run.profile.name} · {g.transfer_dtype} · {mode})" if label else \
-            f"AI core {c} · {title}"
-        out.append(meta_event("process_name", pid, None, name=pname))
-        out.append(meta_event("process_sort_index", pid, None, sort_index=pid))
-        out.append(meta_event("process_labels", pid, None, labels=title))
-        names = {tids[("unit", CUBE)]: "Cube"}
-        names.update({tids[("vec", i)]: f"Vec{i}" for i in range(n_vec)})
-        for (kind, *rest), tid in tids.items():
-            if kind == "link" and tid in link_tids.values():
-                unit, lane = rest
-                names[tid] = LINK_NAME.get(unit, unit) + (f" #{lane + 1}" if lane else "")
-            elif kind == "unit" and rest[0] not in (CUBE,):
-                names[tid] = UNIT_NAME.get(rest[0], rest[0])
-        for i, tid in ws_tids.items():
-            names[tid] = f"workspace {slot_names[i]}" if not run.serial else "workspace (serial: one chunk)"
-        names.update(pipe_names)
-        for tid, tname in sorted(names.items()):
-            out.append(meta_event("thread_name", pid, tid, name=tname))
-            out.append(meta_event("thread_sort_index", pid, tid, sort_index=tid))
-    return out
+    def name_events(self, pipe_names: dict) -> list[dict]:
+        """The names and sort orders of each core's process and of its threads."""
+        run, g, tids, out = self.run, self.g, self.tids, []
+        mode = "serial" if run.serial else "pipelined"
+        title = f"{g.program} · {run.profile.name} · {g.transfer_dtype} · {mode}"
+        for c in self.cores:
+            pid = self.pid_of[c]
+            pname = f"{self.label} · AI core {c} ({run.profile.name} · {g.transfer_dtype} · {mode})" if self.label \
+                else f"AI core {c} · {title}"
+            out.append(meta_event("process_name", pid, None, name=pname))
+            out.append(meta_event("process_sort_index", pid, None, sort_index=pid))
+            out.append(meta_event("process_labels", pid, None, labels=title))
+            names = {tids[("unit", CUBE)]: "Cube"}
+            names.update({tids[("vec", i)]: f"Vec{i}" for i in range(self.n_vec)})
+            for (kind, *rest), tid in tids.items():
+                if kind == "link" and tid in self.link_tids.values():
+                    unit, lane = rest
+                    names[tid] = LINK_NAME.get(unit, unit) + (f" #{lane + 1}" if lane else "")
+                elif kind == "unit" and rest[0] not in (CUBE,):
+                    names[tid] = UNIT_NAME.get(rest[0], rest[0])
+            for i, tid in self.ws_tids.items():
+                names[tid] = f"workspace {self.slot_names[i]}" if not run.serial else "workspace (serial: one chunk)"
+            names.update(pipe_names)
+            for tid, tname in sorted(names.items()):
+                out.append(meta_event("thread_name", pid, tid, name=tname))
+                out.append(meta_event("thread_sort_index", pid, tid, sort_index=tid))
+        return out
 
 
 def _slot_names(slots: int) -> list[str]:
