@@ -24,7 +24,7 @@ from npusim.record.precision import itemsize
 from npusim.model.schedule import CHUNKS, Design
 
 from kda.driver.checks import KdaInputError, blocks, check_inputs, seqlens_of
-from kda.driver.execute import chunked, design_precision, resolve_precision
+from kda.driver.execute import Types, chunked, design_precision, resolve_precision
 from kda.driver.multipass import pass_args, record_passes, run_items, run_sequential
 from kda.programs import STATES, get_backward_design
 
@@ -98,8 +98,8 @@ def execute_backward(q, k, v, g, beta, scale=None, initial_state=None, do=None, 
         raise KdaInputError(f"states must be one of {', '.join(STATES)}, got {states!r}")
     backward_design(version, states)
     design = backward_design(version, "recompute")          # numerics: everything, recomputed
-    precision = design_precision(design, resolve_precision(q, transfer_dtype, precision, compute_dtype,
-                                                    design.reverse_state_pass.program))
+    types = Types(transfer=transfer_dtype, policy=precision, compute=compute_dtype)
+    precision = design_precision(design, resolve_precision(q, types, design.reverse_state_pass.program))
     cd, C, dev = precision.compute, chunk_size, q.device
     scale = K ** -0.5 if scale is None else scale
     stored = lambda x: precision.round(x, precision.transfer)
