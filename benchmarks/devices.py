@@ -3,7 +3,7 @@
     python benchmarks/devices.py                                   # CPU: v3 bf16, 32 heads x 8192 tokens
     python benchmarks/devices.py --device cuda --out $OUT/devices.md   # GPU: the whole Kimi layer
 
-CPU: the fast path (`execute(fast=True)`, npusim/replay.py), with the step whole (`pipeline=False`) and split
+CPU: the fast path (`ChunkLoop(fast=True)`, npusim/replay.py), with the step whole (`pipeline=False`) and split
 over two threads (`pipeline=True`, npusim/pipeline.py), against the recording runtime (`fast=False`, the
 path before issue 16) on the same inputs, alternating, in one run; the outputs are checked to be the same
 bits. `--threads N` sets torch's intra-op threads (default: torch's). Freed memory is kept for reuse
