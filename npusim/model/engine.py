@@ -27,7 +27,7 @@ from npusim.record.graph import PhaseGraph
 from npusim.chip.profile import Profile
 from npusim.model.template import HBM, L2, OWN, PHASE, RIDE, STATE, SYNC, Node, Template, build_template, shared_rate
 from npusim.model.limits import check_replay
-from npusim.model.trace import Trace, TraceEvent
+from npusim.model.trace import Log, Trace, TraceEvent, copy_trace
 
 __all__ = ["HBM", "L2", "OWN", "PHASE", "RIDE", "STATE", "SYNC", "Log", "Node", "Run", "Template", "Trace",
            "TraceEvent", "build_template", "simulate"]
@@ -71,17 +71,6 @@ class Run:
     def instances(self) -> int:
         """(sequence, chunk) pairs replayed."""
         return sum(self.chunk_counts) if self.chunk_counts else self.chunks * self.sequences
-
-
-@dataclass
-class Log:
-    """What a replay decided, in the order it decided it (npusim/model/retime.py re-times it for other
-    profiles): every node started, as (core, instance * n + node, the multiplicity of the transfers it
-    found under way on its chip-wide bandwidth, or -1 where it moved no bytes over one); every slot
-    granted on a release, as (core, released instance); the simulated cores as (core, its sequences, copies)."""
-    cores: list[tuple[int, list[int], int]]
-    starts: list[tuple[int, int, int]]
-    grants: list[tuple[int, int]]
 
 
 class _Share:
@@ -208,7 +197,7 @@ class _Model:
                  core_seqs: list[tuple[int, list[int], int]], serial: bool, trace: bool, interleave: int = 1,
                  record: bool = False):
         self.tpl, self.profile, self.serial = tpl, profile, serial
-        self.log = Log(core_seqs, [], []) if record else None
+        self.log = Log(core_seqs) if record else None
         self.chunk_counts, self.interleave = chunk_counts, interleave
         self.env = simpy.Environment()
         n = self.n = tpl.n
@@ -258,7 +247,7 @@ class _Model:
         busy = self.busy_of[col][k]
         share = self.share_of[k]
         if self.log is not None:
-            self.log.starts.append((core.index, i * self.n + k, -1))
+            self.log.starts.extend((core.index, i * self.n + k, -1))
         if share is not None:
             nbytes = self.bytes_of[col][k]
             if nbytes:
@@ -275,7 +264,7 @@ class _Model:
                     else:
                         busy += t
                 if self.log is not None:
-                    self.log.starts[-1] = (core.index, i * self.n + k, share.seen)
+                    self.log.starts[-1] = share.seen
         return busy
 
     def dispatch(self, core: _Core, server: _Server) -> None:
@@ -367,7 +356,7 @@ class _Model:
             core.free_slots.sort()
             if core.next_grant < len(core.inst_seq):
                 if self.log is not None:
-                    self.log.grants.append((core.index, i))
+                    self.log.grants.extend((core.index, i))
                 core.grant()
 
 
@@ -423,20 +412,6 @@ def simulate(graph_or_template: PhaseGraph | Template, profile: Profile, *, chun
                 busy[(c, res)] = server.busy
     out = model.trace
     if out is not None and any(len(ms) > 1 for ms in members.values()):
-        out = _copy_trace(model.trace, members)
+        out = copy_trace(model.trace, members)
     return Run(tpl, profile, serial, max(counts), sequences, cores, model.env.now, busy, out,
                {r: share.busy for r, share in model.shares.items()}, tuple(counts), interleave, model.log)
-
-
-def _copy_trace(trace: Trace, members: dict[int, list[int]]) -> Trace:
-    """The representative cores' trace, repeated for every core of their class (sequences renumbered)."""
-    out = Trace(trace.template)
-    cols = (trace.node, trace.core, trace.seq, trace.chunk, trace.start, trace.busy_end, trace.end,
-            trace.nbytes, trace.slot, trace.stretch)
-    for c in sorted(c for ms in members.values() for c in ms):
-        r = next(r for r, ms in members.items() if c in ms)
-        for n, c0, s, t, st, be, e, nb, sl, x in zip(*cols):
-            if c0 == r:
-                out.add(n, c, s - r + c, t, st, be, e, nb, sl, x)
-        out.occupancy.extend((t, c, slot, b) for t, c0, slot, b in trace.occupancy if c0 == r)
-    return out

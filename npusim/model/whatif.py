@@ -16,18 +16,17 @@ Every way gives the event model's times: the tests hold re-timing and the compil
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import Callable
 
 import numpy as np
 
 from npusim.chip.lanes import Diverges, lanes_of, stack, take
 from npusim.chip.profile import Chip, Core, Profile, Workspace
 from npusim.errors import NpuSimError
-from npusim.model.compiled import Model
 from npusim.model.engine import simulate
 from npusim.model.multipass import DesignRun, simulate_design, templates
-from npusim.model.retime import Params, compile_schedule, node_params, retime
+from npusim.model.retime import Model, Params, compile_schedule, node_params, retime
 from npusim.model.schedule import BARRIER, CHUNKS, Design
-from npusim.output.design_report import _pass_bound
 from npusim.chip.capacity import TILE
 
 RETIMED, COMPILED, REPLAYED = "re-timed", "compiled replay", "event-model replay"
@@ -119,10 +118,13 @@ class DesignTimer:
     """One design on one shape, recorded once, timed for any number of profiles (`time`)."""
 
     def __init__(self, design: Design, graphs, profile: Profile, counts: list[int], *, state_handoff: str,
-                 capacity: str = TILE, interleave: int = 1, heads: int = 1, runs: dict | None = None):
+                 capacity: str = TILE, interleave: int = 1, heads: int = 1, runs: dict | None = None,
+                 bound_of: Callable | None = None):
+        """`runs`: recorded DesignRuns by serial flag (recorded here where missing); `bound_of(pass_run,
+        chunk_counts)`: a pass's lower bound (design_report's), for `time(bound=True)`."""
         self.design, self.graphs, self.profile = design, list(graphs), profile
         self.counts, self.state_handoff, self.capacity = list(counts), state_handoff, capacity
-        self.interleave, self.heads = interleave, heads
+        self.interleave, self.heads, self.bound_of = interleave, heads, bound_of
         self.notes: list[str] = []
         self._runs = dict(runs or {})        # serial flag -> a recorded DesignRun
         self._compiled: dict[bool, list] = {}
@@ -163,7 +165,7 @@ class DesignTimer:
         names = [p.name for p in self.design.passes]
         lat = np.full(n, np.nan)
         ser = np.full(n, np.nan) if serial else None
-        bnd = np.full(n, np.nan) if bound else None
+        bnd = np.full(n, np.nan) if bound and self.bound_of is not None else None
         per = {name: np.full(n, np.nan) for name in names}
         errors: dict[int, str] = {}
         ways = Ways()
@@ -248,12 +250,11 @@ class DesignTimer:
             boundary = (prof.chip.barrier_us * p.barriers if (i and p.boundary == BARRIER)
                         else prof.chip.launch_overhead_us)
             fake = type(pr)(p, _with_template(pr.run, tpl), pr.start_us, pr.boundary_us)
-            total = total + lanes_of(_pass_bound(fake, tuple(self.counts)), m) + lanes_of(boundary, m)
+            total = total + lanes_of(self.bound_of(fake, tuple(self.counts)), m) + lanes_of(boundary, m)
         return total
 
     def _replay_one(self, i: int, prof: Profile, lat, ser, bnd, per, errors, ways: Ways) -> None:
         """A sample whose profile shapes the schedule: the event model, pass by pass."""
-        from npusim.output.design_report import build_design_report
         try:
             tpls = templates(self.design, self.graphs, prof, self.state_handoff, self.capacity)
         except NpuSimError as err:
@@ -269,7 +270,7 @@ class DesignTimer:
             ser[i] = simulate_design(self.design, tpls, prof, self.counts, serial=True, **kw).latency_us
             ways.add(REPLAYED, len(run.passes))
         if bnd is not None:
-            bnd[i] = build_design_report(run, None, 0).bound_us
+            bnd[i] = sum(self.bound_of(pr, tuple(self.counts)) + pr.boundary_us for pr in run.passes)
 
 
 def _with_template(run, tpl):
