@@ -41,7 +41,7 @@ import numpy as np
 from numba import njit, prange
 
 BLOCK = 16          # samples timed together (an event's times for the block lie side by side)
-PASSES = 6          # the most passes a block takes to reach the fixed point of the shares
+PASSES = 3          # the most passes a block takes to reach the fixed point of the shares (then: compiled replay)
 # why a sample is not accepted (bits of `reasons`)
 IDLE, OLDER, SLOTS, TIE, WINDOW, UNSETTLED = 1, 2, 4, 8, 16, 32
 REASONS = {IDLE: "a unit, idle, would have started another event first",
