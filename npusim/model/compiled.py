@@ -12,7 +12,7 @@ makespan and each unit's busy time.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 
 
@@ -325,13 +325,13 @@ def _one(serial, s, n, ev_rank, rank_base, rank_inst, rank_copies, rank_slots, i
     return now
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def replay_many(serial, samples, n, ev_rank, rank_base, rank_inst, rank_copies, rank_slots, inst_first, next_state,
                 next_war, remaining0, intra_ptr, intra_idx, war_ptr, war_idx, state_ptr, state_idx, node_srv, n_res,
                 slot_release, shared, busy_f, busy_l, delay_f, delay_l, work, bytes_f, bytes_l, rate, pipe, p_load,
                 p_comp, p_store, p_tiles, p_io, makespan, busy_out):
     """The samples `samples` (indices into the parameters' lanes), each replayed on its own."""
-    for j in prange(samples.shape[0]):
+    for j in range(samples.shape[0]):
         s = samples[j]
         makespan[s] = _one(serial, s, n, ev_rank, rank_base, rank_inst, rank_copies, rank_slots, inst_first,
                            next_state, next_war, remaining0, intra_ptr, intra_idx, war_ptr, war_idx, state_ptr,

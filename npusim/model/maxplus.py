@@ -38,7 +38,7 @@ A sample is accepted where it keeps every decision the replay made that re-timin
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 BLOCK = 16          # samples timed together (an event's times for the block lie side by side)
 PASSES = 3          # the most passes a block takes to reach the fixed point of the shares (then: compiled replay)
@@ -281,14 +281,14 @@ def _block(serial, ev_node, ev_first, ev_m, ev_act, ev_srv, pred_ptr, pred_idx, 
             busy_srv[j, lo + b] = busy[j, b]
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _blocks(serial, ev_node, ev_first, ev_m, ev_act, ev_srv, pred_ptr, pred_idx, srv_prev, jstar,
             tie_a, tie_idle, tie_last, ev_res, tpos, wlo, whi, wsum, seq, seq_off, s_nom, trig_a, trig_b,
             busy_f, busy_l, delay_f, delay_l, work, bytes_f, bytes_l, res, rate, pipe, p_load, p_comp, p_store,
             p_tiles, p_io, n_srv, makespan, ok, passes, reasons, busy_srv):
     n = makespan.shape[0]
     n_blocks = (n + BLOCK - 1) // BLOCK
-    for i in prange(n_blocks):
+    for i in range(n_blocks):
         lo = i * BLOCK
         hi = min(n, lo + BLOCK)
         _block(serial, ev_node, ev_first, ev_m, ev_act, ev_srv, pred_ptr, pred_idx, srv_prev, jstar,
