@@ -113,7 +113,17 @@ def _prepare(args, versions: int):
     if inputs is not None and settings.seqlens:
         check_inputs_seqlens(inputs, settings.seqlens, args.inputs)
     profile = checked_profile(settings, args.uncertainty or 0, versions)
+    if args.uncertainty is not None:
+        _check_ranges(settings, profile)
     return settings, profile, inputs or (make_settings_inputs(settings) if settings.numerics else None)
+
+
+def _check_ranges(settings: Settings, profile) -> None:
+    """--uncertainty needs a ranged field that --set leaves free: one line before anything runs."""
+    from kda.studies.uncertainty import design_fields
+    if not design_fields(profile, settings.overrides):
+        free = " that --set leaves free" if profile.ranges else ""
+        raise KdaInputError(f"--uncertainty: profile {profile.name} gives no field a range{free}: nothing to sample")
 
 
 def _uncertainty(args, settings: Settings, results, errors: list[str]):

@@ -183,7 +183,8 @@ def settings_from_args(args, inputs: KdaInputs | None = None) -> Settings:
                     interleave=args.interleave, seqlens=seqlens, value_heads=args.value_heads,
                     in_kernel=in_kernel_options(args), gate_lower_bound=args.gate_lower_bound,
                     device=args.device, capacity=args.capacity, core_model=args.core_model == "on",
-                    keep_trace=bool(args.trace or args.plot) or _events(args) <= MAX_KEPT_EVENTS)
+                    keep_trace=bool(args.trace or args.plot) or _events(args) <= MAX_KEPT_EVENTS,
+                    record=args.uncertainty is not None)
 
 
 # Beyond this many trace events a run keeps no trace unless --trace or --plot asks for one: the overlap

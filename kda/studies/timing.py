@@ -66,7 +66,7 @@ def time_result(result) -> None:
     except CapacityError as err:         # the run's numerics stay; the CLI reports it and exits 2
         result.capacity_error = str(err)
         return
-    kw = dict(interleave=s.interleave, trace=s.keep_trace)
+    kw = dict(interleave=s.interleave, trace=s.keep_trace, record=s.record)
     result.design_run = simulate_design(design, tpls, profile, counts, **kw)
     result.design_serial = simulate_design(design, tpls, profile, counts, serial=True, **kw)
     result.design_report = build_design_report(result.design_run, result.design_serial, floor)

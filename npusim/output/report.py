@@ -21,6 +21,7 @@ from npusim.model.engine import RIDE, STATE, SYNC, Run, Template, simulate
 from npusim.model.multipass import DesignRun
 from npusim.model.schedule import CHUNKS
 from npusim.record.graph import PhaseGraph
+from npusim.chip.lanes import larger
 from npusim.chip.profile import Profile
 
 
@@ -132,13 +133,13 @@ def chain_us(tpl: Template, chunks: int) -> float:
         first = t == 0
         fin = [0.0] * n
         for node in tpl.nodes:        # program order is a topological order
-            ready = max((fin[d] for d in node.deps), default=0.0)
+            ready = larger(0.0, *(fin[d] for d in node.deps))
             if prev is not None and state_in[node.index]:
-                ready = max(ready, max(prev[a] for a in state_in[node.index]))
+                ready = larger(ready, *(prev[a] for a in state_in[node.index]))
             dur = (node.busy_first_us + node.delay_first_us) if first else (node.busy_us + node.delay_us)
             fin[node.index] = ready + dur
         prev = fin
-    return max(prev)
+    return larger(*prev)
 
 
 def unit_loads(tpl: Template, chunks: int, sequences_on_core: int) -> dict[str, float]:
@@ -281,13 +282,13 @@ class DesignReport:
         return d
 
 
-def _pass_bound(pr, counts: tuple[int, ...]) -> float:
+def pass_bound(pr, counts: tuple[int, ...]) -> float:
     run, tpl = pr.run, pr.run.template
     cores = run.cores_used
     if pr.pass_.layout == CHUNKS:
         per_core = [(run.instances + cores - 1 - c) // cores for c in range(cores)]
-        load = max(per_core) * max(_per_instance(tpl, later=False).values())
-        return max(load, chain_us(tpl, 1))
+        load = max(per_core) * larger(*_per_instance(tpl, later=False).values())
+        return larger(load, chain_us(tpl, 1))
     loads = []
     for c in range(cores):
         seqs = range(c, len(counts), cores)
@@ -295,8 +296,8 @@ def _pass_bound(pr, counts: tuple[int, ...]) -> float:
         for res, first in _per_instance(tpl, later=False).items():
             later = _per_instance(tpl, later=True)[res]
             per_res[res] = sum(first + (counts[s] - 1) * later for s in seqs)
-        loads.append(max(per_res.values()))
-    return max(max(loads), chain_us(tpl, max(counts)))
+        loads.append(larger(*per_res.values()))
+    return larger(*loads, chain_us(tpl, max(counts)))
 
 
 def _per_instance(tpl, later: bool) -> dict[str, float]:
@@ -320,7 +321,7 @@ def build_design_report(run: DesignRun, serial: DesignRun | None, floor_bytes: i
                            for ph in g.phases if ph.unit == "cube" for op in ph.ops if op.macs) * pr.items
         lines.append(PassLine(pr.pass_.name, g.program, pr.pass_.layout, pr.pass_.boundary, pr.boundary_us,
                               pr.items, pr.run.cores_used, pr.run.makespan_us,
-                              _pass_bound(pr, run.chunk_counts), len(g.syncs), sum(g.sync_bytes),
+                              pass_bound(pr, run.chunk_counts), len(g.syncs), sum(g.sync_bytes),
                               gm * pr.items, macs, build_report(pr.run, ser) if ser is not None else None))
     rate = profile.memory.chip_bandwidth_gbps * 1e3
     floor = floor_bytes / rate if rate != float("inf") else 0.0
