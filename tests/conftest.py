@@ -67,6 +67,8 @@ def randn(*shape, seed=0):
 ASCENDC_FAULTS = ("KDA_DROP_WAIT=3", "KDA_DROP_WAIT=6", "KDA_DROP_SET=4")
 # kda_chunk_v5 numbers its syncs per pass (10 p + n; n = 0: the state's own hand-off; p = 1 intra, 2 state)
 ASCENDC_FAULTS_V5 = ("KDA_DROP_WAIT=13", "KDA_DROP_WAIT=20", "KDA_DROP_SET=24", "KDA_DROP_BARRIER=1")
+# kda_chunk_v6 numbers its syncs 10 + n (n = 0: the state's own hand-off)
+ASCENDC_FAULTS_V6 = ("KDA_DROP_WAIT=13", "KDA_DROP_WAIT=10", "KDA_DROP_SET=14")
 
 
 @pytest.fixture(scope="session")
@@ -84,4 +86,4 @@ def ascendc_build(tmp_path_factory):
     import os
     where = Path(os.environ["KDA_ASCENDC_BUILD"]) if os.environ.get("KDA_ASCENDC_BUILD") else \
         tmp_path_factory.mktemp("ascendc_build")
-    return bridge.build(where, ASCENDC_FAULTS, kernel_faults={"v5": ASCENDC_FAULTS_V5})
+    return bridge.build(where, ASCENDC_FAULTS, kernel_faults={"v5": ASCENDC_FAULTS_V5, "v6": ASCENDC_FAULTS_V6})
