@@ -108,6 +108,7 @@ class Build:
     runners: dict[str, Path]                  # "v3" -> kda_chunk_v3_emu
     faults: dict[str, dict[str, Path]]        # "v3" -> {"KDA_DROP_WAIT=3": its fault-injected runner}
     selftest: Path                            # ascendc_emu_selftest
+    syncall: Path                             # microbench/syncall_latency.cpp on the emulation
 
 
 def build(build_dir: Path, faults: tuple[str, ...] = (), jobs: int = 2,
@@ -135,7 +136,7 @@ def build(build_dir: Path, faults: tuple[str, ...] = (), jobs: int = 2,
         for f in kernel_faults.get(version, faults):
             name, value = f.split("=")
             variants[version][f] = build_dir / kernel / f"{kernel}_emu_{name.removeprefix('KDA_').lower()}{value}"
-    return Build(runners, variants, build_dir / "host" / "ascendc_emu_selftest")
+    return Build(runners, variants, build_dir / "host" / "ascendc_emu_selftest", build_dir / "syncall_latency_emu")
 
 
 @dataclass
