@@ -149,7 +149,8 @@ def test_drivers_are_the_fields_that_explain_most_of_a_designs_interval():
     series = {"d": values[:, 0].copy(), "flat": np.full(4, 7.0)}
     lat = {v: {m: y for m in ("pipelined", "serial", "bound")} for v, y in series.items()}
     nominal = {v: {m: 1.0 for m in ("pipelined", "serial", "bound")} for v in series}
-    u = Uncertainty(4, 0, fields, values, ["d", "flat"], lat, nominal, {"a.x0": "ASSUMED", "a.x1": "FITTED"})
+    u = Uncertainty(4, 0, fields, values, ["d", "flat"], lat, nominal,
+                    statuses={"a.x0": "ASSUMED", "a.x1": "FITTED"})
     assert [(i.field, i.share) for i in u.drivers("d")] == [("a.x0", pytest.approx(1.0))]
     assert u.drivers("flat") == []
     assert u.to_dict()["drivers"] == {"d": ["a.x0"], "flat": []}
