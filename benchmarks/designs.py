@@ -6,7 +6,9 @@ the graphs recorded once, timing replayed per sample), giving a median, a 90 % i
 design wins. Then the Kimi layer on `ascend-910b2-uncalibrated` beside it, what moved the ranking (each
 mechanism of the calibrated chip switched off in turn, and the per-chunk busy time of each unit), and the
 designs per token-head beside the measured 910B2 kernels (kda/validation/megagdn.csv) and the model's
-prediction for those same kernels. Timing only; deterministic (--seed).
+prediction for those same kernels. Timing only, each design's numerics probed on a few chunks of the gates
+(`--gates`, Kimi's by default): a design that overflows on them is listed apart, never counted as a winner.
+Deterministic (--seed).
 
     python benchmarks/designs.py --jobs 2      # what designs.md holds: 32 samples, 1M tokens included; 12 min on 2 cores
     python benchmarks/designs.py --quick --samples 12   # without the 1M-token shape, fewer samples
@@ -25,9 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from npusim import load_profile  # noqa: E402
+from kda.driver.inputs import GATES  # noqa: E402
 from kda.programs import DESIGNS  # noqa: E402
 from kda.settings import Settings  # noqa: E402
 from kda.studies.evaluate import evaluate, retime
+from kda.studies.probe import probe_results, why_unsafe  # noqa: E402
 from kda.studies.uncertainty import propagate  # noqa: E402
 from kda.views.table import markdown  # noqa: E402
 
@@ -53,10 +57,18 @@ def token_heads(shape: dict) -> int:
     return tokens * shape["heads"]
 
 
-def record(shape: dict) -> dict[tuple[str, int], object]:
-    """(design, interleave) -> its timing-only result on the calibrated chip (the graph recorded once)."""
-    return {(v, il): evaluate(v, Settings(numerics=False, keep_trace=False, interleave=il, **shape))
+def record(shape: dict, gates: str = "kimi") -> dict[tuple[str, int], object]:
+    """(design, interleave) -> its timing-only result on the calibrated chip (the graph recorded once), with
+    the probe of its numerics on `gates` (kda/studies/probe.py)."""
+    recs = {(v, il): evaluate(v, Settings(numerics=False, keep_trace=False, interleave=il, gates=gates, **shape))
             for v in DESIGNS for il in (1, 2)}
+    probe_results(recs.values())
+    return recs
+
+
+def finite_cell(r) -> str:
+    why = why_unsafe(r)
+    return "yes" if why is None else why.replace("overflows in the probe: ", "**no**: ")
 
 
 def on(recs: dict, profile) -> dict:
@@ -84,31 +96,37 @@ def shape_section(name: str, shape: dict, flags: str, recs: dict, samples: int, 
         iv = u.interval(v)
         ns = type(iv)(*(x * 1e3 / th for x in (iv.median, iv.lo, iv.hi, iv.nominal)))
         top = ", ".join(f"`{i.field}` {i.share:.0%} ({u.statuses.get(i.field, '?')})" for i in u.drivers(v))
-        cells.append((v, f"{ms(recs[v, 1]):,.2f}", f"{ms(recs[v, 2]):,.2f}", r.settings.interleave,
+        cells.append((v, finite_cell(r), f"{ms(recs[v, 1]):,.2f}", f"{ms(recs[v, 2]):,.2f}", r.settings.interleave,
                       _iv(type(iv)(*(x / 1e3 for x in (iv.median, iv.lo, iv.hi, iv.nominal)))),
-                      _iv(ns), f"{wins[v]:.0%}", top))
-    order = sorted(best, key=lambda v: u.interval(v).median)
+                      _iv(ns), f"{wins[v]:.0%}" if v in wins else "not counted", top))
+    order = sorted((v for v in best if v not in u.apart), key=lambda v: u.interval(v).median)
+    gates = next(iter(best.values())).settings.gates
     prof = "" if profile == CAL else f" --profile {profile}"
     out = [f"### {name}" + ("" if profile == CAL else f", on `{profile}`"), "",
            f"`python -m kda.run --version all --no-numerics {flags}{prof} [--interleave 2] --uncertainty {samples}`",
-           "", markdown(cells, ("design", "ms, interleave 1", "ms, interleave 2", "sampled at interleave",
+           "", markdown(cells, ("design", f"finite on gates {gates}", "ms, interleave 1", "ms, interleave 2",
+                                "sampled at interleave",
                                 f"ms: median [90 %], {samples} samples", "ns per token-head: median [90 %]",
                                 "wins", "spread decided by (Spearman rho^2)")),
-           "", "Ranking by median: " + " < ".join(f"{v} {u.interval(v).median / 1e3:,.1f}" for v in order) +
-           f" ms. Fastest in most samples: **{max(wins, key=wins.get)}** ({max(wins.values()):.0%}).", ""]
+           "", f"Ranking by median, of the designs that stay finite on gates {gates}: " +
+           (" < ".join(f"{v} {u.interval(v).median / 1e3:,.1f}" for v in order) + " ms. Fastest in most samples: "
+            f"**{max(wins, key=wins.get)}** ({max(wins.values()):.0%})." if wins else "none stays finite.") +
+           ("" if not u.apart else " Not counted: " + "; ".join(f"{v} ({w})" for v, w in u.apart.items()) + "."),
+           ""]
     return out, u, best
 
 
 def rank_change(cal_u, unc_u) -> list[str]:
     """The Kimi layer's medians on both profiles, side by side."""
-    def ranks(u):
-        order = sorted(u.versions, key=lambda v: u.interval(v).median)
-        return {v: i + 1 for i, v in enumerate(order)}
+    def ranks(u):            # among the designs that stay finite; the others "-"
+        order = sorted((v for v in u.versions if v not in u.apart), key=lambda v: u.interval(v).median)
+        return {**{v: "-" for v in u.apart}, **{v: i + 1 for i, v in enumerate(order)}}
     rc, ru = ranks(cal_u), ranks(unc_u)
     cw, uw = cal_u.win_shares(), unc_u.win_shares()
-    cells = [(v, f"{ru[v]}", _iv(_ms(unc_u.interval(v))), f"{uw[v]:.0%}", f"{rc[v]}", _iv(_ms(cal_u.interval(v))),
-              f"{cw[v]:.0%}", f"{cal_u.interval(v).median / unc_u.interval(v).median:.2f}x")
-             for v in sorted(cal_u.versions, key=lambda v: rc[v])]
+    share = lambda w, v: f"{w[v]:.0%}" if v in w else "not counted"
+    cells = [(v, f"{ru[v]}", _iv(_ms(unc_u.interval(v))), share(uw, v), f"{rc[v]}", _iv(_ms(cal_u.interval(v))),
+              share(cw, v), f"{cal_u.interval(v).median / unc_u.interval(v).median:.2f}x")
+             for v in sorted(cal_u.versions, key=lambda v: (rc[v] == "-", cal_u.interval(v).median))]
     return ["## The Kimi layer on both profiles", "",
             "Median and 90 % interval (ms) of each design at its better interleave, each profile's own ranges "
             "sampled (the uncalibrated profile's are the wide ASSUMED per-instruction overheads).", "",
@@ -128,7 +146,7 @@ def commit() -> str:
         return "unknown"
 
 
-def shape_task(name: str, samples: int, seed: int) -> dict:
+def shape_task(name: str, samples: int, seed: int, gates: str = "kimi") -> dict:
     """One shape's section on the calibrated chip; WHY: the Kimi layer on the uncalibrated profile and what
     moved its ranking (recorded again, so that it runs beside the others); KERNELS: the measured kernels'
     predictions."""
@@ -136,7 +154,7 @@ def shape_task(name: str, samples: int, seed: int) -> dict:
     if name == KERNELS:
         return dict(name=name, kernels=kernel_rows(load_profile(CAL), samples, seed), seconds=time.perf_counter() - t)
     shape, flags = SHAPES[KIMI if name in (UNCAL, WHY) else name]
-    recs = record(shape)
+    recs = record(shape, gates)
     if name == UNCAL:
         sec, unc_u, _ = shape_section(KIMI, shape, flags, on(recs, load_profile(UNCAL)), samples, seed, UNCAL)
         lines = sec + [f"({time.perf_counter() - t:,.0f} s)", ""]
@@ -166,16 +184,19 @@ def main(argv=None) -> int:
                    "1M-token shape a quarter of them, the other shapes half, at least 4)")
     p.add_argument("--seed", type=int, default=0, help="seed of the Latin hypercube (default 0)")
     p.add_argument("--jobs", type=int, default=1, help="shapes run in parallel processes (default 1)")
+    p.add_argument("--gates", default="kimi", choices=GATES, help="the gate family the designs' numerics are "
+                   "probed on (default kimi: Kimi Linear's -5 sigmoid gate); timing does not depend on it")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "designs.md")
     args = p.parse_args(argv)
     if args.samples < 4 or args.jobs < 1:
         p.error(f"--samples must be at least 4 and --jobs at least 1, got {args.samples} and {args.jobs}")
     t0 = time.perf_counter()
     cmd = "python benchmarks/designs.py" + (" --quick" if args.quick else "") + \
+          (f" --gates {args.gates}" if args.gates != "kimi" else "") + \
           (f" --samples {args.samples}" if args.samples != 32 else "") + (f" --seed {args.seed}" if args.seed else "")
     names = [n for n in SHAPES if not (args.quick and "1M" in n)]
     slow_first = sorted(names + [UNCAL, WHY, KERNELS], key=lambda n: ("1M" not in n, n != WHY, n != KIMI))
-    tasks = [(n, samples_for(n, args.samples), args.seed) for n in slow_first]
+    tasks = [(n, samples_for(n, args.samples), args.seed, args.gates) for n in slow_first]
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
             done = {r["name"]: r for r in pool.map(shape_task, *zip(*tasks))}
@@ -185,7 +206,9 @@ def main(argv=None) -> int:
              f"`{cmd}` (commit {commit()}); `{CAL}` (calibrated) unless said, bf16, timing only. "
              "Medians and 90 % intervals over profiles drawn from the profile's ranges (Latin hypercube, log-uniform, "
              f"seed {args.seed}; {args.samples} samples on the Kimi layer, fewer on the others as each table says); "
-             "'wins': the share of those samples in which the design is the fastest.", ""]
+             "'wins': the share of those samples in which the design is the fastest of those that stay finite on "
+             f"gates {args.gates} (each design's numerics probed on 2 chunks of them; the others are not counted).",
+             ""]
     for n in names:
         lines += done[n]["lines"]
     kimi, meg, why, unc = done[KIMI], done.get(MEGAGDN_SHAPE), done[WHY], done[UNCAL]

@@ -1,12 +1,12 @@
 """Kimi Delta Attention as phase programs on the simulated Ascend NPU (npusim).
 
-    chunk_kda(q, k, v, g, beta, ..., version="v3")  -> (o, final_state)   fla-core's whole signature and layout
+    chunk_kda(q, k, v, g, beta, ..., version="v6")  -> (o, final_state)   fla-core's whole signature and layout
                                                                           (kda/driver/chunk_kda.py: grouped
                                                                           value heads, in-kernel l2norm, gate,
                                                                           beta sigmoid, ...); differentiable
                                                                           (kda/driver/autograd.py)
     recurrent_kda(...)                              -> (o, final_state)   the ground truth
-    python -m kda.run --version v3 --chunks 16                            the command line
+    python -m kda.run --chunks 16                                         the command line (v6 unless --version)
 """
 from kda.driver.checks import KdaInputError
 from kda.driver.chunk_kda import chunk_kda, recurrent_kda

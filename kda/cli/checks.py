@@ -65,6 +65,9 @@ def check_args(args) -> None:
     if clash:
         raise KdaInputError(f"--inputs sets the shapes and values of q, k, v, g and beta: it does not go with "
                             f"--{clash[0].replace('_', '-')}")
+    if "probe_chunks" in named and not args.no_numerics:
+        raise KdaInputError("--probe-chunks checks a timing-only run: with numerics the run is its own check "
+                            "(add --no-numerics)")
     if "states" in named and not args.backward:
         raise KdaInputError("--states chooses how the backward pass gets the forward's intermediates: "
                             "it needs --backward")

@@ -22,7 +22,7 @@ from kda.settings.inputs import make_settings_inputs
 from kda.settings.profile import checked_profile
 from kda.studies.evaluate import evaluate
 from kda.studies.oracle import reference
-from kda.programs import DESIGNS
+from kda.programs import DEFAULT_DESIGN, DESIGNS
 
 
 def _fail(message: str) -> int:
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.version is None:
         from kda.cli.run_backward import DEFAULT_BACKWARD
-        args.version = DEFAULT_BACKWARD if args.backward else "v3"
+        args.version = DEFAULT_BACKWARD if args.backward else DEFAULT_DESIGN
     versions = list(DESIGNS) if args.version == "all" else [args.version]
     if args.version != "all" and args.version not in DESIGNS:
         return _fail(f"unknown version {args.version!r}: choose from {', '.join(DESIGNS)} or all")
@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
             _check_policy_names(settings, results)
     except ValueError as err:
         errors.append(str(err))
+    if not settings.numerics:            # timing only: does each design stay finite on these gates?
+        from kda.studies.probe import probe_results
+        probe_results(results)
     if results:
         try:
             _write_outputs(args, results)

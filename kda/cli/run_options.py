@@ -23,10 +23,13 @@ Bad input gets one line on stderr and exit status 2."""
 
 EXAMPLES = """\
 examples:
-  # one design: parity against the fp64 recurrence, hand-offs, latency
-  {prog} --version v3 --chunks 16
-  # every design's timing of a Kimi layer (32 heads, 128 Ki tokens)
-  {prog} --version all --heads 32 --tokens 131072 --no-numerics
+  # one design (v6 unless --version): parity against the fp64 recurrence, hand-offs, latency
+  {prog} --chunks 16
+  # the design document's v3, which overflows on Kimi's gates (--strict: exit status 1)
+  {prog} --version v3 --chunks 16 --gates kimi --strict
+  # every design's timing of a Kimi layer (32 heads, 128 Ki tokens) on Kimi's gates, ranked among the
+  # designs that stay finite on them
+  {prog} --version all --heads 32 --tokens 131072 --gates kimi --no-numerics
   # the same figures as JSON (shape: kda/schema/run.schema.json)
   {prog} --version all --heads 32 --tokens 131072 --no-numerics --json > designs.json
   # a what-if on one profile field
@@ -86,7 +89,7 @@ def _shape(g) -> None:
 
 def _design(g) -> None:
     g.add_argument("--version", metavar="NAME", help=f"design: {', '.join(DESIGNS)} or all "
-                   "(default: v3; v6 with --backward)")
+                   "(default: v6)")
     g.add_argument("--dtype", default="bf16", choices=TYPES, help="transfer type of every hand-off")
     g.add_argument("--precision", metavar="NAME=TYPE,...", help="precision policy: a transfer type per sync "
                    "payload, e.g. 'A_raw=fp32,M=fp32' (the rest carry --dtype)")
@@ -121,7 +124,11 @@ def _model(g) -> None:
                    help="off: ignore the profile's [core] table (no UB/L1 capacity, GM traffic at the per-core "
                    "HBM rate in series with compute), the simpler model for comparison")
     g.add_argument("--no-numerics", action="store_true", help="timing only: record the phase graph on random "
-                   "inputs of the right shapes and replay it for every chunk and head (no parity)")
+                   "inputs of the right shapes and replay it for every chunk and head (no parity); each design's "
+                   "numerics then run on --probe-chunks chunks of one sequence, to check it stays finite")
+    g.add_argument("--probe-chunks", type=int, metavar="N", default=2, help="with --no-numerics: chunks of the "
+                   "probe, each design's numerics on the run's gates, types and sizes (0: no probe; the overflow "
+                   "row then says 'not checked' and no design is ranked)")
     g.add_argument("--device", default="cpu", metavar="DEVICE", help="torch device of the numerics: cpu, cuda or npu "
                    "(npu needs the optional torch_npu: pip install -e \".[npu]\")")
     g.add_argument("--uncertainty", type=int, metavar="N", help="also replay timing under N profiles sampled "
@@ -184,7 +191,7 @@ def settings_from_args(args, inputs: KdaInputs | None = None) -> Settings:
                     in_kernel=in_kernel_options(args), gate_lower_bound=args.gate_lower_bound,
                     device=args.device, capacity=args.capacity, core_model=args.core_model == "on",
                     keep_trace=bool(args.trace or args.plot) or _events(args) <= MAX_KEPT_EVENTS,
-                    record=args.uncertainty is not None)
+                    record=args.uncertainty is not None, probe_chunks=args.probe_chunks)
 
 
 # Beyond this many trace events a run keeps no trace unless --trace or --plot asks for one: the overlap

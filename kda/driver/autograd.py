@@ -18,7 +18,7 @@ from kda.driver.backward import backward_design, check_backward_chunk_size, exec
 from kda.driver.checks import KdaInputError, warn_nonfinite
 from kda.driver.execute import ChunkLoop, Types, execute
 from kda.driver.multipass import stored_types
-from kda.programs import get_design
+from kda.programs import DEFAULT_DESIGN, get_design
 
 
 def _precision(q, transfer_dtype, precision, version: str) -> Precision | None:
@@ -64,7 +64,7 @@ class ChunkKdaFunction(torch.autograd.Function):
 
 
 def forward_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,
-                version: str = "v3", chunk_size: int = 64, transfer_dtype=None, precision: Precision | None = None,
+                version: str = DEFAULT_DESIGN, chunk_size: int = 64, transfer_dtype=None, precision: Precision | None = None,
                 cu_seqlens=None):
     """KDA's forward computed by running a design on the simulated NPU, without gradients. Returns (o,
     final_state or None); o has v's dtype, the final state is fp32 (FLA's conventions). With `cu_seqlens` (FLA's varlen), q is
@@ -76,7 +76,7 @@ def forward_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_s
 
 
 def differentiable_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,
-              version: str = "v3", chunk_size: int = 64, transfer_dtype=None, precision: Precision | None = None,
+              version: str = DEFAULT_DESIGN, chunk_size: int = 64, transfer_dtype=None, precision: Precision | None = None,
               cu_seqlens=None):
     """KDA on the simulated NPU, differentiable (the core of kda.chunk_kda, without FLA's options). Returns
     (o, final_state or None)."""

@@ -41,6 +41,7 @@ from kda.driver.autograd import differentiable_kda
 from kda.driver.checks import KdaInputError, check_inputs, seqlens_of
 from kda.driver.execute import Types, execute
 from kda.reference.recurrence import naive_recurrent_kda
+from kda.programs import DEFAULT_DESIGN
 from kda.driver.fla_options import beta_sigmoid, check_gate, check_heads, check_refused, expand_groups, kda_gate, l2norm
 
 
@@ -48,7 +49,7 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
               use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
               allow_neg_eigval=False, safe_gate=False, lower_bound=None, disable_recompute=False,
               return_intermediate_states=False, state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None,
-              cp_context=None, use_graph=False, max_num_seqs=None, *, version: str = "v3", chunk_size: int = 64,
+              cp_context=None, use_graph=False, max_num_seqs=None, *, version: str = DEFAULT_DESIGN, chunk_size: int = 64,
               transfer_dtype=None, precision=None, **kwargs):
     """fla-core's chunk_kda (the module docstring lists what each parameter does here), run by a design on the
     simulated NPU (`version`, `transfer_dtype`, `precision` as in autograd.differentiable_kda), differentiable.

@@ -24,7 +24,7 @@ from npusim.model.schedule import Design
 
 from kda.driver.checks import KdaInputError, check_inputs, seqlens_of
 from kda.driver.multipass import record_passes, run_passes, stored_types
-from kda.programs import get_design
+from kda.programs import DEFAULT_DESIGN, get_design
 
 
 @dataclass(frozen=True)
@@ -200,7 +200,7 @@ def record_graphs(design, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
     return graphs, precision
 
 
-def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = "v3", chunk_size: int = 64,
+def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = DEFAULT_DESIGN, chunk_size: int = 64,
             design: Design | None = None, cu_seqlens=None, types: Types = Types(), loop: ChunkLoop = ChunkLoop(),
             progress: Callable[[int, int], None] | None = None, intermediate_states: bool = False) -> Execution:
     """Run a KDA design (`design`, else the registered `version`) over a whole batch; see the module

@@ -13,6 +13,7 @@ from kda.programs.v4 import kda_chunk_v4
 from kda.programs.v5 import V5
 from kda.programs.v6 import kda_chunk_v6
 
+DEFAULT_DESIGN = "v6"       # the API's and the command line's: every exponent <= 0, so finite on every gate family
 PROGRAMS = {p.name: p for p in (kda_chunk_v1, kda_chunk_v2, kda_chunk_v3, kda_chunk_v4, kda_chunk_v6)}
 DESIGNS: dict[str, Design] = {**{name: single_pass(p) for name, p in PROGRAMS.items()}, FLA.name: FLA, V5.name: V5,
                                MFORM.name: MFORM}

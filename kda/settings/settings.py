@@ -47,6 +47,7 @@ class Settings:
     in_kernel: tuple[str, ...] = ()  # FLA's in-kernel options (kda/programs/in_kernel.py): "qk_l2norm", "gate",
                                      # "beta_sigmoid"; the numerics apply them to the inputs, the timing as a pass
     gate_lower_bound: float | None = None   # with "gate": FLA's lower_bound (a sigmoid gate in [lb, 0))
+    probe_chunks: int = 2            # timing only: chunks of numerics that check the design stays finite (0: none)
 
     def __post_init__(self):
         """The checks on a dimension, in one place: one line naming the option as kda.run spells it."""
@@ -56,6 +57,8 @@ class Settings:
         for flag, value in dims.items():
             if value < 1:
                 raise KdaInputError(f"{flag} must be >= 1, got {value}")
+        if self.probe_chunks < 0:
+            raise KdaInputError(f"--probe-chunks must be >= 0, got {self.probe_chunks}")
         if self.value_heads is not None and (self.value_heads < 1 or self.value_heads % self.heads):
             raise KdaInputError(f"--value-heads must be a positive multiple of --heads {self.heads}, "
                                 f"got {self.value_heads}")

@@ -6,6 +6,8 @@
     oracle.py         the fp64 reference on exactly the inputs the NPU saw
     attribution.py    which hand-off's rounding costs the most accuracy
     stability.py      where each design breaks numerically
+    probe.py          does a timing-only design stay finite on the run's gates: a few chunks of its numerics;
+                      the rankings count only the designs that do
     uncertainty.py    every latency with its interval over the profile's ranges
     validate.py       the model against published Ascend timings
     backward_eval.py  one backward evaluation; backward_attribution.py: which backward hand-offs stay fp32

@@ -23,6 +23,7 @@ from kda.studies.timing import time_result, timed_graphs
 
 if TYPE_CHECKING:
     from kda.studies.attribution import Attribution
+    from kda.studies.probe import Probe
 
 
 @dataclass
@@ -42,6 +43,7 @@ class VersionResult:
     design_run: DesignRun | None = None          # every design, one pass or several: its passes' runs
     design_serial: DesignRun | None = None
     design_report: DesignReport | None = None    # each pass with its per-chunk detail
+    probe: "Probe | None" = None     # timing only: a few chunks of numerics on the run's gates (kda/studies/probe.py)
 
     @property
     def report(self) -> Report | None:
@@ -70,11 +72,21 @@ class VersionResult:
         return self.parity_o is None or (self.parity_o.passed and self.parity_state.passed)
 
     @property
+    def safe(self) -> bool | None:
+        """Stays finite on the run's gates: by its own numerics, else by its probe; None: nothing checked."""
+        if self.parity_o is not None:
+            return self.execution.nonfinite is None
+        return None if self.probe is None else self.probe.finite
+
+    @property
     def verdict(self) -> str | None:
         """The run's one verdict (what --strict turns into exit status 1): None if it holds, else why not:
-        parity, an overflow, or a workspace plan that does not fit (no timing)."""
+        parity, an overflow (in the run, or in the probe of a timing-only run), or a workspace plan that does
+        not fit (no timing)."""
         if self.execution.nonfinite is not None:
             return f"overflow in {self.execution.nonfinite}"
+        if self.probe is not None and self.probe.overflow is not None:
+            return f"overflow in the probe: {self.probe.overflow.short()}"
         if not self.passed:
             return "fails parity"
         return f"workspace: {self.workspace_error}" if self.workspace_error else None
@@ -91,15 +103,12 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
     """`foreign_payloads_ok`: payload types naming tensors this program does not hand over are ignored
     (for --version all) instead of an error. `profile`: the run's, loaded and its work checked once by a
     caller that evaluates several versions (kda.settings.profile.checked_profile); else loaded here."""
+    given = program
     design, program = _design(version, settings, program)
     profile = profile or checked_profile(settings)
     if not settings.numerics:
         return _timing_only(version, settings, profile, program, design, foreign_payloads_ok)
-    x = apply_in_kernel(on_device(inputs or make_settings_inputs(settings), settings.device), settings)
-    precision = precision_for(settings, program)
-    ex = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, chunk_size=settings.chunk_size, design=design,
-                 types=Types(policy=precision), progress=progress, cu_seqlens=cu_seqlens(settings))
-    check_policy_names(ex.pass_graphs, settings, program, foreign_payloads_ok)
+    ex = numerics(version, settings, inputs, progress, given, foreign_payloads_ok)
     if ref is None or (ref.key and ref.key != reference_key(ex)):
         ref = reference(ex)
     p_o, p_s = compare(ref.o, ex.o), compare(ref.state, ex.final_state)
@@ -117,6 +126,20 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
             result.execution = _timed_execution(ex, settings, design)
         _time(result)
     return result
+
+
+def numerics(version: str, settings: Settings, inputs: KdaInputs | None = None,
+             progress: Callable[[int, int], None] | None = None, program=None,
+             foreign_payloads_ok: bool = False) -> Execution:
+    """The design's numerics alone (no reference, no parity, no timing): what evaluate runs first, and all
+    that the overflow probe (kda/studies/probe.py) needs."""
+    design, program = _design(version, settings, program)
+    x = apply_in_kernel(on_device(inputs or make_settings_inputs(settings), settings.device), settings)
+    precision = precision_for(settings, program)
+    ex = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, chunk_size=settings.chunk_size, design=design,
+                 types=Types(policy=precision), progress=progress, cu_seqlens=cu_seqlens(settings))
+    check_policy_names(ex.pass_graphs, settings, program, foreign_payloads_ok)
+    return ex
 
 
 def _design(version: str, settings: Settings, program) -> tuple[Design, object]:

@@ -9,6 +9,9 @@
                times, the state hand-off, overlap (null for designs of several passes)
     programs   the phase program of each pass, per chunk: its syncs, their bytes and tensors, MACs
     parity, errors, overflow, precision, attribution, memory, workspace_error, capacity_error
+    probe      a timing-only run: the design's numerics on a few chunks of the run's gates (finite, or where
+               inf/NaN first appears); null with numerics (the run's own `overflow` says it)
+    safe       stays finite on the run's gates: by the run's numerics, else by its probe; null: not checked
 
 "Syncs per chunk" has one meaning everywhere: the cross-core hand-offs one (sequence, chunk) goes
 through, summed over the design's passes (`layer.syncs_per_chunk`, the sum of `programs[].syncs_per_chunk`;
@@ -103,6 +106,8 @@ def result_json(r) -> dict:
             "o": _json_err(r.parity_o.rel_rms_err), "final_state": _json_err(r.parity_state.rel_rms_err),
             "o_per_chunk": [_json_err(e) for e in r.chunk_errors]},
         "overflow": _overflow(ex),
+        "probe": None if r.probe is None else r.probe.to_dict(),
+        "safe": r.safe,
         "workspace_error": r.workspace_error,
         "capacity_error": r.capacity_error,
         "precision": _policy_json(ex),

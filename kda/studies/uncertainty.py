@@ -20,6 +20,7 @@ from npusim.model.limits import MAX_SAMPLES, check
 from npusim.model.whatif import Ways
 
 from kda.studies.evaluate import VersionResult
+from kda.studies.probe import probe_results, why_unsafe
 from kda.studies.whatif import time_profiles
 
 METRICS = {"pipelined": "layer latency (pipelined)", "serial": "serial", "bound": "lower bound"}
@@ -45,6 +46,7 @@ class Uncertainty:
     ways: Ways | None = None                           # how the (sample, pass) timings were obtained
     notes: list[str] | None = None                     # what could not be re-timed, once each
     statuses: dict[str, str] = field(default_factory=dict)   # field -> ASSUMED, FITTED or MEASURED
+    apart: dict[str, str] = field(default_factory=dict)      # version -> why it is not counted as a winner
 
     def interval(self, version: str, metric: str = "pipelined") -> Interval:
         return interval(self.latencies[version][metric], self.nominal[version][metric])
@@ -63,13 +65,17 @@ class Uncertainty:
         return out
 
     def win_shares(self) -> dict[str, float]:
-        """Share of the samples in which each design has the lowest pipelined latency (ties split)."""
-        lat = np.stack([self.latencies[v]["pipelined"] for v in self.versions])   # [versions, samples]
+        """Share of the samples in which each design has the lowest pipelined latency (ties split), among the
+        designs not set apart (those that overflow on the run's gates, or that nothing checked)."""
+        counted = [v for v in self.versions if v not in self.apart]
+        if not counted:
+            return {}
+        lat = np.stack([self.latencies[v]["pipelined"] for v in counted])   # [versions, samples]
         lat = np.where(np.isfinite(lat), lat, np.inf)
         best = lat.min(axis=0)
         winners = (lat == best) & np.isfinite(best)
         share = (winners / np.maximum(winners.sum(axis=0), 1)).sum(axis=1) / self.samples
-        return {v: float(s) for v, s in zip(self.versions, share)}
+        return {v: float(s) for v, s in zip(counted, share)}
 
     def to_dict(self) -> dict:
         return {
@@ -82,6 +88,7 @@ class Uncertainty:
             "influence": {v: [i.to_dict() for i in self.influences(v)] for v in self.versions},
             "drivers": {v: [i.field for i in self.drivers(v)] for v in self.versions},
             "wins": self.win_shares() if len(self.versions) > 1 else None,
+            "not_counted": dict(self.apart),
             "timed": dict(self.ways.counts) if self.ways is not None else None,
             "notes": list(self.notes or []),
         }
@@ -109,6 +116,7 @@ def propagate(results: list[VersionResult], samples: int, seed: int = 0, fixed=(
               progress: Callable[[int, int], None] | None = None) -> Uncertainty:
     """Time each evaluated design under `samples` profiles drawn from the ranges of its profile."""
     samples = check_samples(samples)
+    probe_results(results)              # timing-only results: does each design stay finite on its gates?
     base = results[0].profile
     fields = design_fields(base, fixed)
     if not fields:
@@ -128,7 +136,8 @@ def propagate(results: list[VersionResult], samples: int, seed: int = 0, fixed=(
             progress((j + 1) * samples, samples * len(results))
     return Uncertainty(samples, seed, fields, values, [r.version for r in results], lat,
                        {r.version: _metrics(r) for r in results}, ways, notes,
-                       {f.field: base.status(f.field) for f in fields})
+                       {f.field: base.status(f.field) for f in fields},
+                       {r.version: why for r in results if (why := why_unsafe(r)) is not None})
 
 
 def _us(x: float) -> str:
@@ -158,8 +167,11 @@ def lines(u: Uncertainty) -> list[str]:
         out.append("  An ASSUMED field is measured on a 910B as docs/how-to/measure-assumed.md says; its figure goes "
                    "in with --set FIELD=VALUE or a profile file")
     if len(u.versions) > 1:
-        out.append("Samples in which each design is fastest (pipelined): " +
-                   ", ".join(f"{v} {s:.0%}" for v, s in u.win_shares().items()))
+        wins = u.win_shares()
+        out.append("Samples in which each design is fastest (pipelined), among those that stay finite on the run's "
+                   "gates: " + (", ".join(f"{v} {s:.0%}" for v, s in wins.items()) or "none stays finite"))
+    if u.apart:
+        out.append("Not counted: " + "; ".join(f"{v} ({why})" for v, why in u.apart.items()))
     if u.ways is not None and u.ways.total:
         out.append(f"Timed (sample x pass x pipelined/serial): {u.ways.line()}; re-timed: the replay's own "
                    f"decisions held, so its order was re-timed; otherwise replayed")

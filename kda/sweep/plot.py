@@ -35,9 +35,13 @@ def latency_column(df) -> str:
 
 
 def with_objectives(df):
-    """The ok rows, with `latency_us`, `rel_rms` (max of output and state error; NaN without numerics)
+    """The ok rows of designs not known to overflow on their gates (`safe` false: the run's numerics or its
+    probe found inf/NaN), with `latency_us`, `rel_rms` (max of output and state error; NaN without numerics)
     and `workspace_kib` columns."""
-    ok = df[df["status"] == "ok"].copy()
+    ok = df[df["status"] == "ok"]
+    if "safe" in ok.columns:
+        ok = ok[ok["safe"].map(lambda x: x is not False and x != "false")]
+    ok = ok.copy()
     ok["latency_us"] = ok[latency_column(df)].astype(float)
     errs = [c for c in ("errors.o", "errors.final_state") if c in ok.columns]
     ok["rel_rms"] = ok[errs].astype(float).max(axis=1) if errs else math.nan
@@ -126,19 +130,22 @@ def figure_heatmap(df, x: str, y: str, metric: str | None = None):
 
 def best_per_shape(df, metric: str | None = None):
     """Per shape (batch, heads, tokens, d_k, d_v), the ok point with the smallest metric (default the
-    latency) among those that pass parity where numerics ran."""
+    latency) among those that pass parity where numerics ran and that stay finite on their gates (`safe`:
+    by the numerics, else by the probe; a point nothing checked is no winner)."""
     ok = with_objectives(df)
     metric = metric or "latency_us"
     if metric not in ok.columns:
         raise PlotError(f"--metric: no column {metric!r}")
     if "parity.pass" in ok.columns:
         ok = ok[ok["parity.pass"].isna() | (ok["parity.pass"] == True)]  # noqa: E712 - a column of bools
+    if "safe" in ok.columns:
+        ok = ok[ok["safe"].map(lambda x: x is True or x == "true")]
     ok = ok[ok[metric].notna()]
     if ok.empty:
-        raise PlotError("no point succeeded (and passed parity): no best point")
+        raise PlotError("no point succeeded, passed parity and stayed finite on its gates: no best point")
     shape = [c for c in SHAPE if c in ok.columns]
     best = ok.loc[ok.groupby(shape, dropna=False)[metric].idxmin()] if shape else ok.nsmallest(1, metric)
-    keep = list(dict.fromkeys(shape + ["point", "version"] + axes(df) + [metric, "rel_rms", "workspace_kib"]))
+    keep = list(dict.fromkeys(shape + ["point", "version"] + axes(df) + [metric, "rel_rms", "workspace_kib", "safe"]))
     return best[[c for c in keep if c in best.columns]].reset_index(drop=True)
 
 

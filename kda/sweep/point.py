@@ -11,13 +11,14 @@ from npusim.model.workspace import analyse as workspace_use
 from kda.driver.checks import KdaInputError
 from kda.settings import Settings
 from kda.studies.evaluate import evaluate
+from kda.studies.probe import probe_results
 
 OK, FAILED = "ok", "failed"
 
 
 def run_point(version: str, settings: Settings, threads: int | None = None) -> tuple[dict, bool]:
     """(row, cacheable): the row holds `status`, `error` and every metric of the --json report, flattened
-    to dotted columns. Errors of the input (a bad combination, a workspace or a phase that does not fit,
+    to dotted columns, with `safe` and the timing-only probe's `probe.*`. Errors of the input (a bad combination, a workspace or a phase that does not fit,
     an overflow)
     are results and cacheable; anything else (a crash) is reported but run again next time."""
     if threads:
@@ -25,6 +26,7 @@ def run_point(version: str, settings: Settings, threads: int | None = None) -> t
         torch.set_num_threads(threads)
     try:
         r = evaluate(version, settings)
+        probe_results([r])               # timing only: a few chunks of numerics say if it stays finite
         data = r.to_json()
     except (KdaInputError, NpuSimError, ValueError) as err:
         return {"status": FAILED, "error": str(err)}, True

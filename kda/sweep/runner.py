@@ -112,8 +112,13 @@ SETTINGS = {"chunks", "tokens", "batch", "heads", "chunk_size", "d_k", "d_v", "d
             "numerics"}
 
 
+# whether a point stays finite on its gates: kept whatever the metrics say (no unsafe point is a winner)
+SAFETY = ("safe", "probe.")
+
+
 def _kept(name: str, metrics: tuple[str, ...]) -> bool:
-    return not metrics or name in SETTINGS or any(name == m or name.startswith(m + ".") for m in metrics)
+    return not metrics or name in SETTINGS or name == SAFETY[0] or name.startswith(SAFETY[1]) or \
+        any(name == m or name.startswith(m + ".") for m in metrics)
 
 
 def _unmatched(metrics, rows) -> list[str]:

@@ -31,7 +31,7 @@ from npusim.model.limits import MAX_POINTS, check
 from kda.driver.checks import KdaInputError
 from kda.settings import Settings
 from kda.settings.profile import profile_for
-from kda.programs import DESIGNS
+from kda.programs import DEFAULT_DESIGN, DESIGNS
 from kda.cli.checks import check_args
 from kda.cli.run import build_parser, parse_args
 from kda.cli.run_options import settings_from_args
@@ -88,7 +88,7 @@ class Spec:
         for i, combo in enumerate(itertools.product(*(self.axes[n] for n in names))):
             values = dict(zip(names, combo))
             options = {**self.fixed, **values}
-            out.append(Point(i, str(options.get("version", _default("version") or "v3")),
+            out.append(Point(i, str(options.get("version", _default("version") or DEFAULT_DESIGN)),
                              {column(n): v for n, v in values.items()},
                              point_settings(options, self.numerics, self.keep_trace())))
         return out
@@ -209,7 +209,7 @@ def _check(spec: Spec) -> None:
     for name, value, extra in trials:
         options = {**spec.fixed, **extra}
         where = f"axis {name!r} value {value!r}" if name else "[fixed]"
-        version = options.get("version", _default("version") or "v3")
+        version = options.get("version", _default("version") or DEFAULT_DESIGN)
         if version not in DESIGNS:
             raise SpecError(f"{spec.origin}: {where}: unknown version {version!r}: choose from "
                             f"{', '.join(DESIGNS)} or all")

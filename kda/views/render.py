@@ -12,6 +12,7 @@ from npusim.output.report import DesignReport
 
 from kda.studies.claims import CLAIMS
 from kda.studies.evaluate import VersionResult
+from kda.studies.probe import Overflow
 from kda.reference.parity import RATIO
 
 KIB, GB = 1024, 1e9
@@ -66,6 +67,29 @@ def notes(r: VersionResult) -> list[Text]:
     return out
 
 
+def overflow_cell(r: VersionResult) -> str:
+    """The run's own overflow with numerics; else its probe's (kda/studies/probe.py), or 'not checked'."""
+    if r.parity_o is not None:
+        return str(r.execution.nonfinite) if r.execution.nonfinite else "none"
+    return r.probe.text() if r.probe is not None else "not checked"
+
+
+def probe_note(r: VersionResult) -> Text | None:
+    """A timing-only run: what its probe says of the design's numerics on these gates."""
+    p = r.probe
+    if r.parity_o is not None or p is None:
+        return None
+    if not p.checked:
+        why = p.error or "--probe-chunks 0"
+        return Text(f"overflow not checked ({why}): the timing ran on random inputs", style="yellow")
+    on = f"{p.chunks} chunks of {p.chunk_size} on gates {p.gates}, transfer {p.dtype}"
+    if p.overflow is None:
+        return Text(f"probe: finite on {on} (the numerics of one sequence; the timing ran on random inputs)",
+                    style="dim")
+    return Text(f"overflow (probe: {on}): inf/NaN first appears in {p.overflow.short()}; this design does not "
+                f"stay finite on these gates", style="bold red")
+
+
 def precision_line(r: VersionResult) -> Text:
     """The precision policy as run and what its types cost in bytes per chunk."""
     from kda.settings.precision import uniform_bytes
@@ -90,7 +114,7 @@ def summary(r: VersionResult) -> Group:
     chip; of one pass: that pass's detail per chunk (render_pass.py) in their place."""
     from kda.views.render_memory import memory_table
     from kda.views.render_pass import many_sequences, pass_parts
-    parts = [header(r), parity_table(r), precision_line(r), *notes(r), *attribution_parts(r)]
+    parts = [header(r), parity_table(r), precision_line(r), *notes(r), probe_note(r), *attribution_parts(r)]
     if len(r.design.passes) > 1:
         if r.workspace_error:
             parts.append(Text(f"workspace: {r.workspace_error}", style="red"))
@@ -131,7 +155,7 @@ def side_by_side(results: list[VersionResult]) -> Table:
     if any(r.attribution is not None for r in results):
         row("worst hand-off (attribution)", lambda r: "" if r.attribution is None or not r.attribution.payloads
             else f"{r.attribution.payloads[0].name} {_err(r.attribution.payloads[0].err)}")
-    row("overflow", lambda r: str(r.execution.nonfinite) if r.execution.nonfinite else "none")
+    row("overflow", overflow_cell)
     graphs = lambda r: r.execution.pass_graphs          # every pass: the same counts as the designs' table
     row("syncs per chunk (all passes)", lambda r: f"{sum(len(g.syncs) for g in graphs(r))}" + doc(r, "syncs"))
     row("state hand-off", lambda r: (f"rides on {r.report.state.rides_on}" if r.report and r.report.state.rides_on
@@ -186,6 +210,8 @@ def print_results(results: list[VersionResult], console: Console | None = None) 
     console.print(header(results[0], ", ".join(r.version for r in results)))
     console.print(side_by_side(results))
     console.print(designs_side_by_side(results))
+    for line in ranking(results):
+        console.print(line, soft_wrap=True)
     for r in results:
         for line in notes(r):
             console.print(Text(f"{r.version}: ") + line)
@@ -243,4 +269,50 @@ def designs_side_by_side(results: list[VersionResult]) -> Table:
     row("hand-off KiB per chunk", lambda d: f"{d.sync_bytes_per_chunk / KIB:g}")
     row("HBM GB", lambda d: f"{d.hbm_bytes / GB:.3f}")
     row("cores used (most)", lambda d: str(max(p.cores for p in d.passes)))
+    t.add_row("ns per token-head", *[f"{ns_per_token_head(r):.2f}" for r in timed])
+    s = results[0].settings
+    t.add_row(f"finite on gates {s.gates}" + ("" if s.numerics else " (probe)"), *[_finite_cell(r) for r in timed])
     return t
+
+
+def ns_per_token_head(r: VersionResult) -> float:
+    """The layer latency over every (token, value head) of the batch."""
+    s = r.settings
+    return r.design_report.latency_us * 1e3 / (s.batch * s.T * s.v_heads)
+
+
+def _finite_cell(r: VersionResult) -> str:
+    """yes, or no and where inf/NaN first appears (a phase, or a sync), short enough for the table."""
+    o = Overflow.of(r.execution) if r.parity_o is not None else r.probe.overflow if r.probe is not None else None
+    if r.parity_o is None and (r.probe is None or not r.probe.checked):
+        return "unchecked"
+    if o is None:
+        return "yes"
+    return "no: " + o.where.removeprefix("Phase ").split(" (")[0]
+
+
+def ranking(results: list[VersionResult]) -> list[Text]:
+    """The designs that stay finite on the run's gates, fastest first; the others apart, with why."""
+    from kda.studies.probe import safe_and_apart
+    safe, apart = safe_and_apart(results)
+    if not safe and not apart:
+        return []
+    s = results[0].settings
+    how = "by the run's numerics" if s.numerics else \
+        f"by a {s.probe_chunks}-chunk probe of each" if s.probe_chunks else "no probe: --probe-chunks 0"
+    on = f"gates {s.gates}, transfer {s.dtype}"
+    out = []
+    if safe:
+        best = safe[0]
+        out.append(Text.assemble(("Fastest design that stays finite", "bold"), f" on {on} ({how}): ",
+                                 (best.version, "bold green"), f", {best.design_report.latency_us:,.1f} µs, "
+                                 f"{ns_per_token_head(best):.2f} ns per token-head"))
+        out.append(Text("Ranked (layer latency µs): " + " < ".join(
+            f"{r.version} {r.design_report.latency_us:,.1f}" for r in safe)))
+    else:
+        out.append(Text(f"No design is known to stay finite on {on} ({how}): none is ranked",
+                        style="bold red"))
+    if apart:
+        out.append(Text("Not ranked: " + "; ".join(f"{v} ({why})" for v, why in apart.items()),
+                        style="bold red" if any(w.startswith("overflows") for w in apart.values()) else "yellow"))
+    return out

@@ -58,11 +58,11 @@ def test_same_seed_same_numbers(capsys):
 
 
 def test_overflow_is_reported_not_hidden(capsys):
-    d = run_json(capsys, "--chunks", "2", "--dtype", "fp16")
+    d = run_json(capsys, "--version", "v3", "--chunks", "2", "--dtype", "fp16")
     assert d["overflow"]["tensor"] == "K_div" and d["parity"]["pass"] is False
-    assert main(["--chunks", "2", "--dtype", "fp16"]) == 0
+    assert main(["--version", "v3", "--chunks", "2", "--dtype", "fp16"]) == 0
     assert "overflow: inf/NaN first appears in K_div in sync ① (fp16)" in capsys.readouterr().out
-    assert main(["--chunks", "2", "--dtype", "fp16", "--strict"]) == 1
+    assert main(["--version", "v3", "--chunks", "2", "--dtype", "fp16", "--strict"]) == 1
 
 
 @pytest.mark.parametrize("args, message", [
@@ -110,15 +110,16 @@ def test_bad_user_inputs(tmp_path, capsys, change, message):
 
 def test_the_module_runs_as_a_program_without_tracebacks():
     ok = subprocess.run([sys.executable, "-m", "kda.cli.run", "--chunks", "2", "--json"], capture_output=True, text=True)
-    assert ok.returncode == 0 and json.loads(ok.stdout)["version"] == "v3"
+    assert ok.returncode == 0 and json.loads(ok.stdout)["version"] == "v6"          # the default design
     bad = subprocess.run([sys.executable, "-m", "kda.cli.run", "--chunks", "-3"], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.strip() == "error: --chunks must be >= 1, got -3"
 
 
 def test_workspace_plan_from_the_command_line(capsys):
-    d = run_json(capsys, "--profile", "seed-doc", "--chunks", "4", "--resident", "none", "--slot-kib", "96")
+    d = run_json(capsys, "--version", "v3", "--profile", "seed-doc", "--chunks", "4", "--resident", "none",
+                 "--slot-kib", "96")
     assert d["workspace_error"] is None and d["layer"]["efficiency"] == pytest.approx(1.0)
-    d = run_json(capsys, "--profile", "seed-doc", "--chunks", "4", "--resident", "none")
+    d = run_json(capsys, "--version", "v3", "--profile", "seed-doc", "--chunks", "4", "--resident", "none")
     assert d["workspace_error"].startswith("v3: sync ② needs 88 KiB live in a 64 KiB ping/pong slot")
     assert d["layer"] is None and d["pipeline"] is None
 
@@ -134,7 +135,7 @@ def test_a_version_the_input_does_not_suit_loses_nothing_else(capsys):
 
 
 def test_policy_names_are_checked_without_numerics_too(capsys):
-    assert main(["--no-numerics", "--chunks", "2", "--precision", "Nope=fp32"]) == 2
+    assert main(["--version", "v3", "--no-numerics", "--chunks", "2", "--precision", "Nope=fp32"]) == 2
     err = capsys.readouterr().err.strip()
     assert "precision policy: v3 hands over no tensor named 'Nope'" in err and "\n" not in err
 
@@ -151,7 +152,7 @@ def test_set_overrides_a_profile_field(tmp_path):
     for extra in ([], ["--set", "sync.latency_us=2"]):
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
-            assert main(["--no-numerics", "--chunks", "4", "--json", *extra]) == 0
+            assert main(["--version", "v3", "--no-numerics", "--chunks", "4", "--json", *extra]) == 0
         outs.append(json.loads(buf.getvalue())["layer"]["serial_us"])
     assert abs((outs[1] - outs[0]) - 6 * 4 * extra_us) < 1e-6
 

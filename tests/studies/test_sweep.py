@@ -216,7 +216,7 @@ def test_cli_writes_the_table_and_plot_finds_the_best_point(tmp_path, capsys):
 
 def test_a_table_that_cannot_be_written_keeps_the_points_in_the_cache(tmp_path, capsys):
     spec = tmp_path / "s.toml"
-    spec.write_text('numerics = false\n[axes]\nchunks = [1, 2, 3]\n[fixed]\nprofile = "seed-doc"\n')
+    spec.write_text('numerics = false\n[axes]\nchunks = [1, 2, 3]\n[fixed]\nprofile = "seed-doc"\nversion = "v3"\n')
     (tmp_path / "r.csv").mkdir()                                  # the table's name is taken by a directory
     cache = tmp_path / "c.jsonl"
     assert main([str(spec), "--workers", "0", "-o", str(tmp_path / "r.csv"), "--cache", str(cache), "--quiet"]) == 2
