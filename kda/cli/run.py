@@ -14,15 +14,15 @@ from npusim import NpuSimError, keep_freed_memory
 
 from kda.cli import jsonout
 from kda.cli.checks import check_args, check_inputs_seqlens, given, load_inputs
-from kda.driver.checks import KdaInputError
 from kda.cli.common import fail, progress
 from kda.cli.run_options import build_parser, settings_from_args
+from kda.driver.checks import KdaInputError
+from kda.programs import DEFAULT_DESIGN, DESIGNS
 from kda.settings import Settings
 from kda.settings.inputs import make_settings_inputs
 from kda.settings.profile import checked_profile
 from kda.studies.evaluate import evaluate
 from kda.studies.oracle import reference
-from kda.programs import DEFAULT_DESIGN, DESIGNS
 
 
 def _fail(message: str) -> int:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from npusim import keep_freed_memory, shipped_profiles
 
-from kda.driver.checks import KdaInputError
 from kda.cli.checks import parse_overrides, parse_payload_dtypes, parse_seqlens
 from kda.cli.common import Parser, prog_name
+from kda.driver.checks import KdaInputError
 from kda.driver.device import resolve_device
 from kda.driver.inputs import GATES, KdaInputs
 from kda.programs import DESIGNS

@@ -40,9 +40,9 @@ import torch
 from kda.driver.autograd import differentiable_kda
 from kda.driver.checks import KdaInputError, check_inputs, seqlens_of
 from kda.driver.execute import Types, execute
-from kda.reference.recurrence import naive_recurrent_kda
-from kda.programs import DEFAULT_DESIGN
 from kda.driver.fla_options import beta_sigmoid, check_gate, check_heads, check_refused, expand_groups, kda_gate, l2norm
+from kda.programs import DEFAULT_DESIGN
+from kda.reference.recurrence import naive_recurrent_kda
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,

@@ -18,9 +18,8 @@ import torch
 import torch.nn.functional as F
 
 from npusim import Executor, Nonfinite, PhaseGraph, Precision
-from npusim.record.precision import dtype_name
-
 from npusim.model.schedule import Design
+from npusim.record.precision import dtype_name
 
 from kda.driver.checks import KdaInputError, check_inputs, seqlens_of
 from kda.driver.multipass import record_passes, run_passes, stored_types

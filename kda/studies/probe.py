@@ -95,6 +95,7 @@ def _probe(version: str, s: Settings) -> Probe:
     """One probe per design and probe settings in a process (sweeps ask again for every timing point): the
     design's numerics alone, on one torch thread (chunk-sized matmuls gain nothing from more)."""
     import torch
+
     from kda.studies.evaluate import numerics
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

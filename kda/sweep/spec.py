@@ -28,13 +28,13 @@ from pathlib import Path
 from npusim import NpuSimError
 from npusim.model.limits import MAX_POINTS, check
 
-from kda.driver.checks import KdaInputError
-from kda.settings import Settings
-from kda.settings.profile import profile_for
-from kda.programs import DEFAULT_DESIGN, DESIGNS
 from kda.cli.checks import check_args
 from kda.cli.run import build_parser, parse_args
 from kda.cli.run_options import settings_from_args
+from kda.driver.checks import KdaInputError
+from kda.programs import DEFAULT_DESIGN, DESIGNS
+from kda.settings import Settings
+from kda.settings.profile import profile_for
 
 # kda.cli.run options that shape output, not the run: not axes
 NOT_AXES = {"json": "an output format", "trace": "an output file", "plot": "an output file",

@@ -10,10 +10,10 @@ from rich.text import Text
 
 from npusim.output.report import DesignReport
 
+from kda.reference.parity import RATIO
 from kda.studies.claims import CLAIMS
 from kda.studies.evaluate import VersionResult
 from kda.studies.probe import Overflow
-from kda.reference.parity import RATIO
 
 KIB, GB = 1024, 1e9
 
