@@ -1,7 +1,7 @@
 """The designs, one file per design. A new design is a new file registered here.
 
 v1-v4 and v6 are per-chunk phase programs (one fused pass each); `fla`, `v5` and `mform` are designs of
-several passes (npusim/schedule.py)."""
+several passes (npusim/model/schedule.py)."""
 from npusim.model.schedule import Design, single_pass
 
 from kda.programs.fla import FLA

@@ -64,10 +64,16 @@ class VersionResult:
     def design(self) -> Design:
         return self.execution.design or get_design(self.version)
 
+    def parities(self) -> tuple[Parity, Parity]:
+        """The parity of the output and of the final state: a run with numerics only."""
+        if self.parity_o is None or self.parity_state is None:
+            raise ValueError(f"{self.version}: parity asked of a run without numerics")
+        return self.parity_o, self.parity_state
+
     @property
     def passed(self) -> bool:
         """Parity holds for the output and the final state (True when numerics were not run)."""
-        return self.parity_o is None or (self.parity_o.passed and self.parity_state.passed)
+        return self.parity_o is None or all(p.passed for p in self.parities())
 
     @property
     def verdict(self) -> str | None:

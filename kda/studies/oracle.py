@@ -31,6 +31,8 @@ def reference(ex: Execution) -> Reference:
 
 def _varlen_reference(ex: Execution) -> Reference:
     """The recurrence over each sequence of a variable-length batch on its own."""
+    if ex.inputs is None or ex.seqlens is None:
+        raise ValueError("the variable-length reference needs the execution's inputs and its sequence lengths")
     q, k, v, g, beta, h0 = ex.inputs
     p, cd = ex.precision, ex.precision.compute
     def stored(x):

@@ -192,7 +192,10 @@ def analyse(run: Run) -> Overlap:
         return hit[2]
     result = _analyse(run)
     key = id(run)
-    _cache[key] = (weakref.ref(run, lambda _ref, key=key: _cache.pop(key, None)), len(run.traced()), result)
+
+    def forget(_ref: object) -> None:
+        _cache.pop(key, None)
+    _cache[key] = (weakref.ref(run, forget), len(run.traced()), result)
     return result
 
 
@@ -255,7 +258,7 @@ def period_bound(run: Run) -> tuple[float, str]:
     loads: dict[str, float] = {}
     for n in nodes:
         loads[n.resource] = loads.get(n.resource, 0.0) + n.busy_us
-    busiest = max(loads, key=loads.get)
+    busiest = max(loads, key=lambda r: loads[r])
     cycle = state_cycle_us(run.template)
     return (cycle, "state chain") if cycle > loads[busiest] else (loads[busiest], busiest)
 
@@ -288,7 +291,9 @@ def _engine_order(keys, interleave: int) -> tuple[list[tuple[int, int]], dict]:
     count: dict[int, int] = {}
     for s, _ in keys:
         count[s] = count.get(s, 0) + 1
-    order, lane_prev, last = [], {}, {}
+    order: list[tuple[int, int]] = []
+    lane_prev: dict[tuple[int, int], tuple[int, int] | None] = {}
+    last: dict[int, tuple[int, int]] = {}
     for s, t, lane in core_order(sorted(count), count, interleave):
         lane_prev[(s, t)], last[lane] = last.get(lane), (s, t)
         order.append((s, t))
@@ -302,10 +307,11 @@ def critical_path(run: Run, events=None) -> CriticalPath:
         return CriticalPath(0.0, {}, 0.0, 0)
     n = tpl.n
     at = {(e.seq, e.chunk, e.index): e for e in events}
-    insts: dict[int, list[tuple[int, int]]] = {}       # per core: (seq, chunk) in the engine's order
+    on_core: dict[int, set[tuple[int, int]]] = {}
     for e in events:
-        insts.setdefault(e.core, set()).add((e.seq, e.chunk))
-    orders = {c: _engine_order(v, run.interleave) for c, v in insts.items()}
+        on_core.setdefault(e.core, set()).add((e.seq, e.chunk))
+    orders = {c: _engine_order(v, run.interleave) for c, v in on_core.items()}
+    # per core: (seq, chunk) in the engine's order
     insts = {c: o for c, (o, _) in orders.items()}
     war_prev = {c: w for c, (_, w) in orders.items()}
     pos = {(c, key): i for c, keys in insts.items() for i, key in enumerate(keys)}

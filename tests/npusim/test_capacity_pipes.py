@@ -1,4 +1,4 @@
-"""The AI core's memories and pipes (npusim/capacity.py, npusim/pipes.py) on toy programs, against timings
+"""The AI core's memories and pipes (npusim/chip/capacity.py, npusim/chip/pipes.py) on toy programs, against timings
 worked out by hand. The toy profile (tests/conftest.py): one Vector unit at 1e5 elements/us, the Cube at
 1e6 MACs/us, no per-op overheads, GM free unless a [core] pipe rate is set below; rates in GB/s are
 1000 bytes per us each (400 GB/s = 400,000 B/us). All tensors fp32 (4 B)."""
