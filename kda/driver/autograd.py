@@ -72,7 +72,8 @@ def forward_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_s
     ex = execute(q, k, v, g, beta, scale, initial_state, version=version, chunk_size=chunk_size,
                  types=Types(transfer=transfer_dtype, policy=precision, out=v.dtype), cu_seqlens=cu_seqlens)
     warn_nonfinite(ex)
-    return ex.o, (ex.final_state.to(torch.float32) if output_final_state else None)
+    o, final_state = ex.computed()
+    return o, (final_state.to(torch.float32) if output_final_state else None)
 
 
 def differentiable_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,

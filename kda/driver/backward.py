@@ -21,7 +21,7 @@ import torch
 
 from npusim import Executor, Nonfinite, PhaseGraph, Precision
 from npusim.record.precision import itemsize
-from npusim.model.schedule import CHUNKS, Design
+from npusim.model.schedule import CHUNKS, Design, Pass
 
 from kda.driver.checks import KdaInputError, blocks, check_inputs, seqlens_of
 from kda.driver.execute import Types, chunked, design_precision, resolve_precision
@@ -99,7 +99,7 @@ def execute_backward(q, k, v, g, beta, scale=None, initial_state=None, do=None, 
     backward_design(version, states)
     design = backward_design(version, "recompute")          # numerics: everything, recomputed
     types = Types(transfer=transfer_dtype, policy=precision, compute=compute_dtype)
-    precision = design_precision(design, resolve_precision(q, types, design.reverse_state_pass.program))
+    precision = design_precision(design, resolve_precision(q, types, reverse_pass(design).program))
     cd, C, dev = precision.compute, chunk_size, q.device
     scale = K ** -0.5 if scale is None else scale
     stored = lambda x: precision.round(x, precision.transfer)
@@ -220,3 +220,11 @@ def kept_bytes(version: str, states: str, chunks: int, sequences: int, d_k: int,
     types = {"H": precision.state_type}
     per_chunk = sum(shapes[n] * itemsize(types.get(n, precision.of(n))) for n in names)
     return per_chunk * chunks * sequences
+
+
+def reverse_pass(design: Design) -> Pass:
+    """The pass that walks the chunks from the last to the first carrying the state's gradient."""
+    rp = design.reverse_state_pass
+    if rp is None:
+        raise ValueError(f"design {design.name} has no pass that carries a state from the last chunk to the first")
+    return rp

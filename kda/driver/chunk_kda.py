@@ -91,7 +91,10 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
             ex = execute(q, k, v, g, beta, scale, h0, version=version, chunk_size=chunk_size,
                              types=Types(transfer=transfer_dtype, policy=precision, out=v.dtype),
                              cu_seqlens=cu_seqlens, intermediate_states=True)
-        o, ht, h = ex.o, ex.final_state, ex.states
+        o, ht = ex.computed()
+        h = ex.states
+        if h is None:
+            raise ValueError("the execution kept no intermediate states")
         if h0 is not None:               # FLA's first state of a sequence is initial_state as given
             if cu_seqlens is None:
                 h[:, 0] = h0.to(h.dtype)

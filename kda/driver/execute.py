@@ -64,7 +64,7 @@ class Execution:
     chunk_size: int
     inputs: tuple | None = None            # (q, k, v, g, beta, h0) as given
     graphs: tuple = ()                     # every pass's graph (a design of several passes); () = (graph,)
-    design: object = None                  # npusim.model.schedule.Design
+    design: Design | None = None
     seqlens: tuple[int, ...] | None = None # tokens of each sequence of a variable-length batch (cu_seqlens)
 
     @property
@@ -74,9 +74,17 @@ class Execution:
     states: torch.Tensor | None = None     # intermediate_states=True: [B, NT, H, K, V], the state before each
                                            # chunk as kept between chunks (varlen: [1, chunks of all sequences, ..])
 
+    def computed(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The output and the final state (ValueError for an execution that ran without numerics)."""
+        if self.o is None or self.final_state is None:
+            raise ValueError("the execution ran without numerics: it has no output or final state")
+        return self.o, self.final_state
+
     @cached_property
     def inputs_as_stored(self) -> tuple:
         """(q, k, v, g, beta, h0) as the NPU's GM holds them (q, k, v in the transfer type), for references."""
+        if self.inputs is None:
+            raise ValueError("the execution keeps no inputs to store for a reference")
         q, k, v, g, beta, h0 = self.inputs
         p, cd = self.precision, self.precision.compute
         stored = lambda x: p.round(x.to(cd), p.transfer)
@@ -367,9 +375,10 @@ def _execute_varlen(q, k, v, g, beta, scale, initial_state, cu_seqlens, **kw) ->
             out[i, :n] = x[0, a:a + n]
         return out
     ex = execute(batch(q), batch(k), batch(v), batch(g), batch(beta), scale, initial_state, **kw)
-    o = ex.o.new_empty(1, q.shape[1], *ex.o.shape[2:])
+    batched, _ = ex.computed()
+    o = batched.new_empty(1, q.shape[1], *batched.shape[2:])
     for i, (a, n) in enumerate(zip(starts, lengths)):
-        o[0, a:a + n] = ex.o[i, :n]
+        o[0, a:a + n] = batched[i, :n]
     ex.o, ex.seqlens, ex.inputs = o, tuple(lengths), (q, k, v, g, beta, initial_state)
     if ex.states is not None:       # each sequence's own chunks, sequence after sequence (FLA's order)
         ex.states = torch.cat([ex.states[i, :-(-n // C)] for i, n in enumerate(lengths)])[None]

@@ -60,8 +60,8 @@ def on_device(x: KdaInputs, device: str) -> KdaInputs:
     dev = resolve_device(device)
     if x.q.device == dev:
         return x
-    move = lambda t: None if t is None else t.to(dev)
-    return KdaInputs(move(x.q), move(x.k), move(x.v), move(x.g), move(x.beta), move(x.initial_state))
+    return KdaInputs(x.q.to(dev), x.k.to(dev), x.v.to(dev), x.g.to(dev), x.beta.to(dev),
+                     None if x.initial_state is None else x.initial_state.to(dev))
 
 
 def cu_seqlens(settings: Settings) -> list[int] | None:

@@ -19,7 +19,14 @@ from npusim.model.multipass import simulate_design, templates
 from npusim.output.report import DesignReport, build_design_report
 from npusim.record.precision import itemsize
 
-from kda.driver.backward import BackwardExecution, backward_design, execute_backward, kept_bytes, record_backward_graphs
+from kda.driver.backward import (
+    BackwardExecution,
+    backward_design,
+    execute_backward,
+    kept_bytes,
+    record_backward_graphs,
+    reverse_pass,
+)
 from kda.driver.checks import KdaInputError
 from kda.driver.inputs import KdaInputs
 from kda.reference.parity import Parity, compare, tolerance
@@ -108,7 +115,7 @@ def evaluate_backward(version: str, settings: Settings, states: str = "recompute
     design = backward_design(version, states)
     profile = profile or checked_profile(settings)
     C = settings.chunk_size
-    precision = precision_for(settings, design.reverse_state_pass.program)
+    precision = precision_for(settings, reverse_pass(design).program)
     if check_names:
         check_policy_names(version, settings)
     ex, parity, tol = None, None, {}

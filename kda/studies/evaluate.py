@@ -49,6 +49,12 @@ class VersionResult:
         rep = self.design_report
         return rep.passes[0].detail if rep is not None and len(rep.passes) == 1 else None
 
+    def timed_report(self) -> Report:
+        """The per-chunk report of a timed one-pass design (ValueError for a run without one)."""
+        if self.report is None:
+            raise ValueError(f"{self.version}: no per-chunk report (timing off, or a design of several passes)")
+        return self.report
+
     @property
     def pipelined(self) -> Run | None:
         """A one-pass design's pipelined run; None with several passes."""
@@ -108,9 +114,10 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
     check_policy_names(ex.pass_graphs, settings, program, foreign_payloads_ok)
     if ref is None or (ref.key and ref.key != reference_key(ex)):
         ref = reference(ex)
-    p_o, p_s = compare(ref.o, ex.o), compare(ref.state, ex.final_state)
+    o, final_state = ex.computed()
+    p_o, p_s = compare(ref.o, o), compare(ref.state, final_state)
     C = settings.chunk_size
-    errs = [compare(ref.o[:, t:t + C], ex.o[:, t:t + C]) for t in range(0, settings.T, C)]
+    errs = [compare(ref.o[:, t:t + C], o[:, t:t + C]) for t in range(0, settings.T, C)]
     first_bad = None if p_o.passed else next((i for i, e in enumerate(errs) if not e.passed), None)  # one verdict
     result = VersionResult(version, settings, profile, ex, p_o, p_s, [e.rel_rms_err for e in errs], first_bad)
     if not result.passed and "known_defect" in program.notes:

@@ -55,3 +55,4 @@ def reference_key(ex: Execution) -> tuple:
     for one policy serves another only if these agree (v4 keeps its state in fp32 by default)."""
     has_h0 = ex.inputs is not None and ex.inputs[5] is not None
     return (ex.precision.transfer, ex.precision.state_type if has_h0 else None)
+

@@ -22,14 +22,15 @@ def _fields(shape: str) -> list[tuple[str, str]] | None:
     """A `K=V;...` shape as its fields; None for the other forms (shown whole)."""
     if "=" not in shape:
         return None
-    return [tuple(item.split("=", 1)) for item in shape.replace(" ", "").split(";") if item]
+    return [(k, v) for k, _, v in (item.partition("=") for item in shape.replace(" ", "").split(";") if item)]
 
 
 def split_shapes(rows) -> tuple[str, list[str]]:
     """(what every row's shape shares, each row's rest): 'B=16 Hg=16 K=128 V=128', ['T=4096 H=16 C=128', ...].
     Shapes not written as fields are shown whole."""
-    parsed = [_fields(r.shape) for r in rows]
-    if any(p is None for p in parsed):
+    maybe = [_fields(r.shape) for r in rows]
+    parsed = [p for p in maybe if p is not None]
+    if len(parsed) < len(maybe):
         return "", [r.shape for r in rows]
     common = set(parsed[0]).intersection(*map(set, parsed[1:])) if len(parsed) > 1 else set()
     shared = " ".join(f"{k}={v}" for k, v in parsed[0] if (k, v) in common)
