@@ -57,7 +57,8 @@ class ChunkKdaFunction(torch.autograd.Function):
         if bx.nonfinite is not None:
             raise KdaInputError(f"backward: inf/NaN first in {bx.nonfinite}")
         gr = bx.grads
-        cast = lambda x, like: x.to(like.dtype)
+        def cast(x, like):
+            return x.to(like.dtype)
         return (cast(gr["dq"], q), cast(gr["dk"], k), cast(gr["dv"], v), cast(gr["dg"], g),
                 cast(gr["dbeta"], beta), None if no_h0 else cast(gr["dh0"], h0),
                 None, None, None, None, None, None)

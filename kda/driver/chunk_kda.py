@@ -40,8 +40,8 @@ import torch
 from kda.driver.autograd import differentiable_kda
 from kda.driver.checks import KdaInputError, check_inputs, seqlens_of
 from kda.driver.execute import Types, execute
-from kda.reference.recurrence import naive_recurrent_kda
 from kda.driver.fla_options import beta_sigmoid, check_gate, check_heads, check_refused, expand_groups, kda_gate, l2norm
+from kda.reference.recurrence import naive_recurrent_kda
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
@@ -153,7 +153,8 @@ def _intermediate_states(core, q, k, v, g, beta, h0, cu_seqlens, C: int):
         S = h0
         outs, hs = [], []
         for lo in range(0, T, C):
-            cut = lambda x: x[:, lo:lo + C]
+            def cut(x):
+                return x[:, lo:lo + C]
             hs.append(S)
             o, S = core(cut(q), cut(k), cut(v), cut(g), cut(beta), S, None)
             outs.append(o)
@@ -166,7 +167,8 @@ def _intermediate_states(core, q, k, v, g, beta, h0, cu_seqlens, C: int):
     for lo in range(0, max(lengths), C):
         active = [i for i, n in enumerate(lengths) if n > lo]
         spans = [(starts[i] + lo, starts[i] + min(lengths[i], lo + C)) for i in active]
-        cut = lambda x: torch.cat([x[:, a:b] for a, b in spans], 1)
+        def cut(x):
+            return torch.cat([x[:, a:b] for a, b in spans], 1)
         cu = [0]
         for a, b in spans:
             cu.append(cu[-1] + b - a)

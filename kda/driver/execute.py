@@ -18,9 +18,8 @@ import torch
 import torch.nn.functional as F
 
 from npusim import Executor, Nonfinite, PhaseGraph, Precision
-from npusim.record.precision import dtype_name
-
 from npusim.model.schedule import Design
+from npusim.record.precision import dtype_name
 
 from kda.driver.checks import KdaInputError, check_inputs, seqlens_of
 from kda.driver.multipass import record_passes, run_passes, stored_types
@@ -87,7 +86,8 @@ class Execution:
             raise ValueError("the execution keeps no inputs to store for a reference")
         q, k, v, g, beta, h0 = self.inputs
         p, cd = self.precision, self.precision.compute
-        stored = lambda x: p.round(x.to(cd), p.transfer)
+        def stored(x):
+            return p.round(x.to(cd), p.transfer)
         B, _, H, K = q.shape
         h0 = (torch.zeros(B, H, K, v.shape[-1], dtype=cd, device=q.device) if h0 is None else p.round(h0.to(cd), p.state_type))
         return stored(q), stored(k), stored(v), g.to(cd), beta.to(cd), h0
@@ -134,7 +134,8 @@ def record_graph(program, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
     and the state [group, ...]; the program's ops broadcast Q and K over the group."""
     gen = torch.Generator().manual_seed(0)
     cd = precision.compute
-    rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=cd, device="cpu")
+    def rnd(*shape):
+        return torch.randn(*shape, generator=gen, dtype=cd, device="cpu")
     C, G = chunk_size, group
     inputs = {"Q": F.normalize(rnd(1, C, d_k), dim=-1), "K": F.normalize(rnd(1, C, d_k), dim=-1),
               "V": rnd(G, C, d_v), "g": F.logsigmoid(rnd(G, C, gate_width or d_k)), "beta": torch.sigmoid(rnd(G, C)),
@@ -196,7 +197,8 @@ def record_graphs(design, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
     precision = design_precision(design, precision)
     gen = torch.Generator().manual_seed(0)
     cd, C, G = precision.compute, chunk_size, group
-    rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=cd, device="cpu")
+    def rnd(*shape):
+        return torch.randn(*shape, generator=gen, dtype=cd, device="cpu")
     pool = {"Q": F.normalize(rnd(1, 1, C, d_k), dim=-1), "K": F.normalize(rnd(1, 1, C, d_k), dim=-1),
             "V": rnd(G, 1, C, d_v), "g": F.logsigmoid(rnd(G, 1, C, gate_width or d_k)),
             "beta": torch.sigmoid(rnd(G, 1, C)),
@@ -244,7 +246,8 @@ def _execute_one_pass(design: Design, q, k, v, g, beta, scale, initial_state, *,
     block = max(1, min(block, NT))
 
     # GM contents: q, k, v in the transfer type; g, beta and the initial state in fp32.
-    stored = lambda x: precision.round(x, precision.transfer)
+    def stored(x):
+        return precision.round(x, precision.transfer)
 
     def probe() -> dict:
         src = [x[:1, :, :1] for x in (q, k, v, g, beta)]
@@ -331,7 +334,8 @@ def _execute_design(design: Design, q, k, v, g, beta, scale, initial_state, *, c
     precision = design_precision(design, resolve_precision(q, types, state_program))
     cd, C = precision.compute, chunk_size
     scale = K ** -0.5 if scale is None else scale
-    stored = lambda x: precision.round(x, precision.transfer)
+    def stored(x):
+        return precision.round(x, precision.transfer)
     pool = {"Q": chunked(q, C, cd, stored), "K": chunked(k, C, cd, stored), "V": chunked(v, C, cd, stored),
             "g": chunked(g, C, cd), "beta": chunked(beta, C, cd), "scale": scale}
     S = (torch.zeros(B * H, K, V, dtype=cd, device=q.device) if initial_state is None

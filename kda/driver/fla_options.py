@@ -154,7 +154,8 @@ def check_refused(*, cp_context, use_graph, max_num_seqs, cu_seqlens, cu_seqlens
     if cu_seqlens_cpu is not None:
         if cu_seqlens is None:
             raise KdaInputError("cu_seqlens_cpu is a host copy of cu_seqlens: pass cu_seqlens too")
-        as_list = lambda c: [int(x) for x in (c.tolist() if isinstance(c, torch.Tensor) else c)]
+        def as_list(c):
+            return [int(x) for x in (c.tolist() if isinstance(c, torch.Tensor) else c)]
         if as_list(cu_seqlens_cpu) != as_list(cu_seqlens):
             raise KdaInputError("cu_seqlens_cpu must hold the same values as cu_seqlens")
     unknown = sorted(set(kwargs) - set(FLA_KWARGS))

@@ -1,4 +1,4 @@
-"""Numerics of a design of several passes (npusim/schedule.py): each pass recorded once on a probe, then
+"""Numerics of a design of several passes (npusim/model/schedule.py): each pass recorded once on a probe, then
 run over the whole batch, its outputs stored in GM for the passes after it.
 
     GM pool   Q, K, V [N, NT, C, d] (N = B x H sequences, NT chunks of C tokens), g, beta, scale,

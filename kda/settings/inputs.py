@@ -23,7 +23,8 @@ def make_settings_inputs(s: Settings) -> KdaInputs:
             gen = torch.Generator().manual_seed(s.seed + 1)
             x = replace(x, initial_state=torch.randn(len(s.seqlens), s.v_heads, s.d_k, s.d_v, generator=gen))
     if s.group > 1:
-        shared = lambda t: t[:, :, ::s.group].repeat_interleave(s.group, dim=2)
+        def shared(t):
+            return t[:, :, ::s.group].repeat_interleave(s.group, dim=2)
         x = replace(x, q=shared(x.q), k=shared(x.k))
     return x
 

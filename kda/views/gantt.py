@@ -1,6 +1,6 @@
 """The drawing primitives of the Gantt charts (matplotlib, Agg backend): rows per AI core (Cube, the two
 hand-off links, the Vector units), phase bars labelled with letter and chunk, hand-off bars and arrows,
-busy fractions per row. Where the profile gives the core's pipes (npusim/pipes.py), rows Cube MTE2 / Cube
+busy fractions per row. Where the profile gives the core's pipes (npusim/chip/pipes.py), rows Cube MTE2 / Cube
 FixPipe and Vec MTE2 / Vec MTE3 show each tile's GM load and store beside the compute. plots.py composes them
 into figures."""
 from __future__ import annotations
@@ -19,9 +19,9 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from npusim import Run  # noqa: E402
 from npusim.model.engine import PHASE, STATE, SYNC  # noqa: E402
-from npusim.record.graph import CUBE, VEC  # noqa: E402
 from npusim.output.overlap import busy_intervals, intersect  # noqa: E402
 from npusim.output.pipe_trace import has_pipes, segments  # noqa: E402
+from npusim.record.graph import CUBE, VEC  # noqa: E402
 
 COLORS = {CUBE: ("#2f6db5", "#7fa8dc"), VEC: ("#e07b28", "#f3b27a")}
 TRANSFER, LATENCY = "#4d4d4d", "#c9c9c9"

@@ -125,7 +125,7 @@ def work_table(r: VersionResult) -> Table:
 
 
 def overlap_table(r: VersionResult) -> Table:
-    """Interval-merging metrics (npusim/overlap.py) of the pipelined and the serial run."""
+    """Interval-merging metrics (npusim/output/overlap.py) of the pipelined and the serial run."""
     from npusim.output.overlap import analyse
     runs = [(name, run) for name, run in (("pipelined", r.pipelined), ("serial", r.serial))
             if run is not None and run.trace is not None]

@@ -65,14 +65,7 @@ class _SyncRec:
     number: int
     producer: _PhaseRec
     payload: list[tuple[_Info, Payload]]
-    consumer: _PhaseRec | None = None        # set when the next phase opens
-
-    @property
-    def into(self) -> _PhaseRec:
-        """The phase the sync hands over to."""
-        if self.consumer is None:
-            raise DataflowError(f"sync {sync_label(self.number)} ends the program: no phase consumes it")
-        return self.consumer
+    consumer: _PhaseRec | None = None
 
 
 class Checker:
@@ -107,15 +100,9 @@ class Checker:
         self._alive.append(tensor)
 
     # ----- what a phase holds on its unit (capacity.py) ----------------------------------------
-    def _open(self) -> _PhaseRec:
-        """The phase now open: a tensor is used, made or read inside one."""
-        if self.phase is None:
-            raise DataflowError(f"program {self.program}: a tensor is used outside any phase")
-        return self.phase
-
     def _use(self, info: _Info) -> None:
         """The current op of the current phase uses `info`: it is loaded (first use) or stays alive."""
-        phase = self._open()
+        phase = self.phase
         buf = phase.bufs.get(info.buf)
         if buf is None:
             if info.origin == GM and info.name is None:      # an unnamed constant (a mask): not counted
@@ -131,13 +118,13 @@ class Checker:
             buf.infos.append(info)
 
     def _whole(self, info: _Info) -> None:
-        buf = self._open().bufs.get(info.buf)
+        buf = self.phase.bufs.get(info.buf)
         if buf is not None:
             buf.whole = True
 
     def _made(self, info: _Info, alias: _Info | None) -> None:
         """The current op made `info`: a view shares `alias`'s buffer, anything else gets its own (fp32)."""
-        phase = self._open()
+        phase = self.phase
         if alias is not None and alias.buf in phase.bufs:
             info.buf = alias.buf
             self._use(info)
@@ -257,7 +244,7 @@ class Checker:
         phase.step += 1
 
     def read(self, tensor: torch.Tensor) -> None:
-        phase = self._open()
+        phase = self.phase
         info = self._lookup(tensor, f"Phase {phase.name}")
         if info.producer == phase.name:
             return
@@ -380,8 +367,8 @@ class Checker:
             if info.name is None:
                 info.name = name
             if state is not None and name == state[1]:
-                state_readers = [i.readers for i in self.info.values() if i.origin == STATE]
-                readers = tuple(state_readers[0]) if state_readers else ()
+                readers = tuple(self.info[k].readers for k in self.info if self.info[k].origin == STATE)
+                readers = readers[0] if readers else ()
                 st = self.precision.state_type
                 state_spec = StateSpec(state[0], name, info.shape, st, info.numel * itemsize(st),
                                        info.producer, tuple(readers))
@@ -396,7 +383,7 @@ class Checker:
             self._state_through_gm(state_spec)
         for s in self.steps:         # payloads no phase on the consumer's unit reads
             if isinstance(s, _SyncRec):
-                unit = s.into.unit
+                unit = s.consumer.unit
                 s.payload = [(i, p if any(units[r] == unit for r in i.readers) else replace(p, unused=True))
                              for i, p in s.payload]
 
@@ -406,8 +393,8 @@ class Checker:
                 steps.append(Phase(s.name, s.unit, tuple(s.ops), tuple(s.reads), s.gm_read_bytes, s.gm_write_bytes,
                                    self._locals(s), s.step, int(shapes.get("group", 1))))
             else:
-                steps.append(Sync(s.number, s.producer.name, s.into.name,
-                                  f"{s.producer.unit}->{s.into.unit}", tuple(p for _, p in s.payload)))
+                steps.append(Sync(s.number, s.producer.name, s.consumer.name,
+                                  f"{s.producer.unit}->{s.consumer.unit}", tuple(p for _, p in s.payload)))
         tensors = {}
         for info in self.info.values():
             if info.name is None or info.name in tensors:
