@@ -258,7 +258,7 @@ def _execute_one_pass(design: Design, q, k, v, g, beta, scale, initial_state, *,
     blocks: dict[int, list] = {}
 
     def chunk(t: int) -> dict:
-        if not fast:                          # the reference path, chunk by chunk as before
+        if not fast:                          # the reference path: the recording runtime, chunk by chunk
             lo, hi = t * C, min(T, (t + 1) * C)
             Q, K_, V_ = (_chunk_of(x, lo, hi, C, cd, stored) for x in (q, k, v))
             return {"Q": Q, "K": K_, "V": V_, "g": _chunk_of(g, lo, hi, C, cd), "beta": _chunk_of(beta, lo, hi, C, cd),
