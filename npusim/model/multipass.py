@@ -101,7 +101,7 @@ def simulate_design(design: Design, tpls: list[Template], profile: Profile, chun
             run = simulate(tpl, on, chunks=1, sequences=items, serial=serial, trace=trace)
         else:
             run = simulate(tpl, on, chunks=mine, sequences=len(mine), serial=serial, trace=trace,
-                           interleave=interleave)
+                           interleave=p.interleave or interleave)
         t += boundary
         out.append(PassRun(p, run, t, boundary))
         t += run.makespan_us

@@ -6,8 +6,14 @@ Where a tensor lives decides who may read it:
   local     made in a phase: that phase only
   kept      made in a phase and declared resident on its unit (`npu.keep`): later phases of that unit
   workspace carried by a sync: both units, from the sync's consumer phase on
+  spilled  made in a phase and stored to GM by it (`npu.spill`): any later phase loads it from GM again
 A phase that reads a tensor made on the other unit that no sync carried is an error naming the phase,
 the tensor and its producer. Hand-offs are never typed in: the sync list is what the data flow needs.
+
+A phase loads a GM tensor (an input or a spilled one) whole on its first use, or only a part of it
+(`npu.load(t, index)`: one DataCopy of that part; a part narrower than the tensor's rows is a tile of
+strided rows). A program whose inputs are laid out head by head (`gm_layout="head-major"`, as BNSD/NTD)
+loads a whole tile's rows as one contiguous run; otherwise a tile's rows are strided (FLA's [B, T, H, D]).
 """
 from __future__ import annotations
 
@@ -35,6 +41,8 @@ class _Info:
     kept: bool = False
     readers: list[str] = field(default_factory=list)
     buf: int = 0                  # the buffer it lives in: its own id, or the viewed tensor's buffer
+    spilled: bool = False         # stored to GM by its producer phase (npu.spill): later phases load it
+    segments: int = 0             # GM row runs of one DataCopy of it (0: its rows; see Local.segments)
 
 
 @dataclass
@@ -46,6 +54,7 @@ class _Buf:
     first: int
     last: int
     whole: bool = False           # every tile needs all of it (a matmul's left operand, a solve's matrix)
+    segments: int = 0             # GM row runs of its DataCopy (0: its rows)
 
 
 @dataclass
@@ -71,10 +80,13 @@ class _SyncRec:
 class Checker:
     """Receives the events of one recorded chunk (phases, ops, syncs) and checks them as they happen."""
 
-    def __init__(self, program_name: str, precision: Precision, resident: tuple[str, ...] = ()):
+    def __init__(self, program_name: str, precision: Precision, resident: tuple[str, ...] = (),
+                 gm_layout: str = ""):
         self.program = program_name
         self.precision = precision
         self.resident = set(resident)
+        self.head_major = gm_layout == "head-major"   # a whole [C, D] tile of an input is one run of rows
+        self.repeats = 0                               # > 0: ops recorded now issue this many repeats (npu.repeats)
         self.info: dict[int, _Info] = {}
         self._alive: list[torch.Tensor] = []      # keeps ids unique while the chunk is recorded
         self.steps: list[_PhaseRec | _SyncRec] = []
@@ -85,6 +97,7 @@ class Checker:
         self.state_name: str | None = None
         self.escaped: set[int] = set()            # buffers used after the phase that made them
         self.stored: set[int] = set()             # buffers of the results stored to GM (not the state)
+        self.spilled: set[tuple[str, int]] = set()  # (phase, buffer) stored to a GM workspace (npu.spill)
 
     # ----- registration -------------------------------------------------------------------------
     def register_input(self, name: str, tensor: torch.Tensor, storage: str, is_state: bool = False) -> None:
@@ -107,11 +120,14 @@ class Checker:
         if buf is None:
             if info.origin == GM and info.name is None:      # an unnamed constant (a mask): not counted
                 return
-            source = ("made" if info.producer == phase.name else "gm" if info.origin == GM else
+            spilled = info.spilled and info.producer != phase.name
+            source = ("gm" if spilled else "made" if info.producer == phase.name else "gm" if info.origin == GM else
                       "state" if info.origin == STATE else "kept" if info.origin == phase.unit and info.kept
                       else "workspace")
             size = 4 if source == "made" else info.storage_bytes
-            phase.bufs[info.buf] = _Buf([info], info.numel * size, source, phase.step, phase.step)
+            segments = info.segments or (1 if source == "gm" and (spilled or self.head_major) else 0)
+            phase.bufs[info.buf] = _Buf([info], info.numel * size, source, phase.step, phase.step,
+                                        segments=segments)
             return
         buf.last = phase.step
         if info not in buf.infos:
@@ -204,7 +220,8 @@ class Checker:
             return
         if kind not in (LAYOUT, CONST):
             operand = max((self.info[id(t)].storage_bytes for t in inputs[:2] if id(t) in self.info), default=4)
-            phase.ops.append(cost_of(kind, name, inputs, outputs, operand))
+            op = cost_of(kind, name, inputs, outputs, operand)
+            phase.ops.append(replace(op, repeats=self.repeats) if self.repeats and kind != MATMUL else op)
         # A view keeps the element size of what it views; anything computed is stored in the transfer type.
         storage = (self.info[id(inputs[0])].storage_bytes if kind == LAYOUT and inputs and id(inputs[0]) in self.info
                    else itemsize(self.precision.transfer))
@@ -250,7 +267,7 @@ class Checker:
             return
         if info.origin == GM and info.name is None:      # an unnamed constant
             return
-        if info.origin in (GM, STATE):
+        if info.origin in (GM, STATE) or info.spilled:
             pass
         elif info.origin == phase.unit:
             if not (info.kept or info.synced_in):
@@ -268,11 +285,58 @@ class Checker:
             info.readers.append(phase.name)
             if info.name:
                 phase.reads.append(info.name)
-            if info.origin == GM:
+            if info.origin == GM or info.spilled:
                 phase.gm_read_bytes += info.numel * info.storage_bytes
 
+    # ----- parts of GM tensors, and tensors through GM -------------------------------------------
+    def load(self, view: torch.Tensor, base: torch.Tensor, strided: bool | None = None) -> None:
+        """The current phase loads `view`, a part of the GM tensor `base` (an input or a spilled tensor), as
+        one DataCopy of its own: a part narrower than base's rows is a tile of strided rows (`strided`: say
+        so where the kernel keeps base inside a wider matrix)."""
+        phase = self.phase
+        if phase is None:
+            raise DataflowError("npu.load runs outside any phase: a phase loads what it uses")
+        info = self._lookup(base, f"npu.load in Phase {phase.name}")
+        if not (info.origin in (GM, STATE) or info.spilled) or (info.origin == GM and info.name is None):
+            raise DataflowError(f"npu.load in Phase {phase.name}: {self._label(info)} is not in GM (an input "
+                                f"or a tensor stored with npu.spill)")
+        narrower = view.dim() >= 2 and view.shape[-1] < base.shape[-1] if strided is None else strided
+        rows = view.shape[-2] if view.dim() >= 2 else 1
+        part = _Info(f"{info.name}[part]" if info.name else None, info.origin, info.producer, info.storage_bytes,
+                     tuple(view.shape), view.numel(), spilled=info.spilled,
+                     segments=rows if (narrower or not (self.head_major or info.spilled)) else 1)
+        self._track(view, part)
+        self.read(view)
+        self._use(part)
+
+    def spill(self, tensors: tuple[torch.Tensor, ...]) -> None:
+        """After the phase that made them: that phase stores `tensors` to GM (in their stored type) and any
+        later phase, of either unit, loads them from there."""
+        if self.phase is not None:
+            raise DataflowError(f"npu.spill is inside Phase {self.phase.name}: call it after the phase that "
+                                f"makes the tensors, as npu.keep")
+        for t in tensors:
+            info = self._lookup(t, "npu.spill")
+            if info.origin not in (VEC, CUBE):
+                raise DataflowError(f"npu.spill({self._label(info)}): only tensors made in a phase go to GM")
+            if info.name is None:
+                raise DataflowError(f"npu.spill of an unnamed {list(info.shape)} tensor: bind it to a variable")
+            if info.spilled:
+                continue
+            rec = next(s for s in self.steps if isinstance(s, _PhaseRec) and s.name == info.producer)
+            info.spilled = True
+            info.storage_bytes = itemsize(self.precision.of(info.name))
+            self.spilled.add((rec.name, info.buf))
+            self.escaped.add(info.buf)
+            rec.gm_write_bytes += info.numel * info.storage_bytes
+
+    def set_repeats(self, repeats: int) -> None:
+        self.repeats = repeats
+
     # ----- hand-offs ----------------------------------------------------------------------------
-    def sync(self, tensors: tuple[torch.Tensor, ...]) -> _SyncRec:
+    def sync(self, tensors: tuple[torch.Tensor, ...], after: str | None = None) -> _SyncRec:
+        """A hand-off from the last phase (or from the earlier phase `after`, whose unit flags the next phase
+        while the other unit went on) to the next phase."""
         number = sum(isinstance(s, _SyncRec) for s in self.steps) + 1
         label = sync_label(number)
         if self.phase is not None:
@@ -283,6 +347,10 @@ class Checker:
         if self.last_phase is None:
             raise DataflowError(f"sync {label} comes before any phase: a sync hands over what a phase made")
         producer = self.last_phase
+        if after is not None:
+            producer = next((s for s in self.steps if isinstance(s, _PhaseRec) and s.name == after), None)
+            if producer is None:
+                raise DataflowError(f"sync {label} comes after Phase {after}, which no phase of the program is")
         direction = f"{producer.unit}->{CUBE if producer.unit == VEC else VEC}"
         payload: list[tuple[_Info, Payload]] = []
         seen: set[int] = set()
@@ -343,10 +411,13 @@ class Checker:
     def _locals(self, phase: _PhaseRec) -> tuple[Local, ...]:
         out = []
         for key, b in phase.bufs.items():
+            spilled = (phase.name, key) in self.spilled
             name = next((i.name for i in b.infos if i.name), None) or f"an unnamed {list(b.infos[0].shape)} tensor"
             last = phase.step if (b.source == "made" and key in self.escaped) else b.last
+            # a result stored to a workspace, or to an output laid out head by head, is one run of rows
+            runs = b.segments or (1 if spilled or (key in self.stored and self.head_major) else 0)
             out.append(Local(name, b.infos[0].shape, b.nbytes, b.source, b.first, last, b.whole,
-                             key in self.stored))
+                             key in self.stored or spilled, runs))
         return tuple(out)
 
     # ----- the graph ----------------------------------------------------------------------------
@@ -372,7 +443,7 @@ class Checker:
                 st = self.precision.state_type
                 state_spec = StateSpec(state[0], name, info.shape, st, info.numel * itemsize(st),
                                        info.producer, tuple(readers))
-            else:
+            elif not info.spilled:                   # a spilled result is stored already
                 self.stored.add(info.buf)
                 rec = next(s for s in self.steps if isinstance(s, _PhaseRec) and s.name == info.producer)
                 rec.gm_write_bytes += info.numel * itemsize(self.precision.of(name))
