@@ -19,7 +19,7 @@ from kda.cli.common import Parser, console, fail, prog_name
 from kda.studies import predictions as registered
 from kda.studies.validate import SHIPPED, by_implementation, reported, summary, validate
 
-FORMATS = (".png", ".svg", ".pdf")          # kda.views.plots.FORMATS (matplotlib loads only when plotting)
+FORMATS = (".png", ".svg", ".pdf")          # kda.views.figure.FORMATS (matplotlib loads only when plotting)
 
 
 def build_parser() -> Parser:
