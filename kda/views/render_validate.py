@@ -133,8 +133,8 @@ def registered_lines(rows, pending=()) -> list[str]:
     for impl, s in by_implementation(rows).items():
         reg = s.get("registered")
         if reg:
-            out.append(f"{impl}: registered predictions (held out, predicted before the measured values): median "
-                       f"|error| {_pct(reg['median_abs'])}, max {_pct(reg['max_abs'])} on {reg['n']} rows")
+            out.append(f"{impl}: as registered before the measured values: median |error| "
+                       f"{_pct(reg['median_abs'])}, max {_pct(reg['max_abs'])} on {reg['n']} rows")
     if pending:
         out.append(f"registered, not measured yet: {len(pending)} ({', '.join(p.id for p in pending[:6])}"
                    f"{', ...' if len(pending) > 6 else ''})")
