@@ -1,5 +1,5 @@
-"""What one simulation gives: the replayed template on its profile, the makespan, each unit's busy time,
-and the trace (when kept)."""
+"""The outcome of one simulation (engine.py): its template and profile, the makespan, each unit's busy time,
+and the trace when one was kept."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -37,6 +37,8 @@ class Op:
     scalar_operand: bool = False  # elementwise: fewer than two tensor inputs of more than one element
     broadcast: bool = False       # elementwise: a tensor input smaller than the output, expanded first
     lead: int = 0                 # matmul: the output's leading (batch) axis, 0 for a 2-D result
+    repeats: int = 0              # Vector: repeats the instruction issues on each unit, set by the kernel
+                                  # (a mask narrower than a repeat, one row a repeat); 0: by its bytes
 
     def describe(self) -> str:
         if self.kind == MATMUL:
