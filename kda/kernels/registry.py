@@ -5,7 +5,9 @@ decay per head: the fused designs v1-v4 with g broadcast over the channels, so t
 shrinks from C x d_k to C values per chunk, and `gdn_fla`, FLA's GDN decomposition, kda/kernels/gdn.py);
 design one of kda/programs. The measured MegaGDN kernels: `gdn_pto`, `gdn_pto_fused` (kda/kernels/pto.py) and
 `gdn_triton64` / `gdn_triton128` (vllm-ascend's Triton kernels, kda/kernels/triton.py), one stage a pass
-or, for a stage of several launches, passes named `stage:part`. A shape is written `BxTxHxKxV` (simple CSV; T may list a variable-length
+or, for a stage of several launches, passes named `stage:part`. The measured KDA kernels:
+`kda_fla_npu_intra` (flash-linear-attention-npu's ChunkKdaFwdIntraSubChunk, kda/kernels/fla_npu_intra.py) and
+its earlier builds `kda_fla_npu_intra_<step>` (fla_npu_intra_history.py). A shape is written `BxTxHxKxV` (simple CSV; T may list a variable-length
 batch, `1x65+129x32x128x128`, as FLA's cu_seqlens) or as msprof's Input Shapes `q;k;v;g;beta`
 (q [B, T, Hg, K], v [B, T, H, V]). Hg (grouped q/k heads) is not modelled apart: every value head
 reads its own q and k.
@@ -31,6 +33,7 @@ from npusim.chip.profile import Profile
 
 from kda.api import program_default_state, record_graphs
 from kda.programs import DESIGNS, PROGRAMS
+from kda.kernels.fla_npu_intra_history import INTRA_SUB_CHUNK
 from kda.kernels.gdn import GDN_FLA
 from kda.kernels.pto import GDN_PTO, GDN_PTO_FUSED
 from kda.kernels.recording import record_kernel
@@ -45,9 +48,13 @@ def _designs() -> dict:
     out["gdn_triton64"] = out["gdn_triton128"] = (GDN_TRITON, 1)     # the chunk comes with the shape (C=)
     out["gdn_pto"] = (GDN_PTO, 1)
     out["gdn_pto_fused"] = (GDN_PTO_FUSED, 1)
+    out.update({name: (k.design, None) for name, k in LAID_OUT.items()})
     return out
 
 
+# Kernels that lay their work out themselves and record their own inputs (`items`, `record`): flash-linear-
+# attention-npu's ChunkKdaFwdIntraSubChunk, a window of two heads an item, one task a chunk.
+LAID_OUT = {f"kda_fla_npu_intra{'' if step == 'shipped' else '_' + step}": k for step, k in INTRA_SUB_CHUNK.items()}
 KERNELS = _designs()
 # Other names for the same kernels: a bare design (`v3`, as ascendc_stubs/scripts/op_summary_to_csv.py writes
 # it) and the AscendC skeletons' operator types (the OP Type msprof records).
@@ -130,6 +137,8 @@ def parse_shape(text: str, form: str = "simple") -> tuple[KernelShape, int]:
 @lru_cache(maxsize=64)
 def _graphs(kernel: str, chunk_size: int, d_k: int, d_v: int, dtype: str, heads: int):
     design, width = KERNELS[kernel]
+    if kernel in LAID_OUT:
+        return tuple(LAID_OUT[kernel].record(dtype, d_k))
     if any(p.all_heads for p in design.passes):         # a pass over [C, H] tiles: recorded for these heads
         return tuple(record_kernel(design, chunk_size, d_k, d_v, dtype, heads))
     state_program = (design.state_pass or design.passes[0]).program
@@ -168,11 +177,13 @@ class KernelModel:
             idx = [i for i, p in enumerate(design.passes) if stage_of(p.name) == self.stage]
             design, graphs = replace(design, passes=tuple(design.passes[i] for i in idx)), [graphs[i] for i in idx]
         tpls = templates(design, graphs, profile, RIDE)   # a pass may declare its own state hand-off
-        counts = self.shape.chunk_counts(self.chunk_size)
+        s = self.shape
+        counts = (LAID_OUT[self.name].items(s.batch, s.seqlens, s.heads, self.chunk_size) if self.name in LAID_OUT
+                  else s.chunk_counts(self.chunk_size))
         if self.design.single:
             uniform = len(set(counts)) == 1
-            run = simulate(tpls[0], profile, chunks=counts[0] if uniform else counts, sequences=len(counts),
-                           trace=False)
+            run = simulate(tpls[0], design.passes[0].on(profile), chunks=counts[0] if uniform else counts,
+                           sequences=len(counts), trace=False)
             return {"": run.latency_us}
         run = simulate_design(design, tpls, profile, counts, trace=False, heads=heads)
         return {**{p.pass_.name: p.boundary_us + p.run.makespan_us for p in run.passes}, "": run.latency_us}
@@ -200,6 +211,8 @@ def model(kernel: str, shape: str, dtype: str, form: str = "simple", stage: str 
     if stage and stage not in passes:
         raise ValueError(f"kernel {kernel} has no stage {stage!r} (its stages: {', '.join(passes)})")
     parsed, chunk_size = parse_shape(shape, form)
+    if kernel in LAID_OUT:
+        LAID_OUT[kernel].check(parsed.d_k, chunk_size, parsed.q_heads not in (0, parsed.heads))
     return KernelModel(kernel, parsed, dtype, chunk_size, stage)
 
 

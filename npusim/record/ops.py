@@ -6,6 +6,8 @@ Phase programs are plain torch code. While a chunk is recorded, every torch call
   elementwise  Vector only; cost: output elements
   reduce       Vector only; cost: input elements (sums, scans)
   sequential   Vector only; cost: dependent steps + element operations (forward substitution)
+  scalar       Vector unit's scalar loop (GetValue / SetValue on UB); cost: accesses (npusim/chip/issue.py)
+  flag         a cross-core flag hop the Vector units wait on (an AIV <-> AIV barrier)
   layout       free on either unit (views, transposes, indexing: the copy engines handle them)
   const        free (masks, identity matrices)
   meta         not an op (shape, dtype queries)
@@ -20,9 +22,11 @@ from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._pytree import tree_flatten
 
 MATMUL, ELEMENTWISE, REDUCE, SEQUENTIAL = "matmul", "elementwise", "reduce", "sequential"
+SCALAR, FLAG = "scalar", "flag"
+UB_COPY, BRCB, CAST, DUP = "ub_copy", "brcb", "cast", "dup"   # Vector instructions a kernel's source names
 LAYOUT, CONST, META, HOST = "layout", "const", "meta", "host"
-COMPUTE_KINDS = (MATMUL, ELEMENTWISE, REDUCE, SEQUENTIAL)
-UNIT_OF = {MATMUL: "cube", ELEMENTWISE: "vec", REDUCE: "vec", SEQUENTIAL: "vec"}
+COMPUTE_KINDS = (MATMUL, ELEMENTWISE, REDUCE, SEQUENTIAL, SCALAR, FLAG)
+UNIT_OF = {MATMUL: "cube", ELEMENTWISE: "vec", REDUCE: "vec", SEQUENTIAL: "vec", SCALAR: "vec", FLAG: "vec"}
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,10 @@ class Op:
     scalar_operand: bool = False  # elementwise: fewer than two tensor inputs of more than one element
     broadcast: bool = False       # elementwise: a tensor input smaller than the output, expanded first
     lead: int = 0                 # matmul: the output's leading (batch) axis, 0 for a 2-D result
+    repeats: int = 0              # Vector: repeats the instruction issues on each unit, set by the kernel
+                                  # (a mask narrower than a repeat, one row a repeat); 0: by its bytes
+    walls: int | None = None      # Vector: pipe_barrier(PIPE_V) waits after it, as the kernel's source counts
+                                  # them; None: one after every instruction (npusim/chip/issue.py)
 
     def describe(self) -> str:
         if self.kind == MATMUL:
@@ -44,6 +52,10 @@ class Op:
             return f"{self.name} {m}x{n}x{k} = {self.macs:,} MACs"
         if self.kind == SEQUENTIAL:
             return f"{self.name}: {self.steps} dependent steps, {self.elements:,} element ops"
+        if self.kind == SCALAR:
+            return f"{self.name}: {self.steps} scalar accesses a matrix"
+        if self.kind == FLAG:
+            return f"{self.name}: a cross-core flag hop"
         return f"{self.name} {self.kind}: {self.elements:,} elements"
 
 

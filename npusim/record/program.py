@@ -21,6 +21,7 @@ passes round every sync payload to its transfer type and watch for inf/NaN.
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -30,7 +31,7 @@ from npusim.record.accumulation import NarrowAccumulation  # noqa: F401  (npusim
 from npusim.record.dataflow import Checker
 from npusim.errors import DataflowError
 from npusim.record.graph import CUBE, VEC, PhaseGraph, sync_label
-from npusim.record.ops import OpRecorder
+from npusim.record.ops import BRCB, CAST, DUP, ELEMENTWISE, FLAG, SCALAR, UB_COPY, Op, OpRecorder
 from npusim.record.precision import Precision
 
 _no_torch_function = torch._C.DisableTorchFunction
@@ -143,6 +144,77 @@ class Npu:
         return R
 
 
+    # ----- an AscendC kernel's Vector instructions, as its source issues them (npusim/chip/issue.py) ---------
+    # A program declares `@phase_program(..., barriers="explicit")` to use them: its ops then wait for nothing
+    # until npu.pipe_barrier says so.
+
+    def pipe_barrier(self, count: int = 1) -> None:
+        """pipe_barrier(PIPE_V) after the last Vector instruction (or a WaitFlag<V_S>: the scalar unit waits
+        for the Vector pipe to drain)."""
+        if self._checker is not None:
+            self._checker.barrier(count)
+
+    @contextmanager
+    def repeats(self, n: int):
+        """`with npu.repeats(n):` each Vector instruction recorded inside issues n repeats on each unit (a
+        mask narrower than a repeat: one row a repeat), whatever its bytes."""
+        checker = self._checker
+        if checker is not None:
+            checker.set_repeats(n)
+        try:
+            yield
+        finally:
+            if checker is not None:
+                checker.set_repeats(0)
+
+    def cast(self, x: torch.Tensor, to: str) -> torch.Tensor:
+        """Cast: to "fp32" from a 16-bit source, or to a 16-bit type from fp32 (its rounding applied)."""
+        with _no_torch_function():
+            out = (x * 1.0) if to == "fp32" else self._ex.precision.round(x * 1.0, to)
+        self._instruction(Op(ELEMENTWISE, CAST, elements=x.numel(), shape=tuple(x.shape),
+                             operand_bytes=4 if to in ("bf16", "fp16") else 2), [x], out)
+        return out
+
+    def ub_copy(self, x: torch.Tensor) -> torch.Tensor:
+        """DataCopy UB -> UB of `x` (fp32)."""
+        with _no_torch_function():
+            out = x.clone()
+        self._instruction(Op(ELEMENTWISE, UB_COPY, elements=x.numel(), shape=tuple(x.shape)), [x], out)
+        return out
+
+    def dup(self, value: float, like: torch.Tensor) -> torch.Tensor:
+        """Duplicate: `value` into a tensor shaped as `like`."""
+        with _no_torch_function():
+            out = torch.full_like(like, value)
+        self._instruction(Op(ELEMENTWISE, DUP, elements=out.numel(), shape=tuple(out.shape)), [], out)
+        return out
+
+    def brcb(self, x: torch.Tensor, width: int = 8) -> torch.Tensor:
+        """Brcb: each element of x [..., n] into a block of `width` copies, [..., n, width]."""
+        with _no_torch_function():
+            out = x[..., None].expand(*x.shape, width).clone()
+        self._instruction(Op(ELEMENTWISE, BRCB, elements=out.numel(), shape=tuple(out.shape)), [x], out)
+        return out
+
+    def scalar(self, name: str, fn: Callable, *inputs: torch.Tensor, accesses: int, matrices: int = 1,
+               waits: int = 0) -> torch.Tensor:
+        """A scalar loop over UB (GetValue / SetValue): `accesses` per matrix, `matrices` of them side by side
+        (one per Vector unit that runs its own); `waits` WaitFlag<V_S> drains before it. Returns fn(*inputs)."""
+        with _no_torch_function():
+            out = fn(*inputs)
+        self._instruction(Op(SCALAR, name, elements=matrices, steps=accesses, shape=tuple(out.shape), walls=waits),
+                          list(inputs), out)
+        return out
+
+    def flag(self, name: str) -> None:
+        """A cross-core flag hop both Vector units of the core wait on (CrossCoreBarrier between them)."""
+        self._instruction(Op(FLAG, name), [], None)
+
+    def _instruction(self, op: Op, inputs: list[torch.Tensor], output: torch.Tensor | None) -> None:
+        if self._checker is not None:
+            self._checker.instruction(op, inputs, output)
+
+
 class _Block:
     """`with npu.vec("A"):` — names the tensors the block binds to variables and watches them."""
 
@@ -210,6 +282,7 @@ class Executor:
     def record(self, inputs: dict, state: torch.Tensor | None, shapes: dict[str, int] | None = None) -> PhaseGraph:
         """Record the phase graph of one chunk. `inputs` hold one sequence: costs are per (sequence, chunk)."""
         checker = Checker(self.program.name, self.precision, self.program.resident)
+        checker.explicit = self.program.notes.get("barriers") == "explicit"
         for name, value in inputs.items():
             if isinstance(value, torch.Tensor):
                 checker.register_input(name, value, self.input_types.get(name, self.precision.transfer))
