@@ -183,7 +183,7 @@ class KernelModel:
         """predict() for each of `profiles` (the first recorded, the others timed from it at once:
         npusim/model/whatif.py); the same numbers as predict() one by one."""
         design, graphs = self.timed()
-        timer = DesignTimer(design, graphs, profiles[0], self.shape.chunk_counts(self.chunk_size),
+        timer = DesignTimer(design, graphs, profiles[0], self.counts(),
                             state_handoff=RIDE, heads=self.shape.heads)
         got = timer.time(profiles, serial=False, bound=False)
         if got.errors:
@@ -195,14 +195,20 @@ class KernelModel:
             out.append(self.around(kernel, p))
         return out
 
+    def counts(self) -> list[int]:
+        """The work items of each sequence (its chunks), or of each task for a kernel that lays its work out
+        itself (LAID_OUT)."""
+        s = self.shape
+        if self.name in LAID_OUT:
+            return LAID_OUT[self.name].items(s.batch, s.seqlens, s.heads, self.chunk_size)
+        return s.chunk_counts(self.chunk_size)
+
     def kernel_us(self, profile: Profile) -> dict[str, float]:
         """The device's part: each pass's launch (or barrier) and makespan by pass name, "" all of them."""
         heads = self.shape.heads
         design, graphs = self.timed()
         tpls = templates(design, graphs, profile, RIDE)   # a pass may declare its own state hand-off
-        s = self.shape
-        counts = (LAID_OUT[self.name].items(s.batch, s.seqlens, s.heads, self.chunk_size) if self.name in LAID_OUT
-                  else s.chunk_counts(self.chunk_size))
+        counts = self.counts()
         if self.design.single:
             uniform = len(set(counts)) == 1
             run = simulate(tpls[0], design.passes[0].on(profile), chunks=counts[0] if uniform else counts,

@@ -113,3 +113,14 @@ def test_the_builds_are_kernels_of_the_registry():
 def test_shapes_the_kernel_refuses_are_refused_in_one_line(shape):
     with pytest.raises(ValueError, match="takes K = 128, chunk 32, 64 or 128"):
         model("kda_fla_npu_intra", shape, "bf16")
+
+
+@pytest.mark.parametrize("step", ["b0", "shipped"])
+def test_sampled_profiles_time_the_kernel_as_laid_out(step):
+    """predict_many (kda.validate's intervals and nominal figures) walks the kernel's own tasks, as predict
+    does: the same figure for the shipped profile and for one with a slower barrier wall."""
+    from npusim import load_profile
+    base = load_profile("ascend-910b2")
+    slow = base.replace(isa__vec_dependent_cycles=2 * base.isa.vec_dependent_cycles)
+    m = model(_name(step), SHAPE, "bf16")
+    assert m.predict_many([base, slow]) == pytest.approx([m.predict(base), m.predict(slow)], rel=1e-9)
