@@ -22,9 +22,12 @@ import torch
 
 from npusim import Precision
 
-from kda.api import Execution
-from kda.studies.evaluate import Reference, Settings, evaluate, make_settings_inputs, reference
-from kda.inputs import GATES, KdaInputs
+from kda.driver.execute import Execution
+from kda.studies.oracle import Reference, reference
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
+from kda.settings.inputs import make_settings_inputs
+from kda.driver.inputs import GATES, KdaInputs
 from kda.reference.parity import RATIO
 from kda.programs import PROGRAMS
 
