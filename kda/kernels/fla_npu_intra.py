@@ -44,8 +44,8 @@ from npusim import phase_program
 from npusim.model.schedule import SEQUENTIAL, Design, Pass
 from npusim.record.precision import Precision
 
-from kda.api import design_precision
-from kda.multipass import record_passes
+from kda.driver.execute import design_precision
+from kda.driver.multipass import record_passes
 
 BT, BC = 64, 16                     # chunk and sub-chunk sizes of the measured build (chunk_size = 64)
 LN2 = math.log(2.0)
