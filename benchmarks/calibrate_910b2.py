@@ -73,27 +73,34 @@ def main(argv=None) -> int:
 
 
 def fit_chip(write_profile: bool) -> None:
-    priors, kept = dict(PRIORS), {}
+    priors = PRIORS
     base = load_profile("ascend-910b2")
     base = replace(base, ranges={**base.ranges, **{k: (lo, hi) for k, (lo, hi, _) in priors.items()}})
     data = rows()
     models = [model(r["kernel"], r["shape"], r["dtype"], stage=r["stage"]) for r in data]
     measured = [float(r["measured_us"]) for r in data]
+    result, out = until_determined(base, priors, lambda pr: fit_fields(base, pr, models, measured))
+    if write_profile:
+        write(out, f"the {len(data)} gdn_pto stage rows of kda/validation/megagdn.csv not held out "
+                   f"(L = 4096, 8192; H = 16, 32, 64), bounded least squares on log(predicted / "
+                   f"measured), rms {result.rms_after:.2f} (benchmarks/calibrate_910b2.py)", PRIORS)
+
+
+def until_determined(base, priors: dict, fit_once):
+    """fit_once(priors) -> the fit's result, again and again: a field the rows cannot determine keeps the
+    profile's value (ASSUMED, its prior's range) and the others are fitted again without it. Returns the
+    last result and every field's (value, lo, hi, at_bound, determined, why)."""
+    priors, kept = dict(priors), {}
     while True:
-        result = fit_fields(base, priors, models, measured)
+        result = fit_once(priors)
         out = report(result, priors)
         loose = [f.field for f in result.fields if not f.determined]
         if not loose or len(loose) == len(priors):
-            break
-        # a field the rows cannot determine keeps the profile's value; the others are fitted again without it
+            return result, {**out, **kept}
         print(f"not determined: {', '.join(loose)}; kept at the profile's value, the others fitted again")
-        kept.update({k: (base.value(k), *priors[k][:2], False, False, f"{out[k][5]}; kept at the profile's value, its previous calibration")
-                     for k in loose})
+        kept.update({k: (base.value(k), *priors[k][:2], False, False,
+                         f"{out[k][5]}; kept at the profile's value, its previous calibration") for k in loose})
         priors = {k: v for k, v in priors.items() if k not in loose}
-    if write_profile:
-        write({**out, **kept}, f"the {len(data)} gdn_pto stage rows of kda/validation/megagdn.csv not held out "
-                               f"(L = 4096, 8192; H = 16, 32, 64), bounded least squares on log(predicted / "
-                               f"measured), rms {result.rms_after:.2f} (benchmarks/calibrate_910b2.py)", PRIORS)
 
 
 def fit_fields(base, priors: dict, models, measured: list[float]):
@@ -129,8 +136,7 @@ def fit_host(write_profile: bool) -> None:
         ka, kb = ma.kernel_us(base), mb.kernel_us(base)
         measured.append(2 * float(a["measured_us"]) - float(b["measured_us"]))
         predictors.append(lambda p, ma=ma, mb=mb, ka=ka, kb=kb: 2 * ma.around(ka, p) - mb.around(kb, p))
-    priors, kept = dict(HOST_PRIORS), {}
-    while True:
+    def fit_once(priors: dict):
         start = {k: math.sqrt(lo * hi) for k, (lo, hi, _) in priors.items()}
         fields = [Assumption(k, start[k], lo, hi, why) for k, (lo, hi, why) in priors.items()]
         result = fit(base.replace(**{k.replace(".", "__"): v for k, v in start.items()}), fields, predictors,
@@ -140,15 +146,8 @@ def fit_host(write_profile: bool) -> None:
         for (a, _), y, yhat in zip(pairs, measured, result.after):
             print(f"    {a['kernel']:14s} {a['stage']:11s} {a['shape'].split(';')[2]:5s} measured {y:7.0f} us, "
                   f"model {yhat:7.0f} us")
-        out = report(result, priors)
-        loose = [f.field for f in result.fields if not f.determined]
-        if not loose or len(loose) == len(priors):
-            break
-        print(f"not determined: {', '.join(loose)}; kept at the profile's value, the others fitted again")
-        kept.update({k: (base.value(k), *priors[k][:2], False, False, f"{out[k][5]}; kept at the profile's value, its previous calibration")
-                     for k in loose})
-        priors = {k: v for k, v in priors.items() if k not in loose}
-    out = {**out, **kept}
+        return result
+    result, out = until_determined(base, HOST_PRIORS, fit_once)
     if write_profile:
         write(out, f"the part of the {2 * len(pairs)} vllm-ascend-triton rows of kda/validation/megagdn.csv not "
                    f"held out that does not grow with L, 2 m(L = 4096) - m(L = 8192) for {len(pairs)} (stage, chunk, "

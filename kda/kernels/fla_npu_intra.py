@@ -173,23 +173,38 @@ def _replace_row(A, i: int, row):
     return torch.cat([A[:, :i], row[:, None], A[:, i + 1:]], 1)
 
 
+def row_out(npu, A, i: int, brcb: bool = True):
+    """Row i of A copied out (UB -> UB), then Brcb'd (each a[p] in a block of its own), a barrier after each:
+    (the row, its Brcb)."""
+    tmp = npu.ub_copy(A[:, i])
+    npu.pipe_barrier()
+    if not brcb:
+        return tmp, None
+    ab = npu.brcb(tmp)
+    npu.pipe_barrier()
+    return tmp, ab
+
+
+def row_back(npu, A, i: int, tmp, acc):
+    """a += acc, copied back into row i of A, a barrier after each."""
+    tmp = tmp + acc
+    npu.pipe_barrier()
+    A = _replace_row(A, i, npu.ub_copy(tmp))
+    npu.pipe_barrier()
+    return A
+
+
 def fwdsub_rowmul(npu, A):
     """FwdSub P1 (4094141d, shipped): row i: copy it out, Brcb it, prod[p, c] = A[p, c] a[p] as two 8-wide
     column tiles issued a row a repeat (one barrier after both), the Add-fold, a += sum, copy it back."""
     for i in range(2, BC):
-        tmp = npu.ub_copy(A[:, i])
-        npu.pipe_barrier()
-        ab = npu.brcb(tmp)
-        npu.pipe_barrier()
+        tmp, ab = row_out(npu, A, i)
         with npu.repeats(BC):
             tiles = [A[..., col:col + 8] * ab for col in range(0, BC, 8)]
         npu.pipe_barrier()
         acc = npu.ub_copy(_fold(npu, torch.cat(tiles, -1)))
         npu.pipe_barrier()
-        tmp = tmp + acc
-        npu.pipe_barrier()
-        A = _replace_row(A, i, npu.ub_copy(tmp))
-        npu.pipe_barrier()
+        A = row_back(npu, A, i, tmp, acc)
     return A
 
 

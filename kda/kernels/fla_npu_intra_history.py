@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import torch
 
-from kda.kernels.fla_npu_intra import BC, SHIPPED, Version, _fold, _replace_row, kernel
+from kda.kernels.fla_npu_intra import BC, SHIPPED, Version, _fold, kernel, row_back, row_out
 
 
 def fwdsub_scalar(npu, A):
@@ -53,8 +53,7 @@ def fwdsub_muls(npu, A):
     """B1: row i copied out, an accumulator Dup'd, then a[p] read by GetValue and Muls(row p, a[p]) + Add
     for every p < i, a barrier after each; a += acc; copied back."""
     for i in range(2, BC):
-        tmp = npu.ub_copy(A[:, i])
-        npu.pipe_barrier()
+        tmp, _ = row_out(npu, A, i, brcb=False)
         acc = npu.dup(0.0, tmp)
         npu.pipe_barrier()
         for p in range(i):
@@ -64,10 +63,7 @@ def fwdsub_muls(npu, A):
             npu.pipe_barrier()
             acc = acc + work
             npu.pipe_barrier()
-        tmp = tmp + acc
-        npu.pipe_barrier()
-        A = _replace_row(A, i, npu.ub_copy(tmp))
-        npu.pipe_barrier()
+        A = row_back(npu, A, i, tmp, acc)
     return A
 
 
@@ -75,20 +71,14 @@ def fwdsub_brcd(npu, A):
     """B2 .. V-C: row i copied out and Brcb'd, a [16, 16] tile of a[p] built by 32 UB copies of 8 floats (one
     barrier after them), one Mul of the whole tile, the Add-fold, a += sum, copied back."""
     for i in range(2, BC):
-        tmp = npu.ub_copy(A[:, i])
-        npu.pipe_barrier()
-        ab = npu.brcb(tmp)
-        npu.pipe_barrier()
+        tmp, ab = row_out(npu, A, i)
         brcd = torch.stack([torch.cat([npu.ub_copy(ab[:, p]), npu.ub_copy(ab[:, p])], -1) for p in range(BC)], 1)
         npu.pipe_barrier()
         prod = A * brcd
         npu.pipe_barrier()
         acc = npu.ub_copy(_fold(npu, prod))
         npu.pipe_barrier()
-        tmp = tmp + acc
-        npu.pipe_barrier()
-        A = _replace_row(A, i, npu.ub_copy(tmp))
-        npu.pipe_barrier()
+        A = row_back(npu, A, i, tmp, acc)
     return A
 
 
