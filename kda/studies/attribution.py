@@ -24,9 +24,9 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from npusim import Precision
+from npusim.model.schedule import single_pass
 from npusim.record.graph import PhaseGraph
 from npusim.record.precision import dtype_name, itemsize
-from npusim.model.schedule import single_pass
 
 from kda.driver.execute import Execution, Types, execute
 from kda.reference.parity import compare
@@ -51,7 +51,8 @@ class Item:
         return max(self.o_err, self.state_err)
 
     def to_dict(self) -> dict:
-        f = lambda x: x if math.isfinite(x) else None
+        def f(x):
+            return x if math.isfinite(x) else None
         return {"name": self.name, "where": self.where, "dtype": self.dtype, "bytes": self.nbytes,
                 "o_rel_rms_err": f(self.o_err), "state_rel_rms_err": f(self.state_err), "overflow": self.overflow}
 
@@ -125,9 +126,11 @@ def attribute(execution: Execution, ref_o: torch.Tensor, ref_state: torch.Tensor
     `ref_o`, `ref_state`: the fp64 recurrence on `execution.inputs_as_stored`."""
     pol = execution.precision
     q, k, v, g, beta, h0 = execution.inputs_as_stored
-    run = lambda p: execute(q, k, v, g, beta, None, h0, chunk_size=execution.chunk_size, types=Types(policy=p),
-                            design=single_pass(program))
-    measure = lambda name, where, dt, nb, p: _measure(name, where, dt, nb, run(p), ref_o, ref_state)
+    def run(p):
+        return execute(q, k, v, g, beta, None, h0, chunk_size=execution.chunk_size, types=Types(policy=p),
+                       design=single_pass(program))
+    def measure(name, where, dt, nb, p):
+        return _measure(name, where, dt, nb, run(p), ref_o, ref_state)
     graph = execution.graph
     total = sum(graph.sync_bytes) + (graph.state.nbytes if graph.state else 0)
     full = _measure("all", "as run", pol.describe(), total, execution, ref_o, ref_state)
@@ -197,8 +200,9 @@ def find_policy(inputs, program, base: Precision, target: float, chunk_size: int
     under bf16 transfers, 8x finer; then fp32), until max(output, state) rel RMS <= target; then undo or
     cheapen every change the target does not need. `fp32_only`: fp32 is the only finer type tried."""
     x = inputs
-    run = lambda types: execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, chunk_size=chunk_size,
-                                types=Types(policy=_apply(base, types)), design=single_pass(program))
+    def run(types):
+        return execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, chunk_size=chunk_size,
+                       types=Types(policy=_apply(base, types)), design=single_pass(program))
     first = run({})
     if ref is None:
         from kda.studies.oracle import reference

@@ -33,10 +33,12 @@ def _varlen_reference(ex: Execution) -> Reference:
     """The recurrence over each sequence of a variable-length batch on its own."""
     q, k, v, g, beta, h0 = ex.inputs
     p, cd = ex.precision, ex.precision.compute
-    stored = lambda x: p.round(x.to(cd), p.transfer)
+    def stored(x):
+        return p.round(x.to(cd), p.transfer)
     outs, states, a = [], [], 0
     for i, n in enumerate(ex.seqlens):
-        part = lambda x: x[:, a:a + n]
+        def part(x):
+            return x[:, a:a + n]
         init = None if h0 is None else p.round(h0[i:i + 1].to(cd), p.state_type)
         o, S = naive_recurrent_kda(stored(part(q)), stored(part(k)), stored(part(v)), part(g).to(cd),
                                    part(beta).to(cd), None, init, True, dtype=torch.float64)

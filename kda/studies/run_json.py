@@ -65,7 +65,7 @@ def pipeline_json(r) -> dict:
         "overlap": None,
     }
     if r.pipelined is not None and r.pipelined.trace is not None:
-        from npusim.output.overlap import analyse      # interval-merging metrics of the pipelined run
+        from npusim.output.overlap import analyse  # interval-merging metrics of the pipelined run
         out["overlap"] = analyse(r.pipelined).to_dict()
     return out
 

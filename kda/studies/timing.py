@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from npusim import WorkspaceError
 from npusim.chip.capacity import CapacityError
-from npusim.output.report import build_design_report
 from npusim.model.multipass import simulate_design, templates
+from npusim.output.report import build_design_report
 from npusim.record.precision import itemsize
 
 

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import simpy
 
-from npusim.record.graph import PhaseGraph
 from npusim.chip.profile import Profile
-from npusim.model.template import HBM, L2, OWN, PHASE, RIDE, STATE, SYNC, Node, Template, build_template, shared_rate
 from npusim.model.limits import check_replay
+from npusim.model.template import HBM, L2, OWN, PHASE, RIDE, STATE, SYNC, Node, Template, build_template, shared_rate
 from npusim.model.trace import Log, Trace, TraceEvent, copy_trace
+from npusim.record.graph import PhaseGraph
 
 __all__ = ["HBM", "L2", "OWN", "PHASE", "RIDE", "STATE", "SYNC", "Log", "Node", "Run", "Template", "Trace",
            "TraceEvent", "build_template", "simulate"]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from npusim.chip.pipes import PIPE_NAME
 from npusim.model.engine import PHASE, Run
 from npusim.record.graph import CUBE
-from npusim.chip.pipes import PIPE_NAME
 
 KIB = 1024
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
+from npusim.chip.lanes import larger
+from npusim.chip.profile import Profile
 from npusim.model.engine import RIDE, STATE, SYNC, Run, Template, simulate
 from npusim.model.multipass import DesignRun
 from npusim.model.schedule import CHUNKS
 from npusim.record.graph import PhaseGraph
-from npusim.chip.lanes import larger
-from npusim.chip.profile import Profile
 
 
 @dataclass(frozen=True)

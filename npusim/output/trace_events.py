@@ -28,8 +28,8 @@ from collections import defaultdict
 from typing import Iterable
 
 from npusim.model.engine import PHASE, STATE, SYNC, Run
-from npusim.record.graph import CUBE, VEC
 from npusim.output.pipe_trace import chrome_events
+from npusim.record.graph import CUBE, VEC
 
 UNIT_NAME = {CUBE: "Cube", VEC: "Vec"}
 LINK_NAME = {"link:vec->cube": "link Vec→Cube", "link:cube->vec": "link Cube→Vec"}
