@@ -66,7 +66,9 @@ class Version:
 def _prep(npu, v: Version, q, k, g, g_ref, qk_type):
     """q, k, g [1, H, 16 x 128] and g_ref [1, H, 128] in the qk type: one window's heads, as loaded."""
     H = q.shape[-2]
-    tile = lambda x: x.reshape(H, BC, -1)
+
+    def tile(x):
+        return x.reshape(H, BC, -1)
     with npu.vec("prep"):
         mid = npu.cast(g_ref, "fp32")[0]                    # g_ref = g[mid]: its own DataCopy
         if v.barriers != "vc":                           # LoadMidRow: cast, barrier, then q/k/g
@@ -271,7 +273,9 @@ class IntraSubChunk:
         precision = design_precision(self.design, Precision(dtype, {}))
         gen = torch.Generator().manual_seed(0)
         H = self.heads
-        rnd = lambda *shape: torch.randn(1, 1, *shape, generator=gen)
+
+        def rnd(*shape):
+            return torch.randn(1, 1, *shape, generator=gen)
         g = -torch.rand(1, 1, H, BC, d_k, generator=gen).cumsum(-2)
         pool = {"q": rnd(H, BC * d_k), "k": rnd(H, BC * d_k), "g": g.reshape(1, 1, H, BC * d_k),
                 "g_ref": g[..., BC // 2, :], "beta": torch.rand(1, 1, H, BC, generator=gen),
