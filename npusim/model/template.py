@@ -210,5 +210,7 @@ def _link_us(profile: Profile, nbytes: int, direction: str, payloads) -> float:
 
 def shared_rate(profile: Profile, shared: str | None) -> float:
     """Bytes per us of a chip-wide resource; inf where the profile models no contention."""
+    if shared is None:
+        return math.inf
     gbps = {HBM: profile.memory.chip_bandwidth_gbps, L2: profile.memory.l2_bandwidth_gbps}.get(shared, math.inf)
     return gbps * 1e3

@@ -110,7 +110,7 @@ class _RunEvents:
         self.g, self.nodes = tpl.graph, tpl.nodes
         self.n_vec = run.profile.chip.vec_per_core
         self.many = run.sequences > 1
-        self.events = run.trace.events()
+        self.events = run.traced().events()
         self.at = {(e.seq, e.chunk, e.index): e for e in self.events}
         self.consumers = defaultdict(list)            # node -> phase nodes that read it (same chunk)
         for nd in self.nodes:
@@ -325,7 +325,7 @@ def _counters(run: Run, pid_of: dict[int, int], slot_names: list[str], tid: int)
     samples: dict[tuple[int, int], dict[str, float]] = {}
     for c in pid_of:
         samples[(c, 0)] = dict(values[c])
-    for t, core, slot, nbytes in sorted(run.trace.occupancy, key=lambda x: x[0]):
+    for t, core, slot, nbytes in sorted(run.traced().occupancy, key=lambda x: x[0]):
         if core not in values:
             continue
         values[core][slot_names[min(slot, len(slot_names) - 1)]] = nbytes / KIB
