@@ -1,7 +1,8 @@
 """python benchmarks/calibrate_910b2.py [--write] [--only chip|host]
 
 The FITTED fields of npusim/profiles/ascend-910b2.toml, from the measured data of kda/validation/megagdn.csv.
-Rows with L = 16384 or H = 48 (held out) and the fused kernel's rows never enter a fit.
+Rows with L = 16384 or H = 48 (held out), the fused kernel's rows and any measured KDA kernel's row (refused:
+kda/validation/kda.csv is validation only) never enter a fit.
 
 The chip: every MegaGDN-PTO stage row not held out (L = 4096 and 8192; H = 16, 32 and 64; 30 rows).
 The host ([host]: what a Python wrapper costs where the timed region holds it, npusim/model/host.py): the
@@ -29,7 +30,7 @@ from npusim import load_profile
 from npusim.fit.least_squares import fit
 from npusim.fit.uncertainty import Assumption
 
-from kda.kernels.registry import model
+from kda.kernels.registry import held_out, model
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "kda" / "validation" / "megagdn.csv"
@@ -55,9 +56,18 @@ HOST_PRIORS = {          # the low ends: what one call costs alone on a 910B2 ho
 }
 
 
-def rows() -> list[dict]:
-    with open(DATA, encoding="utf-8") as f:
-        return [r for r in csv.DictReader(f) if r["kernel"] == "gdn_pto" and r["held_out"] == "no"]
+def read(path: Path = DATA) -> list[dict]:
+    """The rows of a measurement file, refusing any row of a measured KDA kernel (held out by rule)."""
+    with open(path, encoding="utf-8") as f:
+        data = list(csv.DictReader(f))
+    for i, r in enumerate(data, start=2):
+        if held_out(r["kernel"]):
+            raise SystemExit(f"{path} row {i}: {r['kernel']} is a measured KDA kernel: validation only, never fitted")
+    return data
+
+
+def rows(path: Path = DATA) -> list[dict]:
+    return [r for r in read(path) if r["kernel"] == "gdn_pto" and r["held_out"] == "no"]
 
 
 def main(argv=None) -> int:
@@ -117,10 +127,9 @@ def fit_fields(base, priors: dict, models, measured: list[float]):
     return result
 
 
-def host_pairs() -> list[tuple[dict, dict]]:
+def host_pairs(path: Path = DATA) -> list[tuple[dict, dict]]:
     """(L = 4096, L = 8192) rows of one Triton kernel, stage and H, neither held out."""
-    with open(DATA, encoding="utf-8") as f:
-        data = [r for r in csv.DictReader(f) if r["kernel"].startswith("gdn_triton") and r["held_out"] == "no"]
+    data = [r for r in read(path) if r["kernel"].startswith("gdn_triton") and r["held_out"] == "no"]
     key = lambda r: (r["kernel"], r["stage"], r["shape"].replace("T=4096", "T=*").replace("T=8192", "T=*"))
     short = {key(r): r for r in data if ";T=4096;" in r["shape"]}
     return [(short[key(r)], r) for r in data if ";T=8192;" in r["shape"] and key(r) in short]

@@ -5,9 +5,11 @@ decay per head: the fused designs v1-v4 with g broadcast over the channels, so t
 shrinks from C x d_k to C values per chunk, and `gdn_fla`, FLA's GDN decomposition, kda/kernels/gdn.py);
 design one of kda/programs. The measured MegaGDN kernels: `gdn_pto`, `gdn_pto_fused` (kda/kernels/pto.py) and
 `gdn_triton64` / `gdn_triton128` (vllm-ascend's Triton kernels, kda/kernels/triton.py), one stage a pass
-or, for a stage of several launches, passes named `stage:part`. The measured KDA kernels:
-`kda_fla_npu_intra` (flash-linear-attention-npu's ChunkKdaFwdIntraSubChunk, kda/kernels/fla_npu_intra.py) and
-its earlier builds `kda_fla_npu_intra_<step>` (fla_npu_intra_history.py). A shape is written `BxTxHxKxV` (simple CSV; T may list a variable-length
+or, for a stage of several launches, passes named `stage:part`. The measured KDA kernels: `kda_fla_npu`
+(flash-linear-attention-npu's AscendC ChunkKdaFwd, kda/kernels/fla_npu.py), `kda_fla_npu_intra` (its
+ChunkKdaFwdIntraSubChunk, kda/kernels/fla_npu_intra.py) and that kernel's earlier builds
+`kda_fla_npu_intra_<step>` (fla_npu_intra_history.py). A measured KDA kernel's rows are validation only
+(`held_out`): no fit may see them. A shape is written `BxTxHxKxV` (simple CSV; T may list a variable-length
 batch, `1x65+129x32x128x128`, as FLA's cu_seqlens) or as msprof's Input Shapes `q;k;v;g;beta`
 (q [B, T, Hg, K], v [B, T, H, V]). Hg (grouped q/k heads) is not modelled apart: every value head
 reads its own q and k.
@@ -24,21 +26,22 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from npusim import simulate
+from npusim.chip.profile import Profile
 from npusim.fit.measurements import Measurement, MeasurementError
 from npusim.model.host import timed_region
 from npusim.model.multipass import simulate_design, templates
-from npusim.model.whatif import DesignTimer
 from npusim.model.template import RIDE
+from npusim.model.whatif import DesignTimer
 from npusim.record.precision import Precision
-from npusim.chip.profile import Profile
 
 from kda.driver.execute import program_default_state, record_graphs
-from kda.programs import DESIGNS, PROGRAMS
+from kda.kernels import fla_npu
 from kda.kernels.fla_npu_intra_history import INTRA_SUB_CHUNK
 from kda.kernels.gdn import GDN_FLA
 from kda.kernels.pto import GDN_PTO, GDN_PTO_FUSED
 from kda.kernels.recording import record_kernel
 from kda.kernels.triton import GDN_TRITON
+from kda.programs import DESIGNS, PROGRAMS
 
 
 def _designs() -> dict:
@@ -50,6 +53,7 @@ def _designs() -> dict:
     out["gdn_pto"] = (GDN_PTO, 1)
     out["gdn_pto_fused"] = (GDN_PTO_FUSED, 1)
     out.update({name: (k.design, None) for name, k in LAID_OUT.items()})
+    out["kda_fla_npu"] = (fla_npu.FLA_NPU, None)
     return out
 
 
@@ -57,6 +61,8 @@ def _designs() -> dict:
 # attention-npu's ChunkKdaFwdIntraSubChunk, a window of two heads an item, one task a chunk.
 LAID_OUT = {f"kda_fla_npu_intra{'' if step == 'shipped' else '_' + step}": k for step, k in INTRA_SUB_CHUNK.items()}
 KERNELS = _designs()
+# The paths a measured kernel's model reads (chunk C, key and value widths): other shapes tile differently.
+PATHS = {"kda_fla_npu": fla_npu.SHAPES}
 # Other names for the same kernels: a bare design (`v3`, as ascendc_stubs/scripts/op_summary_to_csv.py writes
 # it) and the AscendC skeletons' operator types (the OP Type msprof records).
 ALIASES = {**{name: f"kda_{name}" for name in DESIGNS},
@@ -70,6 +76,13 @@ def stage_of(pass_name: str) -> str:
 
 def kernel_names() -> list[str]:
     return list(KERNELS)
+
+
+def held_out(kernel: str) -> bool:
+    """Whether `kernel` models a measured KDA kernel (a `kda_` kernel that is not one of this project's
+    designs): its rows are validation only, never a fit's."""
+    kernel = ALIASES.get(kernel, kernel)
+    return kernel.startswith("kda_") and kernel[len("kda_"):] not in DESIGNS
 
 
 @dataclass(frozen=True)
@@ -140,7 +153,8 @@ def _graphs(kernel: str, chunk_size: int, d_k: int, d_v: int, dtype: str, heads:
     design, width = KERNELS[kernel]
     if kernel in LAID_OUT:
         return tuple(LAID_OUT[kernel].record(dtype, d_k))
-    if any(p.all_heads for p in design.passes):         # a pass over [C, H] tiles: recorded for these heads
+    if any(p.all_heads for p in design.passes) or design.notes.get("gate") == "channel":
+        # a pass over [C, H] tiles (recorded for these heads), or a KDA kernel's stages
         return tuple(record_kernel(design, chunk_size, d_k, d_v, dtype, heads))
     state_program = (design.state_pass or design.passes[0]).program
     precision = Precision(dtype, {}, state=program_default_state(state_program, dtype))
@@ -242,6 +256,14 @@ def model(kernel: str, shape: str, dtype: str, form: str = "simple", stage: str 
     parsed, chunk_size = parse_shape(shape, form)
     if kernel in LAID_OUT:
         LAID_OUT[kernel].check(parsed.d_k, chunk_size, parsed.q_heads not in (0, parsed.heads))
+    path = PATHS.get(kernel)
+    if path is not None:
+        have = {"C": chunk_size, "K": parsed.d_k, "V": parsed.d_v}
+        off = [f"{k} = {have[k]}" for k in path if have[k] != path[k]]
+        if off or parsed.q_heads != parsed.heads:
+            want = ", ".join(f"{k} = {v}" for k, v in path.items())
+            raise ValueError(f"kernel {kernel} is modelled on its {want} path, one q/k head per value head; "
+                             f"shape {shape!r} has {', '.join(off) or 'grouped q/k heads'}")
     return KernelModel(kernel, parsed, dtype, chunk_size, stage)
 
 

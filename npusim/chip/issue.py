@@ -34,9 +34,9 @@ NAMES = (UB_COPY, BRCB, CAST, DUP)
 
 
 def declared(op: Op) -> bool:
-    """Whether the op is timed here: its walls or repeats come from the source, or it is one of the
-    instructions isa.py does not know."""
-    return op.walls is not None or op.repeats > 0 or op.kind in (SCALAR, FLAG) or op.name in NAMES
+    """Whether the op is timed here: its walls come from the source (a program that declares its barriers),
+    or it is one of the instructions isa.py does not know. A repeat count alone (npu.repeats) is isa.py's."""
+    return op.walls is not None or op.kind in (SCALAR, FLAG) or op.name in NAMES
 
 
 def walls_cycles(profile: Profile, walls: int) -> float:

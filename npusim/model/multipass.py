@@ -102,7 +102,7 @@ def simulate_design(design: Design, tpls: list[Template], profile: Profile, chun
             run = simulate(tpl, on, chunks=1, sequences=items, serial=serial, trace=trace, record=record)
         else:
             run = simulate(tpl, on, chunks=mine, sequences=len(mine), serial=serial, trace=trace,
-                           interleave=interleave, record=record)
+                           interleave=p.interleave or interleave, record=record)
         t += boundary
         out.append(PassRun(p, run, t, boundary))
         t += run.makespan_us

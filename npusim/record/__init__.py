@@ -5,4 +5,5 @@
     precision.py     the type each hand-off and the state carry         accumulation.py  narrow Cube accumulation
     replay.py        fast numerics over many chunks                      hoist.py      state-free / state-bound calls
     pipeline.py      the two-thread CPU replay                           memory.py     freed memory kept (glibc)
+    handoffs.py      syncs, kept and spilled tensors, GM parts           records.py    what the checker records
 """

@@ -21,17 +21,16 @@ passes round every sync payload to its transfer type and watch for inf/NaN.
 from __future__ import annotations
 
 import sys
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
+from npusim.errors import DataflowError
 from npusim.record.accumulation import NarrowAccumulation  # noqa: F401  (npusim.record.program.NarrowAccumulation, as before)
 from npusim.record.dataflow import Checker
-from npusim.errors import DataflowError
 from npusim.record.graph import CUBE, VEC, PhaseGraph, sync_label
-from npusim.record.ops import BRCB, CAST, DUP, ELEMENTWISE, FLAG, SCALAR, UB_COPY, Op, OpRecorder
+from npusim.record.ops import IssuedOps, OpRecorder
 from npusim.record.precision import Precision
 
 _no_torch_function = torch._C.DisableTorchFunction
@@ -80,7 +79,7 @@ class Nonfinite:
         return f"{self.tensor} in {self.where} of chunk {self.chunk} (sequence {self.sequence})"
 
 
-class Npu:
+class Npu(IssuedOps):
     """What a phase program sees. `npu.vec(name)` / `npu.cube(name)` open a phase; `npu.sync(...)` hands
     tensors to the other unit; `npu.keep(...)` keeps tensors on their unit for its later phases;
     `npu.forward_substitution(A)` is the sequential Vector op of the UT transform."""
@@ -101,9 +100,11 @@ class Npu:
     def cube(self, name: str) -> "_Block":
         return _Block(self, name, CUBE)
 
-    def sync(self, *tensors: torch.Tensor) -> None:
+    def sync(self, *tensors: torch.Tensor, after: str | None = None) -> None:
+        """Hand `tensors` to the other unit through the GM workspace, from the last phase (or from the earlier
+        phase `after`, on the other unit than the next phase) to the next phase."""
         if self._checker is not None:
-            payload = [p for _, p in self._checker.sync(tensors).payload]
+            payload = [p for _, p in self._checker.sync(tensors, after).payload]
         else:
             recorded = self._ex.graph.syncs
             if self._syncs >= len(recorded) or len(recorded[self._syncs].payload) != len(tensors):
@@ -128,6 +129,27 @@ class Npu:
         if self._checker is not None:
             self._checker.keep(tensors)
 
+    def load(self, tensor: torch.Tensor, index, strided: bool | None = None) -> torch.Tensor:
+        """tensor[index], loaded by the current phase as one DataCopy of that part of a GM tensor (an input,
+        or one stored with `spill`); rows narrower than the tensor's are strided (`strided=True`: the kernel
+        keeps the tensor as a block of a wider matrix)."""
+        with _no_torch_function():
+            part = tensor[index]
+        if self._checker is not None:
+            self._checker.load(part, tensor, strided)
+        return part
+
+    def spill(self, *tensors: torch.Tensor) -> None:
+        """After the phase that made them: it stores `tensors` to GM, where later phases of either unit load
+        them (a round trip through GM on the same unit, or a tensor the other unit reads without a flag)."""
+        if self._checker is not None:
+            self._checker.spill(tensors)
+
+    def repeats(self, n: int) -> "_Repeats":
+        """`with npu.repeats(n):` each Vector instruction recorded inside issues n repeats on each unit (a
+        mask narrower than a repeat: one row a repeat), whatever its bytes."""
+        return _Repeats(self._checker, n)
+
     def forward_substitution(self, A: torch.Tensor) -> torch.Tensor:
         """R = (I + StrictTril(A))^-1 for A [..., C, C]: row i needs rows < i, so C-1 dependent steps
         (the document's forward_substitution_optimized, section 3.2, without the Diag(beta) factor)."""
@@ -144,75 +166,19 @@ class Npu:
         return R
 
 
-    # ----- an AscendC kernel's Vector instructions, as its source issues them (npusim/chip/issue.py) ---------
-    # A program declares `@phase_program(..., barriers="explicit")` to use them: its ops then wait for nothing
-    # until npu.pipe_barrier says so.
+class _Repeats:
+    def __init__(self, checker, n: int):
+        self.checker, self.n = checker, n
 
-    def pipe_barrier(self, count: int = 1) -> None:
-        """pipe_barrier(PIPE_V) after the last Vector instruction (or a WaitFlag<V_S>: the scalar unit waits
-        for the Vector pipe to drain)."""
-        if self._checker is not None:
-            self._checker.barrier(count)
+    def __enter__(self) -> "_Repeats":
+        if self.checker is not None:
+            self.checker.set_repeats(self.n)
+        return self
 
-    @contextmanager
-    def repeats(self, n: int):
-        """`with npu.repeats(n):` each Vector instruction recorded inside issues n repeats on each unit (a
-        mask narrower than a repeat: one row a repeat), whatever its bytes."""
-        checker = self._checker
-        if checker is not None:
-            checker.set_repeats(n)
-        try:
-            yield
-        finally:
-            if checker is not None:
-                checker.set_repeats(0)
-
-    def cast(self, x: torch.Tensor, to: str) -> torch.Tensor:
-        """Cast: to "fp32" from a 16-bit source, or to a 16-bit type from fp32 (its rounding applied)."""
-        with _no_torch_function():
-            out = (x * 1.0) if to == "fp32" else self._ex.precision.round(x * 1.0, to)
-        self._instruction(Op(ELEMENTWISE, CAST, elements=x.numel(), shape=tuple(x.shape),
-                             operand_bytes=4 if to in ("bf16", "fp16") else 2), [x], out)
-        return out
-
-    def ub_copy(self, x: torch.Tensor) -> torch.Tensor:
-        """DataCopy UB -> UB of `x` (fp32)."""
-        with _no_torch_function():
-            out = x.clone()
-        self._instruction(Op(ELEMENTWISE, UB_COPY, elements=x.numel(), shape=tuple(x.shape)), [x], out)
-        return out
-
-    def dup(self, value: float, like: torch.Tensor) -> torch.Tensor:
-        """Duplicate: `value` into a tensor shaped as `like`."""
-        with _no_torch_function():
-            out = torch.full_like(like, value)
-        self._instruction(Op(ELEMENTWISE, DUP, elements=out.numel(), shape=tuple(out.shape)), [], out)
-        return out
-
-    def brcb(self, x: torch.Tensor, width: int = 8) -> torch.Tensor:
-        """Brcb: each element of x [..., n] into a block of `width` copies, [..., n, width]."""
-        with _no_torch_function():
-            out = x[..., None].expand(*x.shape, width).clone()
-        self._instruction(Op(ELEMENTWISE, BRCB, elements=out.numel(), shape=tuple(out.shape)), [x], out)
-        return out
-
-    def scalar(self, name: str, fn: Callable, *inputs: torch.Tensor, accesses: int, matrices: int = 1,
-               waits: int = 0) -> torch.Tensor:
-        """A scalar loop over UB (GetValue / SetValue): `accesses` per matrix, `matrices` of them side by side
-        (one per Vector unit that runs its own); `waits` WaitFlag<V_S> drains before it. Returns fn(*inputs)."""
-        with _no_torch_function():
-            out = fn(*inputs)
-        self._instruction(Op(SCALAR, name, elements=matrices, steps=accesses, shape=tuple(out.shape), walls=waits),
-                          list(inputs), out)
-        return out
-
-    def flag(self, name: str) -> None:
-        """A cross-core flag hop both Vector units of the core wait on (CrossCoreBarrier between them)."""
-        self._instruction(Op(FLAG, name), [], None)
-
-    def _instruction(self, op: Op, inputs: list[torch.Tensor], output: torch.Tensor | None) -> None:
-        if self._checker is not None:
-            self._checker.instruction(op, inputs, output)
+    def __exit__(self, *exc) -> bool:
+        if self.checker is not None:
+            self.checker.set_repeats(0)
+        return False
 
 
 class _Block:
@@ -281,7 +247,8 @@ class Executor:
 
     def record(self, inputs: dict, state: torch.Tensor | None, shapes: dict[str, int] | None = None) -> PhaseGraph:
         """Record the phase graph of one chunk. `inputs` hold one sequence: costs are per (sequence, chunk)."""
-        checker = Checker(self.program.name, self.precision, self.program.resident)
+        checker = Checker(self.program.name, self.precision, self.program.resident,
+                          self.program.notes.get("gm_layout", ""))
         checker.explicit = self.program.notes.get("barriers") == "explicit"
         for name, value in inputs.items():
             if isinstance(value, torch.Tensor):

@@ -1,6 +1,6 @@
 """An AscendC kernel's Vector instructions as its source issues them (npusim/chip/issue.py): the cycles of each
 mechanism worked out by hand from the profile's fields, and the recording rules of a program that declares its
-barriers (npusim/record/issued.py)."""
+barriers (npusim/record/ops.py: Issued, IssuedOps)."""
 from __future__ import annotations
 
 import pytest
