@@ -210,15 +210,22 @@ class Issued:
         last = phase.ops[-1]
         phase.ops[-1] = replace(last, walls=(last.walls or 0) + count)
 
-    def instruction(self, op: Op, inputs: list[torch.Tensor], output: torch.Tensor | None) -> None:
-        """A Vector instruction issued by the runtime (a cast, a UB copy, a Brcb, a scalar loop, a flag)."""
+    def _vector_reads(self, name: str, inputs: list[torch.Tensor], what: str, whole: bool = False):
+        """The current phase, a Vector one, reading `inputs` (each needed whole by every tile: `whole`)."""
         phase = self.phase
         if phase is None or phase.unit != UNIT_OF[ELEMENTWISE]:
             where = f"Phase {phase.name} (Cube)" if phase else "outside any phase"
-            raise DataflowError(f"{op.name} is a Vector instruction but runs {where}")
+            raise DataflowError(f"{name} is a Vector {what} but runs {where}")
         for t in inputs:
             self.read(t)
             self._use(self.info[id(t)])
+            if whole:
+                self._whole(self.info[id(t)])
+        return phase
+
+    def instruction(self, op: Op, inputs: list[torch.Tensor], output: torch.Tensor | None) -> None:
+        """A Vector instruction issued by the runtime (a cast, a UB copy, a Brcb, a scalar loop, a flag)."""
+        phase = self._vector_reads(op.name, inputs, "instruction")
         phase.ops.append(replace(op, walls=op.walls if op.walls is not None else (0 if self.explicit else None)))
         if output is not None:
             self._result(output)
@@ -228,17 +235,9 @@ class Issued:
     def sequential(self, name: str, inputs: list[torch.Tensor], output: torch.Tensor, steps: int,
                    elements: int) -> None:
         """A sequential op (forward substitution) issued by the runtime, not by a torch call."""
-        phase = self.phase
-        if phase is None or phase.unit != UNIT_OF[ELEMENTWISE]:
-            where = f"Phase {phase.name} (Cube)" if phase else "outside any phase"
-            raise DataflowError(f"{name} is a Vector op but runs {where}")
-        for t in inputs:
-            self.read(t)
-            self._use(self.info[id(t)])
-            self._whole(self.info[id(t)])
+        phase = self._vector_reads(name, inputs, "op", whole=True)
         phase.ops.append(Op(SEQUENTIAL, name, elements=elements, steps=steps, shape=tuple(output.shape)))
         self._result(output)
-
 
 
 class IssuedOps:
