@@ -10,7 +10,7 @@ part of the Triton rows not held out that does not grow with the sequence, 2 m(L
 each stage, chunk and H measured at both lengths (16 pairs), against the same of the model on the fitted
 chip. The host fit runs after the chip's and does not move it.
 
-Three fields no public table gives are fitted within wide priors (PRIORS below), every other field as the
+Four fields no public table gives are fitted within wide priors (PRIORS below), every other field as the
 profile has it (msKPP's tables, CANN's platform configuration): the bounded least squares of
 npusim/fit/least_squares.py on log(predicted / measured). Each fitted field's interval is its value
 x exp(+-2 standard errors) from the covariance of the residuals; `--write` puts the values, intervals and
@@ -42,6 +42,8 @@ PRIORS = {
     "isa.vec_dependent_cycles": (0.5, 100.0, "low: back-to-back issue (msKPP: 1 cycle a flag); high: a full "
                                  "pipe_barrier plus scalar address set-up"),
     "isa.gm_burst_cycles": (0.5, 100.0, "low: rows streamed back to back; high: a new GM transaction per row"),
+    "isa.scalar_access_cycles": (1.0, 100.0, "low: a load-use on an in-order scalar pipe; high: a UB access "
+                                 "serialised behind the Vector pipe's port and a flag round trip"),
 }
 HOST_PRIORS = {          # the low ends: what one call costs alone on a 910B2 host (triton-ascend issue #1675)
     "host.op_us": (12.1, 500.0, "low: an eager torch.add's host enqueue on a 910B2 (12.1 us, triton-ascend "
@@ -87,6 +89,31 @@ def fit_chip(write_profile: bool) -> None:
     data = rows()
     models = [model(r["kernel"], r["shape"], r["dtype"], stage=r["stage"]) for r in data]
     measured = [float(r["measured_us"]) for r in data]
+    result, out = until_determined(base, priors, lambda pr: fit_fields(base, pr, models, measured))
+    if write_profile:
+        write(out, f"the {len(data)} gdn_pto stage rows of kda/validation/megagdn.csv not held out "
+                   f"(L = 4096, 8192; H = 16, 32, 64), bounded least squares on log(predicted / "
+                   f"measured), rms {result.rms_after:.2f} (benchmarks/calibrate_910b2.py)", PRIORS)
+
+
+def until_determined(base, priors: dict, fit_once):
+    """fit_once(priors) -> the fit's result, again and again: a field the rows cannot determine keeps the
+    profile's value (ASSUMED, its prior's range) and the others are fitted again without it. Returns the
+    last result and every field's (value, lo, hi, at_bound, determined, why)."""
+    priors, kept = dict(priors), {}
+    while True:
+        result = fit_once(priors)
+        out = report(result, priors)
+        loose = [f.field for f in result.fields if not f.determined]
+        if not loose or len(loose) == len(priors):
+            return result, {**out, **kept}
+        print(f"not determined: {', '.join(loose)}; kept at the profile's value, the others fitted again")
+        kept.update({k: (base.value(k), *priors[k][:2], False, False,
+                         f"{out[k][5]}; kept at the profile's value, its previous calibration") for k in loose})
+        priors = {k: v for k, v in priors.items() if k not in loose}
+
+
+def fit_fields(base, priors: dict, models, measured: list[float]):
     # the objective has local minima: the least squares start from the best point of a coarse grid over the
     # priors (4 log-spaced values each), never from the profile's value, so a rerun after --write gives
     # the same fit
@@ -95,12 +122,9 @@ def fit_chip(write_profile: bool) -> None:
     fields = [Assumption(k, start[k], lo, hi, why) for k, (lo, hi, why) in priors.items()]
     result = fit(base.replace(**{k.replace(".", "__"): v for k, v in start.items()}), fields,
                  [m.predict for m in models], measured)
-    print(f"{len(data)} rows; rms of log(predicted / measured): {result.rms_before:.3f} at the grid start -> {result.rms_after:.3f}")
-    out = report(result, priors)
-    if write_profile:
-        write(out, f"the {len(data)} gdn_pto stage rows of kda/validation/megagdn.csv not held out (L = 4096, "
-                   f"8192; H = 16, 32, 64), bounded least squares on log(predicted / measured), rms "
-                   f"{result.rms_after:.2f} (benchmarks/calibrate_910b2.py)", PRIORS)
+    print(f"{len(models)} rows; rms of log(predicted / measured): {result.rms_before:.3f} at the grid start -> "
+          f"{result.rms_after:.3f}")
+    return result
 
 
 def host_pairs(path: Path = DATA) -> list[tuple[dict, dict]]:
@@ -121,14 +145,18 @@ def fit_host(write_profile: bool) -> None:
         ka, kb = ma.kernel_us(base), mb.kernel_us(base)
         measured.append(2 * float(a["measured_us"]) - float(b["measured_us"]))
         predictors.append(lambda p, ma=ma, mb=mb, ka=ka, kb=kb: 2 * ma.around(ka, p) - mb.around(kb, p))
-    start = {k: math.sqrt(lo * hi) for k, (lo, hi, _) in HOST_PRIORS.items()}
-    fields = [Assumption(k, start[k], lo, hi, why) for k, (lo, hi, why) in HOST_PRIORS.items()]
-    result = fit(base.replace(**{k.replace(".", "__"): v for k, v in start.items()}), fields, predictors, measured)
-    print(f"host: {len(pairs)} pairs of Triton rows; rms of log(predicted / measured) of 2 m(4096) - m(8192): "
-          f"{result.rms_before:.3f} at the start -> {result.rms_after:.3f}")
-    for (a, _), y, yhat in zip(pairs, measured, result.after):
-        print(f"    {a['kernel']:14s} {a['stage']:11s} {a['shape'].split(';')[2]:5s} measured {y:7.0f} us, model {yhat:7.0f} us")
-    out = report(result, HOST_PRIORS)
+    def fit_once(priors: dict):
+        start = {k: math.sqrt(lo * hi) for k, (lo, hi, _) in priors.items()}
+        fields = [Assumption(k, start[k], lo, hi, why) for k, (lo, hi, why) in priors.items()]
+        result = fit(base.replace(**{k.replace(".", "__"): v for k, v in start.items()}), fields, predictors,
+                     measured)
+        print(f"host: {len(pairs)} pairs of Triton rows; rms of log(predicted / measured) of 2 m(4096) - m(8192): "
+              f"{result.rms_before:.3f} at the start -> {result.rms_after:.3f}")
+        for (a, _), y, yhat in zip(pairs, measured, result.after):
+            print(f"    {a['kernel']:14s} {a['stage']:11s} {a['shape'].split(';')[2]:5s} measured {y:7.0f} us, "
+                  f"model {yhat:7.0f} us")
+        return result
+    result, out = until_determined(base, HOST_PRIORS, fit_once)
     if write_profile:
         write(out, f"the part of the {2 * len(pairs)} vllm-ascend-triton rows of kda/validation/megagdn.csv not "
                    f"held out that does not grow with L, 2 m(L = 4096) - m(L = 8192) for {len(pairs)} (stage, chunk, "
@@ -168,8 +196,8 @@ def write(out: dict, rows_text: str, priors: dict) -> None:
         note = (f"; at the bound of its prior [{prior[0]:g}, {prior[1]:g}]: the data pin only an upper end"
                 if at_bound else f"; prior [{prior[0]:g}, {prior[1]:g}]")
         if not determined:      # the data cannot pin it: it stays an assumption, with its prior range
-            line = (f'{name} = {{ value = {value:.4g}, source = "ASSUMED: no public figure; fitted to {rows_text} it is '
-                    f'not determined ({why})", range = [{prior[0]:g}, {prior[1]:g}], range_reason = "{prior[2]}" }}')
+            line = (f'{name} = {{ value = {value:.4g}, source = "ASSUMED: no public figure; not determined by '
+                    f'{rows_text} ({why})", range = [{prior[0]:g}, {prior[1]:g}], range_reason = "{prior[2]}" }}')
         else:
             line = (f'{name} = {{ value = {value:.4g}, source = "FITTED: {rows_text}{note}", range = [{lo:.4g}, '
                     f'{hi:.4g}], range_reason = "the fit\'s 2-sd interval from the covariance of its residuals" }}')

@@ -24,15 +24,17 @@ field's source in the profile. The model, per instruction:
            contiguous. The FixPipe takes the larger of its minimum and bytes / rate.
 
 A Vector unit computes in fp32: a 16-bit tensor it loads is cast up first, a 16-bit result it stores is
-cast down (one unary pass each).
+cast down (one unary pass each). A program that declares its barriers records what an AscendC kernel's
+source issues instead (barrier walls, row-wise repeats, UB copies, Brcb, scalar loops): issue.py times it.
 """
 from __future__ import annotations
 
 import math
 
-from npusim.record.ops import MATMUL, REDUCE, SEQUENTIAL, Op
+from npusim.chip import issue
 from npusim.chip.lanes import larger
 from npusim.chip.profile import Profile
+from npusim.record.ops import MATMUL, REDUCE, SEQUENTIAL, Op
 
 BINARY = set("add sub rsub mul maximum minimum fmax fmin where masked_fill lt le gt ge eq ne logical_and "
              "logical_or addcmul addcdiv lerp tril triu pow".split())
@@ -79,6 +81,8 @@ def _classes(op: Op) -> tuple[str, ...]:
 
 def vector_op_cycles(op: Op, profile: Profile, units: int) -> float:
     """Cycles on each of `units` Vector units that split the op."""
+    if issue.declared(op):                               # as the kernel's source issues it (issue.py)
+        return issue.op_cycles(op, profile, units, _classes(op)[0], lambda cls: _class_cycles(profile, cls))
     if op.elements == 0 and op.steps == 0:
         return 0.0
     per_unit = op.elements / units

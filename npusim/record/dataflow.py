@@ -20,12 +20,12 @@ import torch
 from npusim.errors import DataflowError
 from npusim.record.graph import CUBE, UNIT_LABEL, VEC, Local, Phase, PhaseGraph, StateSpec, Sync, TensorMeta, sync_label
 from npusim.record.handoffs import HandOffs
-from npusim.record.ops import CONST, HOST, LAYOUT, MATMUL, REDUCE, SEQUENTIAL, UNIT_OF, Op, cost_of
+from npusim.record.ops import CONST, HOST, LAYOUT, MATMUL, REDUCE, UNIT_OF, Issued, cost_of
 from npusim.record.precision import Precision, itemsize
 from npusim.record.records import GM, STATE, Buf, Info, PhaseRec, SyncRec
 
 
-class Checker(HandOffs):
+class Checker(HandOffs, Issued):
     """Receives the events of one recorded chunk (phases, ops, syncs) and checks them as they happen."""
 
     def __init__(self, program_name: str, precision: Precision, resident: tuple[str, ...] = (),
@@ -175,7 +175,8 @@ class Checker(HandOffs):
         if kind not in (LAYOUT, CONST):
             operand = max((self.info[id(t)].storage_bytes for t in inputs[:2] if id(t) in self.info), default=4)
             op = cost_of(kind, name, inputs, outputs, operand)
-            phase.ops.append(replace(op, repeats=self.repeats) if self.repeats and kind != MATMUL else op)
+            op = replace(op, repeats=self.repeats) if self.repeats and kind != MATMUL else op
+            phase.ops.append(self._issued(op))
         # A view keeps the element size of what it views; anything computed is stored in the transfer type.
         storage = (self.info[id(inputs[0])].storage_bytes if kind == LAYOUT and inputs and id(inputs[0]) in self.info
                    else itemsize(self.precision.transfer))
@@ -196,23 +197,12 @@ class Checker(HandOffs):
             self._whole(self.info[id(inputs[0])])        # reduced along its last axis: not split there
         phase.step += 1
 
-    def sequential(self, name: str, inputs: list[torch.Tensor], output: torch.Tensor, steps: int,
-                   elements: int) -> None:
-        """A sequential op (forward substitution) issued by the runtime, not by a torch call."""
-        phase = self.phase
-        if phase is None or phase.unit != VEC:
-            where = f"Phase {phase.name} (Cube)" if phase else "outside any phase"
-            raise DataflowError(f"{name} is a Vector op but runs {where}")
-        for t in inputs:
-            self.read(t)
-            self._use(self.info[id(t)])
-            self._whole(self.info[id(t)])
-        phase.ops.append(Op(SEQUENTIAL, name, elements=elements, steps=steps, shape=tuple(output.shape)))
-        info = Info(None, phase.unit, phase.name, itemsize(self.precision.transfer), tuple(output.shape),
-                     output.numel())
+    def _result(self, output: torch.Tensor) -> None:
+        """`output` is made by the current phase's last op, not by a torch call."""
+        info = Info(None, VEC, self.phase.name, itemsize(self.precision.transfer), tuple(output.shape), output.numel())
         self._track(output, info)
         self._made(info, None)
-        phase.step += 1
+        self.phase.step += 1
 
     def read(self, tensor: torch.Tensor) -> None:
         phase = self._open()

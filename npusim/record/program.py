@@ -26,11 +26,11 @@ from typing import Callable
 
 import torch
 
+from npusim.errors import DataflowError
 from npusim.record.accumulation import NarrowAccumulation  # noqa: F401  (npusim.record.program.NarrowAccumulation, as before)
 from npusim.record.dataflow import Checker
-from npusim.errors import DataflowError
 from npusim.record.graph import CUBE, VEC, PhaseGraph, sync_label
-from npusim.record.ops import OpRecorder
+from npusim.record.ops import IssuedOps, OpRecorder
 from npusim.record.precision import Precision
 
 _no_torch_function = torch._C.DisableTorchFunction
@@ -79,7 +79,7 @@ class Nonfinite:
         return f"{self.tensor} in {self.where} of chunk {self.chunk} (sequence {self.sequence})"
 
 
-class Npu:
+class Npu(IssuedOps):
     """What a phase program sees. `npu.vec(name)` / `npu.cube(name)` open a phase; `npu.sync(...)` hands
     tensors to the other unit; `npu.keep(...)` keeps tensors on their unit for its later phases;
     `npu.forward_substitution(A)` is the sequential Vector op of the UT transform."""
@@ -249,6 +249,7 @@ class Executor:
         """Record the phase graph of one chunk. `inputs` hold one sequence: costs are per (sequence, chunk)."""
         checker = Checker(self.program.name, self.precision, self.program.resident,
                           self.program.notes.get("gm_layout", ""))
+        checker.explicit = self.program.notes.get("barriers") == "explicit"
         for name, value in inputs.items():
             if isinstance(value, torch.Tensor):
                 checker.register_input(name, value, self.input_types.get(name, self.precision.transfer))

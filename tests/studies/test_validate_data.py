@@ -183,17 +183,19 @@ def test_the_interval_samples_the_ranges(tiny):
 
 
 def test_default_reads_the_three_shipped_files(monkeypatch, capsys):
-    """24 whole forwards, 142 MegaGDN rows, and of kda.csv's 36 rows the five A2 rows of the modelled kernel
-    (the other 31 are reported, not predicted); every KDA row held out."""
+    """24 whole forwards, 142 MegaGDN rows, and of kda.csv's 45 rows the five A2 rows of ChunkKdaFwd and the
+    eight builds of pull request 244's kernel timed with msprof (the other 32 are reported, not predicted);
+    every KDA row held out."""
     monkeypatch.setattr(study, "resolve", lambda m: Fake(1000.0))
     assert main(["--samples", "0", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["files"] == [str(DATA), str(MEGAGDN), str(KDA)]
-    assert len(out["rows"]) == 24 + 142 + 5
-    assert len(out["reported"]) == 31
-    assert out["summary"]["held_out"]["n"] == 4 + 69 + 5
+    assert len(out["rows"]) == 24 + 142 + 5 + 8
+    assert len(out["reported"]) == 31 + 1
+    assert out["summary"]["held_out"]["n"] == 4 + 69 + 5 + 8
     assert set(out["by_implementation"]) == {"flaggems", "vllm-ascend", "megagdn-pto", "vllm-ascend-triton",
-                                             "megagdn-pto-fused", "flash-linear-attention-npu"}
+                                             "megagdn-pto-fused", "flash-linear-attention-npu",
+                                             "flash-linear-attention-npu-pr244"}
 
 
 def test_plot_writes_a_png_and_a_bad_name_fails_before_any_work(tiny, tmp_path, capsys, monkeypatch):
