@@ -25,18 +25,15 @@ NOT_YET_CLEAN = [
     "kda/cli/run_backward.py",
     "kda/cli/run_options.py",
     "kda/kernels/recording.py",
-    "kda/kernels/registry.py",
     "kda/studies/validate.py",
     "kda/sweep/cache.py",
     "kda/sweep/plot.py",
     "kda/sweep/runner.py",
     "kda/sweep/spec.py",
-    "npusim/chip/isa.py",
     "npusim/chip/pipes.py",
     "npusim/chip/profile.py",
     "npusim/fit/calibrate.py",
     "npusim/fit/measurements.py",
-    "npusim/record/program.py",
     "npusim/record/replay.py",
 ]
 

@@ -7,4 +7,5 @@
     floor.py      host time a kernel model does not have
     isa.py        what instructions and transfers cost, from measured tables (the profile's [isa] table)
     lanes.py      many profiles at once: sampled fields as arrays over the samples
+    issue.py      how a kernel issues its Vector work, where the source says more than one instruction per op
 """
