@@ -46,7 +46,7 @@ def test_each_total_is_the_sum_of_its_four_stages():
 
 
 def test_only_the_a2_rows_of_the_modelled_kernel_are_predicted_and_every_row_is_held_out():
-    rows = _rows()
+    rows = {i: r for i, r in _rows().items() if not i.startswith("fla-npu-pr244")}   # ChunkKdaFwd's rows
     modelled = {i for i, r in rows.items() if not r["not_modelled"]}
     assert modelled == {f"fla-npu-a2-{s or 'total'}" for s in STAGES}
     assert all(r["held_out"] == "yes" for r in rows.values())
