@@ -1,4 +1,4 @@
-"""What-ifs at speed: N sampled profiles of a shape for every design, timed all at once (kda/studies/whatif.py),
+"""What-ifs at speed: N sampled profiles of a shape for every design, timed all at once (kda/studies/timing.py),
 against the per-sample replay of the event model, in one run.
 
     python benchmarks/whatif_speed.py [--samples 1000] [--replays 2] [--heads 32 --tokens 131072 --interleave 2]
@@ -25,7 +25,7 @@ from kda.programs import DESIGNS  # noqa: E402
 from kda.settings import Settings  # noqa: E402
 from kda.studies.evaluate import evaluate, retime
 from kda.studies.uncertainty import _metrics, design_fields  # noqa: E402
-from kda.studies.whatif import time_profiles  # noqa: E402
+from kda.studies.timing import time_profiles  # noqa: E402
 from npusim.fit.uncertainty import sample_profiles, sample_values  # noqa: E402
 from npusim.model.whatif import Ways  # noqa: E402
 

@@ -7,6 +7,20 @@
                                                                           (kda/driver/autograd.py)
     recurrent_kda(...)                              -> (o, final_state)   the ground truth
     python -m kda.run --chunks 16                                         the command line (v6 unless --version)
+
+The folders, in layer order (tests/test_layering.py keeps imports going one way):
+
+programs/     the designs as phase programs, one file each
+reference/    the ground truth every design is held to
+driver/       the numerics driver: chunk_kda, execute, the backward and autograd
+kernels/      the real kernels' timed shapes and their models
+settings/     a run's settings, built and checked once
+studies/      what one run, or many, says about a design
+views/        tables, plots and traces of the results
+cli/          the command lines
+sweep/        design-space sweeps
+schema/       the run JSON's schema; validation/: the measured Ascend timings (package data)
+run.py validate.py attribution.py stability.py   python -m kda.run (.validate, .attribution, .stability)
 """
 from kda.driver.checks import KdaInputError
 from kda.driver.chunk_kda import chunk_kda, recurrent_kda

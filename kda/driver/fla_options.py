@@ -52,6 +52,8 @@ def kda_gate(g: torch.Tensor, A_log: torch.Tensor | None, dt_bias: torch.Tensor 
         x = x + dt_bias.to(x.dtype).reshape(HV, K)
     rate = None if A_log is None else A_log.to(x.dtype).reshape(HV, 1).exp()
     if lower_bound is None:
+        if rate is None:
+            raise KdaInputError("the gate in kernel without lower_bound needs A_log (FLA's naive_kda_gate)")
         return -rate * F.softplus(x)
     return lower_bound * torch.sigmoid(x if rate is None else rate * x)
 
@@ -69,7 +71,7 @@ def expand_groups(x: torch.Tensor, group: int) -> torch.Tensor:
 
 # -- the checks, each naming its parameter ----------------------------------------------------------------
 
-def _shape(x) -> list:
+def _shape(x) -> list | str:
     return list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
 
 
@@ -152,7 +154,8 @@ def check_refused(*, cp_context, use_graph, max_num_seqs, cu_seqlens, cu_seqlens
     if cu_seqlens_cpu is not None:
         if cu_seqlens is None:
             raise KdaInputError("cu_seqlens_cpu is a host copy of cu_seqlens: pass cu_seqlens too")
-        as_list = lambda c: [int(x) for x in (c.tolist() if isinstance(c, torch.Tensor) else c)]
+        def as_list(c):
+            return [int(x) for x in (c.tolist() if isinstance(c, torch.Tensor) else c)]
         if as_list(cu_seqlens_cpu) != as_list(cu_seqlens):
             raise KdaInputError("cu_seqlens_cpu must hold the same values as cu_seqlens")
     unknown = sorted(set(kwargs) - set(FLA_KWARGS))

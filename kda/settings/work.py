@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from npusim import Profile
-from npusim.model.limits import MAX_KEPT_EVENTS, MAX_REPLAYS, MAX_RETIMED, MAX_SAMPLES, check, check_replay
+from npusim.model.limits import MAX_KEPT_EVENTS, MAX_RETIMED, MAX_SAMPLES, check, check_replay
 
 # Sequential chunk steps of the numerics on the CPU (tenths of a second each at d_k = d_v = 128).
 MAX_NUMERIC_STEPS = 100_000

@@ -1,12 +1,17 @@
 """The timing replay of a design for a run's settings: pipelined and serial, the per-pass and whole-design
 report with the chip's HBM floor. evaluate.py calls it after the numerics (or on a graph recorded on
-random inputs, for a timing-only run)."""
+random inputs, for a timing-only run). And an evaluated design timed under many profiles at once
+(npusim/model/whatif.py: time_profiles): what `--uncertainty`, the sweeps' profile axes and the benchmarks'
+intervals ask for. The design's recorded replays are reused where the run kept its decisions
+(Settings.record); otherwise they are recorded once there."""
 from __future__ import annotations
 
 from npusim import WorkspaceError
 from npusim.chip.capacity import CapacityError
+from npusim.chip.profile import Profile
 from npusim.model.multipass import simulate_design, templates
-from npusim.output.report import build_design_report
+from npusim.model.whatif import DesignTimer, Timings
+from npusim.output.report import build_design_report, pass_bound
 from npusim.record.precision import itemsize
 
 
@@ -70,3 +75,18 @@ def time_result(result) -> None:
     result.design_run = simulate_design(design, tpls, profile, counts, **kw)
     result.design_serial = simulate_design(design, tpls, profile, counts, serial=True, **kw)
     result.design_report = build_design_report(result.design_run, result.design_serial, floor)
+
+
+def timer(result) -> DesignTimer:
+    """The DesignTimer of an evaluated design (a VersionResult with timing)."""
+    s = result.settings
+    runs = {False: result.design_run, True: result.design_serial}
+    runs = {k: v for k, v in runs.items() if v is not None and all(p.run.log is not None for p in v.passes)}
+    return DesignTimer(result.design, result.execution.pass_graphs, result.profile, chunk_counts(s),
+                       state_handoff=s.state_handoff, capacity=s.capacity, interleave=s.interleave, runs=runs,
+                       bound_of=pass_bound)
+
+
+def time_profiles(result, profiles: list[Profile], *, serial: bool = True, bound: bool = True) -> Timings:
+    """The design's latency (serial latency, bound) under each of `profiles`."""
+    return timer(result).time(profiles, serial=serial, bound=bound)

@@ -113,6 +113,8 @@ class Isa:
     ub_gm_bytes_per_cycle: float = 73.1
     fixpipe_min_cycles: float = 85.0        # FixPipe L0C -> GM / L1, per transfer: the larger of this and
     fixpipe_bytes_per_cycle: float = 122.6  # the fp32 bytes over this rate
+    ub_ub_bytes_per_cycle: float = 262.0    # DataCopy UB -> UB on the Vector pipe (npusim/chip/issue.py)
+    scalar_access_cycles: float = 10.0      # one GetValue / SetValue on UB by the scalar unit (issue.py)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ ASSUMED source; the report says which and why. Bad input gets one line on stderr
 host time is fitted beside the fields (floor.py) and reported, not written into the profile.
 
 Kernels are modelled by a plug-in module (default `kda.kernels.registry`) with `resolve(measurement)` returning an
-object with `predict(profile) -> us`: the runtime does not know the programs, the plug-in does.
+object with `predict(profile) -> us`: the runtime does not know the programs, the plug-in does. Rows kept for
+validation never enter the fit: a row marked `held_out = yes`, and every row of a kernel the plug-in's
+`held_out(kernel)` names (kda: the measured KDA kernels); they are skipped, and said so.
 """
 from __future__ import annotations
 
@@ -38,7 +40,8 @@ def calibrate(path: str | Path, profile: Profile, kernels: str = "kda.kernels.re
     `host_floor`, the timings are taken to include one constant host time (floor.py), solved at every step
     and kept in `Fit.host_floor_us`; without, they are kernel device times (msprof's Task Duration)."""
     try:
-        resolve = importlib.import_module(kernels).resolve
+        plugin = importlib.import_module(kernels)
+        resolve = plugin.resolve
     except ImportError as err:
         raise NpuSimError(f"--kernels {kernels}: cannot import it ({err})") from None
     except AttributeError:
@@ -46,7 +49,11 @@ def calibrate(path: str | Path, profile: Profile, kernels: str = "kda.kernels.re
     if not callable(resolve):
         raise NpuSimError(f"--kernels {kernels}: its resolve is not a function")
     rows, models, notes = [], [], []
+    kept = getattr(plugin, "held_out", None)
     for m in read_measurements(path):
+        if m.held_out or (callable(kept) and kept(m.kernel)):
+            notes.append(f"skipped {m.where()}: {m.kernel} is held out (validation only, never fitted)")
+            continue
         try:
             models.append(resolve(m))
         except NpuSimError as err:
@@ -56,7 +63,9 @@ def calibrate(path: str | Path, profile: Profile, kernels: str = "kda.kernels.re
             raise
         rows.append(m)
     if not rows:
-        raise NpuSimError(f"{path}: no row names a kernel this model knows")
+        why = "every row is held out (validation only)" if notes and all("held out" in n for n in notes) else \
+            "no row names a kernel this model knows"
+        raise NpuSimError(f"{path}: {why}")
     chosen = assumptions(profile)
     if fields:
         known = {f.field for f in chosen}

@@ -60,7 +60,7 @@ class _Server:
     """One unit or link of a core: a heap of ready nodes (oldest chunk first) and whether it is busy."""
     __slots__ = ("ready", "running", "pending", "busy")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.ready: list[int] = []
         self.running = False
         self.pending = False          # waiting in _Model.waiting to be dispatched
@@ -70,7 +70,7 @@ class _Server:
 def core_order(seqs: Sequence[int], counts, interleave: int) -> list[tuple[int, int, int]]:
     """(sequence, chunk, lane) in the order a core takes them: `interleave` sequences at a time, their chunks
     alternating (s0 c0, s1 c0, s0 c1, ...); `counts[s]` is sequence s's number of chunks."""
-    out = []
+    out: list[tuple[int, int, int]] = []
     for g in range(0, len(seqs), interleave):
         group = seqs[g:g + interleave]
         for t in range(max(counts[s] for s in group)):
@@ -176,7 +176,7 @@ class _Model:
         self.use_slots = tpl.slot_release is not None and not serial
         self.shares = {r: _Share(shared_rate(profile, r)) for r in (HBM, L2)
                           if math.isfinite(shared_rate(profile, r))}
-        self.share_of = [self.shares.get(node.shared) for node in tpl.nodes]
+        self.share_of = [None if node.shared is None else self.shares.get(node.shared) for node in tpl.nodes]
         nodes = tpl.nodes     # flat per-node columns for the hot path: (first chunk, later chunks)
         # a phase's pipes (pipes.py): serial mode runs its segments in series; the overlapped ones are
         # re-timed when HBM contention stretches their transfers
@@ -323,7 +323,8 @@ class _Model:
 
 
 def _edges(edges, n: int) -> tuple[list[int], list[list[int]]]:
-    into, out = [0] * n, [[] for _ in range(n)]
+    into = [0] * n
+    out: list[list[int]] = [[] for _ in range(n)]
     for a, b in edges:
         into[b] += 1
         out[a].append(b)

@@ -3,6 +3,7 @@
     report.py         a design's report: latency, bound, HBM floor, roofline; each pass's hand-offs, serial
                       and pipelined latency, utilisation and bound per chunk
     overlap.py        how much a run overlaps (interval merging)
+    critical_path.py  the chain of events that sets a run's makespan
     chrome_trace.py   Chrome Trace Event JSON (Perfetto, MindStudio Insight) of runs and designs
     trace_events.py   the trace events of one pass's run
     pipe_trace.py     the data-movement segments as traces and Gantt charts draw them

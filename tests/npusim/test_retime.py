@@ -12,7 +12,7 @@ import pytest
 from kda.settings import Settings
 from kda.studies.evaluate import evaluate, retime
 from kda.studies.uncertainty import _metrics, design_fields
-from kda.studies.whatif import timer
+from kda.studies.timing import timer
 from npusim import load_profile, simulate
 from npusim.chip.lanes import Diverges, Lanes, larger, stack, take
 from npusim.fit.uncertainty import sample_profiles, sample_values
