@@ -110,7 +110,7 @@ def test_cli_all_versions_take_names_any_of_them_hands_over(capsys):
 @pytest.mark.parametrize("args, message", [
     (["--precision", "A_raw:fp32"], "'A_raw:fp32' is not NAME=TYPE"),
     (["--precision", "A_raw=fp8"], "'A_raw=fp8' is not NAME=TYPE"),
-    (["--precision", "A_rw=fp32"], "v3 hands over no tensor named 'A_rw'"),
+    (["--version", "v3", "--precision", "A_rw=fp32"], "v3 hands over no tensor named 'A_rw'"),
     (["--version", "all", "--precision", "A_rw=fp32"], "no version hands over a tensor named 'A_rw'"),
     (["--state-dtype", "fp64"], "invalid choice"),
 ])
