@@ -17,6 +17,7 @@ bench: .venv/.stamp
 	$(PY) benchmarks/scale.py
 	$(PY) benchmarks/replay_speed.py
 	$(PY) benchmarks/uncertainty.py
+	$(PY) benchmarks/page_faults.py
 
 notebooks: .venv/.stamp
 	$(PY) scripts/execute_notebooks.py

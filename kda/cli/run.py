@@ -11,6 +11,8 @@ import math
 import sys
 
 from npusim import NpuSimError, keep_freed_memory
+from npusim.output import files
+from npusim.output.files import same_file
 
 from kda.cli import jsonout
 from kda.cli.checks import (check_args, check_inputs_seqlens, given, load_inputs,  # noqa: F401 (kda.cli.run's API)
@@ -134,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     if results:
         try:
             _write_outputs(args, results)
-        except (ValueError, OSError) as err:
+        except (ValueError, NpuSimError) as err:
             errors.append(str(err))
         spread = _uncertainty(args, settings, results, errors)
         if args.json:
@@ -186,12 +188,17 @@ def _check_policy_names(settings: Settings, results) -> None:
 
 def _check_outputs(args) -> str | None:
     """Before the long part: can --trace and --plot be written where asked?"""
-    for flag, path in (("--trace", args.trace), ("--plot", args.plot)):
-        if path is not None and not path.parent.is_dir():
-            return f"{flag} {path}: no directory {path.parent}"
     formats = (".png", ".svg", ".pdf")          # kda.views.plots.FORMATS (matplotlib loads only when plotting)
     if args.plot is not None and args.plot.suffix.lower() not in formats:
         return f"--plot {args.plot}: the file must end in {', '.join(formats)}"
+    if args.trace is not None and args.plot is not None and same_file(args.trace, args.plot):
+        return f"--trace {args.trace} and --plot {args.plot} name one file: each needs its own"
+    for flag, path in (("--trace", args.trace), ("--plot", args.plot)):
+        try:
+            if path is not None:
+                files.check_writable(flag, path)
+        except files.OutputError as err:
+            return str(err)
     if args.trace_window is not None:
         if args.trace is None:
             return "--trace-window cuts the trace: it needs --trace OUT.json"
@@ -216,11 +223,7 @@ def _write_outputs(args, results) -> None:
     if not timed:
         raise ValueError("--trace/--plot: no version has timing (" +
                          "; ".join(f"{r.version}: {r.workspace_error}" for r in results) + ")")
-    try:
-        _write_files(args, timed, multi)
-    except OSError as err:                 # name the option: the message alone says only the path
-        flag = "--plot" if args.plot is not None and str(args.plot) in str(err) else "--trace"
-        raise OSError(f"{flag}: cannot write {err.filename or ''} ({err.strerror or err})") from None
+    _write_files(args, timed, multi)       # each file whole or not at all, its option named (files.OutputError)
 
 
 def _write_files(args, timed, multi: bool) -> None:

@@ -6,9 +6,13 @@ import sys
 from dataclasses import asdict, replace
 
 from kda.cli import jsonout
-from kda.cli.common import Parser, console, prog_name
+from npusim import NpuSimError
+
+from kda.cli.common import Parser, console, fail, prog_name
 from kda.programs import PROGRAMS
 from kda.studies.attribution import one_thread
+from kda.studies.evaluate import profile_for
+from kda.studies.work import check_work
 from kda.studies.stability import GRID_SETTINGS, THRESHOLD_SETTINGS, grid, grid_table, threshold_table, thresholds
 
 
@@ -37,7 +41,12 @@ def _main(argv: list[str] | None) -> int:
             else "no versions"
         print(f"error: {what} (versions: {', '.join(PROGRAMS)})", file=sys.stderr)
         return 2
-    cells = grid(versions, base=replace(GRID_SETTINGS, chunks=args.chunks))
+    base = replace(GRID_SETTINGS, chunks=args.chunks)
+    try:
+        check_work(base, profile_for(base))          # one line before the inputs are made (kda/studies/work.py)
+    except NpuSimError as err:
+        return fail(str(err))
+    cells = grid(versions, base=base)
     ths = thresholds() if args.thresholds else []
     if args.json:
         print(jsonout.dumps({"grid": [asdict(c) for c in cells], "thresholds": [asdict(t) for t in ths],

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from npusim import NpuSimError
 from npusim.model.limits import MAX_SAMPLES, check
+from npusim.output import files
 
 from kda.cli import jsonout
 from kda.cli.common import Parser, console, fail, prog_name
@@ -51,8 +52,10 @@ def _check_plot(path: Path | None) -> str | None:
         return None
     if path.suffix.lower() not in FORMATS:
         return f"--plot {path}: the file must end in {', '.join(FORMATS)}"
-    if not path.parent.is_dir():
-        return f"--plot {path}: no such folder {path.parent}"
+    try:
+        files.check_writable("--plot", path)
+    except files.OutputError as err:
+        return str(err)
     return None
 
 
@@ -62,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"--samples must be 0 or >= 2, got {args.samples}")
     if args.jobs < 1:
         return fail(f"--jobs must be >= 1, got {args.jobs}")
+    if args.seed < 0:
+        return fail(f"--seed must be >= 0, got {args.seed}")
+    if args.fields is not None and not args.fit:
+        return fail("--fields chooses the fields --fit fits: it needs --fit")
     if problem := _check_plot(args.plot):
         return fail(problem)
     paths = args.data or list(SHIPPED)
@@ -96,7 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot is not None:
         from kda.views.plot_validate import figure_validation
         from kda.views.plots import save
-        save(figure_validation(rows), args.plot)
+        try:
+            save(figure_validation(rows), args.plot)
+        except files.OutputError as err:         # the report is printed above: say so, exit 2
+            return fail(f"{err}; the report above is complete")
         print(f"wrote {args.plot}", file=sys.stderr)
     return 0
 

@@ -24,6 +24,8 @@ from functools import lru_cache
 from npusim import simulate
 from npusim.fit.measurements import Measurement, MeasurementError
 from npusim.model.host import timed_region
+from npusim.model.limits import (MAX_REPLAYS, MAX_SEQUENCES, LimitError, check, check_chunk, check_predictions,
+                                 replay_bound)
 from npusim.model.multipass import simulate_design, templates
 from npusim.model.template import RIDE
 from npusim.record.precision import Precision
@@ -168,6 +170,8 @@ class KernelModel:
             idx = [i for i, p in enumerate(design.passes) if stage_of(p.name) == self.stage]
             design, graphs = replace(design, passes=tuple(design.passes[i] for i in idx)), [graphs[i] for i in idx]
         tpls = templates(design, graphs, profile, RIDE)   # a pass may declare its own state hand-off
+        check(f"{self.name} {self.shape.text()}: chunks replayed on the busiest core",
+              self.replays(profile.chip.ai_cores), MAX_REPLAYS)          # before the sequences are listed
         counts = self.shape.chunk_counts(self.chunk_size)
         if self.design.single:
             uniform = len(set(counts)) == 1
@@ -183,6 +187,18 @@ class KernelModel:
         if host is None:
             return kernel_us[""]
         return timed_region(host, self.stage, kernel_us, self.dims(), profile)
+
+    @property
+    def sequences(self) -> int:
+        """(sequence, head) pairs: each a state, laid out over the cores."""
+        return self.shape.batch * len(self.shape.seqlens) * self.shape.heads
+
+    def replays(self, cores: int) -> int:
+        """Chunks one prediction replays on its busiest core, at most (every pass), worked out without
+        listing the sequences: what limits.py weighs before a prediction runs."""
+        most = -(-max(self.shape.seqlens) // self.chunk_size)
+        passes = len(self.design.passes) if not self.stage else 1
+        return passes * replay_bound(self.sequences, most, cores)
 
     def dims(self) -> dict[str, float]:
         """The dimensions a wrapper's sizes name (npusim/model/host.py)."""
@@ -200,12 +216,30 @@ def model(kernel: str, shape: str, dtype: str, form: str = "simple", stage: str 
     if stage and stage not in passes:
         raise ValueError(f"kernel {kernel} has no stage {stage!r} (its stages: {', '.join(passes)})")
     parsed, chunk_size = parse_shape(shape, form)
-    return KernelModel(kernel, parsed, dtype, chunk_size, stage)
+    m = KernelModel(kernel, parsed, dtype, chunk_size, stage)
+    check_chunk(chunk_size, parsed.d_k, parsed.d_v, parsed.heads if any(p.all_heads for p in m.design.passes)
+                else 1, f"{kernel} {shape}: one chunk")
+    check(f"{kernel} {shape}: sequences x heads", m.sequences, MAX_SEQUENCES)
+    return m
+
+
+def check_models(models, profile: Profile, predictions: int, what: str) -> None:
+    """LimitError (one line) before a tool predicts every model `predictions` times on `profile`: a model whose
+    one prediction replays too much, or all of them together (npusim/model/limits.py)."""
+    total = 0
+    for m in models:
+        if not hasattr(m, "replays"):        # a model that is not one of these (a test's stand-in)
+            continue
+        n = m.replays(profile.chip.ai_cores)
+        check(f"{m.name} {m.shape.text()}: chunks replayed on the busiest core", n, MAX_REPLAYS)
+        total += n
+    check_predictions(what, total, predictions)
 
 
 def resolve(m: Measurement) -> KernelModel:
-    """The model of a measured row; MeasurementError naming the row otherwise."""
+    """The model of a measured row; MeasurementError naming the row otherwise (a shape beyond this model's
+    limits included)."""
     try:
         return model(m.kernel, m.shape, m.dtype, m.form, getattr(m, "stage", ""))
-    except ValueError as err:
+    except (ValueError, LimitError) as err:
         raise MeasurementError(f"{m.where()}: {err}") from None

@@ -14,6 +14,9 @@ import sys
 import time
 from pathlib import Path
 
+from npusim import NpuSimError
+from npusim.output import files
+
 from kda.cli.common import Parser, fail, prog_name
 
 
@@ -81,8 +84,10 @@ def run_main(argv: list[str]) -> int:
     output = args.output or args.spec.with_suffix(".parquet" if have_parquet() else ".csv")
     if output.suffix not in (".parquet", ".csv"):
         return _fail(f"--output {output}: the table must end in .parquet or .csv")
-    if not output.parent.is_dir():
-        return _fail(f"--output {output}: no directory {output.parent}")
+    try:
+        files.check_writable("--output", output)
+    except files.OutputError as err:
+        return _fail(str(err))
     try:
         spec = load_spec(args.spec)
     except SpecError as err:
@@ -117,14 +122,18 @@ def run_main(argv: list[str]) -> int:
                      f"{_points(len(err.rows))} finished, {_rows(len(err.rows))} on stdout")
     try:
         written = write_table(out.rows, output)
-    except (OSError, ValueError) as err:      # the points are computed: say where they are kept
+    except (OSError, ValueError, NpuSimError) as err:      # the points are computed: say where they are kept
         if cache is None:
             print_rows(out.rows)
         kept = f"the {len(out.rows)} rows are in {cache}: run again to write the table" if cache else \
             f"the {len(out.rows)} rows are on stdout (--no-cache)"
-        return _fail(f"cannot write {output} ({err}); {kept}")
+        why = str(err) if isinstance(err, NpuSimError) else f"--output {output}: cannot write it ({err})"
+        return _fail(f"{why}; {kept}")
     for m in out.unmatched_metrics:
         print(f"warning: metric {m!r} matched no column", file=sys.stderr)
+    if out.unusable_cache_lines:
+        print(f"warning: --cache {cache}: {out.unusable_cache_lines} line(s) could not be used (cut short, not "
+              f"text, or not matching their digest): those points ran again", file=sys.stderr)
     if not args.quiet:
         where = f"{out.workers} Dask workers" if out.workers else "in-process"
         print(f"{len(out.rows)} points ({out.ran} run {where}, {out.cached} from the cache), "

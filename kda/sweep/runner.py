@@ -45,6 +45,7 @@ class Outcome:
     failed: int = 0                        # rows whose status is "failed"
     workers: int = 0                       # 0: in-process
     unmatched_metrics: list[str] = field(default_factory=list)
+    unusable_cache_lines: int = 0          # lines of the cache skipped (cut short, damaged, edited)
 
 
 def run_sweep(spec: Spec, *, workers: int | None = 0, scheduler: str | None = None,
@@ -85,7 +86,7 @@ def run_sweep(spec: Spec, *, workers: int | None = 0, scheduler: str | None = No
             pass
     rows = finished()
     return Outcome(rows, len(todo), len(found), sum(r["status"] == FAILED for r in rows), n_workers,
-                   _unmatched(spec.metrics, rows))
+                   _unmatched(spec.metrics, rows), store.skipped)
 
 
 def _row(spec: Spec, point, result: dict) -> dict:
@@ -148,7 +149,11 @@ def _on_dask(todo, workers: int | None, scheduler: str | None):
             raise SchedulerError(f"--scheduler {scheduler}: cannot connect ({err})") from None
         cluster = None
     else:
-        n = workers if workers else (os.cpu_count() or 1)
+        cores = available_cores()
+        if workers and workers > cores:
+            raise SchedulerError(f"--workers {workers}: this machine has {cores} cores; a local cluster takes at "
+                                 f"most one worker per core (--scheduler for a larger cluster)")
+        n = workers if workers else cores
         with sigint_ignored():             # the workers start ignoring Ctrl-C: this process alone handles it
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
                                    silence_logs=logging.CRITICAL)
@@ -171,6 +176,14 @@ def _on_dask(todo, workers: int | None, scheduler: str | None):
                 if cluster is not None:
                     cluster.close()
     return results(), n_workers
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its affinity where the system says, else all of them)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 @contextmanager

@@ -18,6 +18,7 @@ MAX_SEQUENCES = 10_000_000       # sequences (batch x heads) laid out over the c
 MAX_KEPT_EVENTS = 20_000_000     # trace events kept for --trace / --plot (~2 GB)
 MAX_SAMPLES = 10_000             # profiles sampled for an interval (each replays every row or design)
 MAX_POINTS = 1_000_000           # points of a sweep grid
+MAX_TOOL_REPLAYS = 50_000_000    # chunks replayed over every prediction a tool makes (validation, calibration)
 
 
 class LimitError(NpuSimError):
@@ -33,6 +34,33 @@ def check(what: str, amount: float, limit: float, unit: str = "") -> None:
     if amount > limit and not lifted():
         raise LimitError(f"{what}: {amount:.3g}{unit} exceeds this model's limit of {limit:.3g}{unit} "
                          f"(too long or too large for this machine; set {ENV}=1 to run it anyway)")
+
+
+def memory_bytes() -> float:
+    """This machine's physical memory (16 GiB where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 16 * 2**30
+
+
+def check_chunk(chunk_size: int, d_k: int, d_v: int, sequences: int = 1, what: str = "one chunk") -> None:
+    """The working set of one chunk (recorded even for timing only): C x C matrices, the chunk's rows and the
+    state, for `sequences` at once; at most half of this machine's memory."""
+    gib = 4 / 2**30 * sequences * (8 * chunk_size ** 2 + 4 * chunk_size * (d_k + d_v) + 2 * d_k * d_v)
+    check(f"{what}'s working set", gib, memory_bytes() / 2 / 2**30, " GiB")
+
+
+def replay_bound(sequences: int, most_chunks: int, cores: int) -> int:
+    """Chunks the busiest core replays, at most, for `sequences` sequences of up to `most_chunks` chunks laid
+    out over `cores` cores: worked out before any list of that size is made."""
+    return most_chunks * -(-sequences // max(1, min(cores, sequences)))
+
+
+def check_predictions(what: str, replays: int, predictions: int) -> None:
+    """A tool that replays `replays` chunks per prediction, `predictions` times (every row under every
+    sampled profile, every step of a fit)."""
+    check(f"{what}: chunks replayed over {predictions} predictions", replays * predictions, MAX_TOOL_REPLAYS)
 
 
 def busiest_core_chunks(counts: Sequence[int], cores: int) -> int:

@@ -32,6 +32,7 @@ from typing import Iterable, Sequence
 from npusim.model.engine import PHASE, STATE, SYNC, Run
 from npusim.record.graph import CUBE, VEC
 from npusim.output.pipe_trace import chrome_events
+from npusim.output import files
 
 UNIT_NAME = {CUBE: "Cube", VEC: "Vec"}
 LINK_NAME = {"link:vec->cube": "link Vec→Cube", "link:cube->vec": "link Cube→Vec"}
@@ -71,8 +72,7 @@ def build(runs: Run | Sequence[Run], labels: Sequence[str] | None = None, heads:
 def write(path: str | Path, runs: Run | Sequence[Run], **kwargs) -> dict:
     """Build the trace (see `build`) and write it as JSON; returns it."""
     trace = build(runs, **kwargs)
-    Path(path).write_text(json.dumps(trace, ensure_ascii=False, separators=(",", ":"), allow_nan=False),
-                          encoding="utf-8")
+    files.write_text("--trace", path, json.dumps(trace, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
     return trace
 
 

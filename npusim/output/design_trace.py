@@ -18,6 +18,7 @@ from npusim.output import chrome_trace
 from npusim.output.chrome_trace import PID_STRIDE, _meta_event, _ns, _x
 from npusim.model.multipass import DesignRun
 from npusim.model.schedule import BARRIER, CHUNKS
+from npusim.output import files
 
 
 def build(design_runs: DesignRun | Sequence[DesignRun], labels: Sequence[str] | None = None,
@@ -47,8 +48,7 @@ def build(design_runs: DesignRun | Sequence[DesignRun], labels: Sequence[str] | 
 
 def write(path: str | Path, design_runs, **kwargs) -> dict:
     trace = build(design_runs, **kwargs)
-    Path(path).write_text(json.dumps(trace, ensure_ascii=False, separators=(",", ":"), allow_nan=False),
-                          encoding="utf-8")
+    files.write_text("--trace", path, json.dumps(trace, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
     return trace
 
 

@@ -148,10 +148,12 @@ def test_ctrl_c_on_a_dask_sweep_is_one_line_and_no_worker_traceback(tmp_path, to
     assert len(cache.read_text().splitlines()) == 1
 
 
-def test_a_table_that_cannot_be_written_with_no_cache_prints_its_rows(tmp_path, capsys):
-    (tmp_path / "r.csv").mkdir()                         # the table's name is taken by a directory
+def test_a_table_that_cannot_be_written_with_no_cache_prints_its_rows(tmp_path, capsys, monkeypatch):
+    from tests.studies.test_sweep import _full_disk
+    _full_disk(monkeypatch)                              # the write fails after the up-front check
     assert main([str(_spec(tmp_path)), "--workers", "0", "-o", str(tmp_path / "r.csv"), "--no-cache",
                  "--quiet"]) == 2
+    assert not (tmp_path / "r.csv").exists()
     captured = capsys.readouterr()
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and "the 3 rows are on stdout" in err[0], captured.err
