@@ -12,14 +12,26 @@ class KdaInputError(ValueError):
     """Bad input to the KDA API; the message is one line naming what is wrong."""
 
 
+DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)    # what the designs compute from
+
+
+def check_tensor(name: str, x, optional: bool = False) -> None:
+    """One input: a dense tensor with data (not meta, sparse or nested) of a floating type the designs
+    compute from; KdaInputError naming it otherwise."""
+    if x is None and optional:
+        return
+    if not isinstance(x, torch.Tensor):
+        raise KdaInputError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.is_nested or x.is_meta or x.is_sparse or x.layout != torch.strided:
+        kind = "nested" if x.is_nested else f"{x.layout} tensor on {x.device}"
+        raise KdaInputError(f"{name} must be a dense tensor with data, got a {kind}")
+    if x.dtype not in DTYPES:
+        raise KdaInputError(f"{name} must be fp16, bf16, fp32 or fp64, got {x.dtype}")
+
+
 def _check(q, k, v, g, beta, initial_state, chunk_size, scale=None) -> tuple[int, int, int, int, int]:
     for name, x in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("initial_state", initial_state)):
-        if not isinstance(x, torch.Tensor) and not (name == "initial_state" and x is None):
-            raise KdaInputError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-        if x is not None and not x.is_floating_point():
-            raise KdaInputError(f"{name} must be a floating-point tensor, got {x.dtype}")
-        if x is not None and (x.is_meta or x.is_sparse or x.layout != torch.strided):
-            raise KdaInputError(f"{name} must be a dense tensor with data, got a {x.layout} tensor on {x.device}")
+        check_tensor(name, x, optional=name == "initial_state")
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
                               or not math.isfinite(scale)):
         raise KdaInputError(f"scale must be a finite number (default d_k ** -0.5), got {scale!r}")

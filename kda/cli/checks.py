@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from kda.api import KdaInputError
+from kda.input_checks import _check, check_tensor
 from kda.inputs import KdaInputs
 
 
@@ -149,6 +150,12 @@ def load_inputs(path: Path) -> KdaInputs:
     missing = [k for k in ("q", "k", "v", "beta") if k not in data]
     if missing or ("g" not in data and "alpha" not in data):
         raise KdaInputError(f"--inputs {path}: missing {', '.join(missing) or 'g or alpha'}")
+    try:                                 # the API's checks of each tensor, before any arithmetic on one
+        for name, x in data.items():
+            if name in ("q", "k", "v", "g", "alpha", "beta", "initial_state"):
+                check_tensor(name, x, optional=name == "initial_state")
+    except KdaInputError as err:
+        raise KdaInputError(f"--inputs {path}: {err}") from None
     g = data.get("g")
     if g is None:
         alpha = data["alpha"].float()
@@ -159,4 +166,9 @@ def load_inputs(path: Path) -> KdaInputs:
             raise KdaInputError(f"decay alpha must lie in (0, 1]; {int(bad.sum())} values do not "
                                 f"(min {float(alpha.min()):.4g}, max {float(alpha.max()):.4g})")
         g = alpha.log()
-    return KdaInputs(data["q"], data["k"], data["v"], g, data["beta"], data.get("initial_state"))
+    x = KdaInputs(data["q"], data["k"], data["v"], g, data["beta"], data.get("initial_state"))
+    try:                                 # shapes and values as the API checks them
+        _check(x.q, x.k, x.v, x.g, x.beta, x.initial_state, 1)
+    except KdaInputError as err:
+        raise KdaInputError(f"--inputs {path}: {err}") from None
+    return x

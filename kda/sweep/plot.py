@@ -162,18 +162,21 @@ def plot_table(path: str | Path, outdir: str | Path | None = None, heatmaps: lis
         df = read_table(path)
     except (FileNotFoundError, OSError, ValueError) as err:
         raise PlotError(f"{path}: {err}") from None
-    outdir = Path(outdir) if outdir is not None else path.with_name(path.stem + "_plots")
-    _make_outdir(outdir)
-    from kda.views.plots import png_bytes
+    settings_columns(df)                           # a sweep's table, or one line saying it is not one
     pairs = [tuple(h) for h in heatmaps or []]
     if any(len(p) != 2 for p in pairs):
         raise PlotError("--heatmap takes two columns, X,Y")
+    outdir = Path(outdir) if outdir is not None else path.with_name(path.stem + "_plots")
+    _make_outdir(outdir)
     if not pairs and len(axes(df)) >= 2:
         pairs = [tuple(axes(df)[:2])]
-    figures = [("pareto.png", figure_pareto(df))]
-    figures += [(f"heatmap_{x}_{y}.png".replace("/", "_"), figure_heatmap(df, x, y, metric)) for x, y in pairs]
-    best = markdown_table(best_per_shape(df, metric))
-    out = [(name, png_bytes(fig, 100)) for name, fig in figures] + [("best.md", (best + "\n").encode("utf-8"))]
+    try:
+        out = _drawn(df, pairs, metric)
+    except (KeyError, TypeError, ValueError) as err:
+        if isinstance(err, PlotError):
+            raise
+        raise PlotError(f"{path}: cannot plot this table ({type(err).__name__}: {err})") from None
+    best = out[-1][1].decode("utf-8").rstrip("\n")
     written = []
     try:
         for name, data in out:                     # each file whole or not at all
@@ -181,6 +184,22 @@ def plot_table(path: str | Path, outdir: str | Path | None = None, heatmaps: lis
     except files.OutputError as err:
         raise PlotError(str(err)) from None
     return written, best
+
+
+def _drawn(df, pairs, metric) -> list[tuple[str, bytes]]:
+    """(file name, bytes) of the Pareto front, the heat maps and the best points, drawn in memory."""
+    import matplotlib.pyplot as plt
+    from kda.views.plots import png_bytes
+    figures = []
+    try:
+        figures.append(("pareto.png", figure_pareto(df)))
+        figures += [(f"heatmap_{x}_{y}.png".replace("/", "_"), figure_heatmap(df, x, y, metric)) for x, y in pairs]
+        best = markdown_table(best_per_shape(df, metric))
+    except BaseException:
+        for _, fig in figures:
+            plt.close(fig)
+        raise
+    return [(name, png_bytes(fig, 100)) for name, fig in figures] + [("best.md", (best + "\n").encode("utf-8"))]
 
 
 def _make_outdir(outdir: Path) -> None:

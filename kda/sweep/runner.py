@@ -154,10 +154,18 @@ def _on_dask(todo, workers: int | None, scheduler: str | None):
             raise SchedulerError(f"--workers {workers}: this machine has {cores} cores; a local cluster takes at "
                                  f"most one worker per core (--scheduler for a larger cluster)")
         n = workers if workers else cores
-        with sigint_ignored():             # the workers start ignoring Ctrl-C: this process alone handles it
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
-                                   silence_logs=logging.CRITICAL)
-            client = Client(cluster)
+        cluster = client = None
+        try:
+            with sigint_held():            # the workers never see Ctrl-C: this process alone handles it
+                cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                                       silence_logs=logging.CRITICAL)
+                client = Client(cluster)
+        except BaseException:              # a Ctrl-C held while the cluster started arrives here
+            with sigint_ignored():
+                for part in (client, cluster):
+                    if part is not None:
+                        part.close()
+            raise
     n_workers = len(client.scheduler_info().get("workers", {}))
 
     def results():
@@ -184,6 +192,23 @@ def available_cores() -> int:
         return len(os.sched_getaffinity(0)) or 1
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+@contextmanager
+def sigint_held():
+    """SIGINT blocked while in the block (from the main thread; elsewhere nothing changes), then let through:
+    a Ctrl-C that came meanwhile raises KeyboardInterrupt as the block ends, not lost. Processes started in the
+    block inherit the blocked signal and never act on it: a terminal's Ctrl-C, sent to the whole process group,
+    reaches this process alone, which stops the sweep and its workers in order, with no worker tracebacks."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        with sigint_ignored():
+            yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 @contextmanager

@@ -158,3 +158,22 @@ def test_a_table_that_cannot_be_written_with_no_cache_prints_its_rows(tmp_path, 
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and "the 3 rows are on stdout" in err[0], captured.err
     assert [r["chunks"] for r in _rows(captured.out)] == ["1", "2", "3"]
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="needs POSIX signal masks")
+def test_ctrl_c_while_the_cluster_starts_stops_the_sweep(tmp_path, monkeypatch, capsys):
+    """A Ctrl-C that arrives while the local cluster starts is held until it has started, then stops the
+    sweep (exit 130, one line): it is neither lost (every point run, exit 0) nor a traceback."""
+    dd = pytest.importorskip("dask.distributed")
+    real = dd.LocalCluster
+
+    def starting(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)         # the user presses Ctrl-C now
+        return real(*args, **kwargs)
+    monkeypatch.setattr(dd, "LocalCluster", starting)
+    cache = tmp_path / "c.jsonl"
+    assert main([str(_spec(tmp_path)), "--workers", "1", "-o", str(tmp_path / "r.csv"), "--cache", str(cache),
+                 "--quiet"]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("interrupted: 0 points finished"), err
+    assert not (tmp_path / "r.csv").exists()
