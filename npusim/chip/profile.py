@@ -364,6 +364,8 @@ def _check_number(value, type_name: str, where: str, origin: str):
         if where in _MAY_BE_INF:
             return math.inf
         raise ProfileError(f"profile {origin}: field {where} must be a finite number, got {value!r}")
+    if where in _SWITCHES and value not in (0, 1):
+        raise ProfileError(f"profile {origin}: field {where} is a switch: 0 (off) or 1 (on), got {value!r}")
     if type_name == "int":
         if value != int(value) or value < 1:
             raise ProfileError(f"profile {origin}: field {where} must be a whole number >= 1, got {value!r}")
@@ -376,6 +378,8 @@ def _check_number(value, type_name: str, where: str, origin: str):
     return value if type_name == "int" else float(value)
 
 
+# Fields that turn a part of the model on (1) or off (0): no value in between means anything.
+_SWITCHES = {"isa.enabled"}
 # Rates that divide: zero would mean infinite time.
 _POSITIVE = {"clock_ghz", "macs_per_cycle", "fp32_macs_per_cycle", "elems_per_cycle", "bandwidth_gbps",
              "gm_bandwidth_gbps", "chip_bandwidth_gbps", "l2_bandwidth_gbps", "slot_kib",

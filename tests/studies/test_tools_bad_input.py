@@ -233,3 +233,16 @@ def test_attribution_refuses_in_one_line(capsys, argv, needle):
 def test_stability_refuses_a_grid_beyond_the_limits_in_one_line(capsys):
     from kda.cli.stability import main
     one_line(capsys, main(["--chunks", "100000000", "--no-thresholds"]), "limit", "NPUSIM_NO_LIMITS")
+
+
+# ---- profiles -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("how", ["set", "file"])
+def test_a_switch_is_0_or_1(tmp_path, capsys, how):
+    from kda.cli.run import main
+    if how == "set":
+        argv = [*SMALL, "--set", "isa.enabled=0.5"]
+    else:
+        (tmp_path / "p.toml").write_text('inherits = "ascend-910b2"\n[isa]\nenabled = 0.5\n')
+        argv = [*SMALL, "--profile", str(tmp_path / "p.toml")]
+    one_line(capsys, main(argv), "isa.enabled", "0 (off) or 1 (on)")
+    assert main([*SMALL, "--set", "isa.enabled=0"]) == 0
