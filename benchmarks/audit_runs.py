@@ -236,7 +236,8 @@ def mutants(log, only: str | None = None) -> list[dict]:
             env = {**os.environ, "PYTHONPATH": str(copy)}
             p = subprocess.run([sys.executable, "-m", "pytest", *m["tests"], "-x", "-q", "-p", "no:cacheprovider",
                                 "-o", "addopts="], cwd=copy, env=env, capture_output=True, text=True, timeout=3600)
-        tail = [x for x in p.stdout.splitlines() if x.startswith("FAILED") or "passed" in x or "failed" in x]
+        lines = p.stdout.splitlines()
+        tail = [x for x in lines if x.startswith("FAILED")] or [x for x in lines if " failed" in x and "passed" in x]
         if p.returncode == 1:
             v, detail = "killed", (tail[0] if tail else "failed")
         elif p.returncode == 0:

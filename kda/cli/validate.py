@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from npusim import NpuSimError
-from npusim.model.limits import MAX_SAMPLES, check
+from npusim.model.limits import MAX_SAMPLES, available_cores, check
 from npusim.output import files
 
 from kda.cli import jsonout
@@ -40,7 +40,8 @@ def build_parser() -> Parser:
     p.add_argument("--fields", metavar="FIELD,...", help="with --fit: only these ranged fields (default: all)")
     p.add_argument("--only", metavar="IMPLEMENTATION", help="only the rows of one implementation")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="worker processes for the predictions (the numbers do not depend on it)")
+                   help="worker processes for the predictions, at most one per core (the numbers do not depend "
+                        "on it)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
     p.add_argument("--plot", type=Path, metavar="OUT.png",
                    help="also draw predicted against measured, log-log, held-out rows hollow (.png, .svg, .pdf)")
@@ -65,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"--samples must be 0 or >= 2, got {args.samples}")
     if args.jobs < 1:
         return fail(f"--jobs must be >= 1, got {args.jobs}")
+    args.jobs = min(args.jobs, available_cores())   # more processes than cores only contend
     if args.seed < 0:
         return fail(f"--seed must be >= 0, got {args.seed}")
     if args.fields is not None and not args.fit:

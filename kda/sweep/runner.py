@@ -11,6 +11,8 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from npusim.model.limits import available_cores
+
 from kda.sweep.cache import Cache, point_key
 from kda.sweep.point import FAILED, run_point
 from kda.sweep.spec import Spec
@@ -184,14 +186,6 @@ def _on_dask(todo, workers: int | None, scheduler: str | None):
                 if cluster is not None:
                     cluster.close()
     return results(), n_workers
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its affinity where the system says, else all of them)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 @contextmanager

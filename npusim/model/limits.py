@@ -44,6 +44,14 @@ def memory_bytes() -> float:
         return 16 * 2**30
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its affinity where the system says, else all of them)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def check_chunk(chunk_size: int, d_k: int, d_v: int, sequences: int = 1, what: str = "one chunk") -> None:
     """The working set of one chunk (recorded even for timing only): C x C matrices, the chunk's rows and the
     state, for `sequences` at once; at most half of this machine's memory."""
