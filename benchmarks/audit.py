@@ -91,9 +91,14 @@ def _run_api(case: dict) -> dict:
             return {"raised": type(e).__name__, "mro": [c.__name__ for c in type(e).__mro__],
                     "message": str(e)[:600], "warnings": [str(w.message)[:300] for w in caught]}
     import torch
+    said = [str(w.message)[:300] for w in caught]
+    if hasattr(value, "nonfinite"):            # kda.api.execute: the Execution says where inf/NaN appeared
+        if value.nonfinite is not None:
+            said.append(f"inf/NaN in {value.nonfinite} (Execution.nonfinite; v4, v6: the safe designs)")
+        value = (value.o, value.final_state)
     tensors = [t for t in (value if isinstance(value, (tuple, list)) else [value]) if isinstance(t, torch.Tensor)]
     finite = all(bool(torch.isfinite(t.float()).all()) for t in tensors if t.numel() and not t.is_meta)
-    return {"raised": None, "finite": finite, "warnings": [str(w.message)[:300] for w in caught]}
+    return {"raised": None, "finite": finite, "warnings": said}
 
 
 # ---- the parent: workers with a time limit each, and the verdicts -----------------------------------------
@@ -171,11 +176,12 @@ def api_verdict(case: dict, r: dict) -> tuple[str, str]:
             return "multi-line", r["message"][:200]
         return ("refused-valid" if case["expect"] == "ok" else "refused"), f"{r['raised']}: {r['message'][:200]}"
     says_nan = any("inf/NaN" in w for w in r["warnings"])
-    if says_nan and r["finite"]:
+    if says_nan and r["finite"] and not any("finite" in w for w in r["warnings"]):
         return "misleading", "warns of inf/NaN, the output is finite"
     if not r["finite"] and not says_nan:
         return "silent", "inf/NaN returned without a warning"
-    if says_nan and not any(v in w for w in r["warnings"] for v in ("v4", "v6")):
+    if says_nan and any("chunk_kda" in w for w in r["warnings"]) and \
+            not any(v in w for w in r["warnings"] for v in ("v4", "v6")):
         return "misleading", "an overflow warning that names no safe design"
     if case["expect"] == "refuse":
         return "silent", "accepted: " + "; ".join(r["warnings"])[:200]

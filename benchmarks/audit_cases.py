@@ -425,7 +425,7 @@ def _a(cid, code, expect="any"):
 
 def api_cases() -> list[dict]:
     out = []
-    calls = {"chunk_kda": "kda.chunk_kda({args})", "fla": "fla_kda({args})", "execute": "execute({args}).o",
+    calls = {"chunk_kda": "kda.chunk_kda({args})", "fla": "fla_kda({args})", "execute": "execute({args})",
              "recurrent": "recurrent_kda({args})"}
     dtypes = ["float64", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int32", "bool", "complex64"]
     for (cname, call), dt in itertools.product(calls.items(), dtypes):
@@ -439,7 +439,7 @@ def api_cases() -> list[dict]:
         cases = {
             "q3d": "x[0] = x[0][0]", "q5d": "x[0] = x[0][None]", "H0": "x = mk(H=0)", "T0": "x = mk(T=0)",
             "B0": "x = mk(B=0)", "K0": "x = mk(K=0)", "V0": "x = mk(V=0)", "k_short": "x[1] = x[1][:, :50]",
-            "v_wrong": "x[2] = x[2][..., :3, :]", "gdn_g": "x[3] = x[3][..., :1]", "beta4d": "x[4] = x[4][..., None]",
+            "v_wrong": "x[2] = torch.randn(1, 100, 3, 16)", "gdn_g": "x[3] = x[3][..., :1]", "beta4d": "x[4] = x[4][..., None]",
             "nested_q": "x[0] = torch.nested.nested_tensor([x[0][0, :, 0], x[0][0, :40, 0]])",
             "sparse_q": "x[0] = x[0].to_sparse()", "noncontig": "x = [t.transpose(0, 1).contiguous().transpose(0, 1) for t in x]",
             "expanded": "x = [t[:, :1].expand(t.shape) for t in x]", "nan_q": "x[0][0, 0, 0, 0] = float('nan')",
@@ -450,11 +450,11 @@ def api_cases() -> list[dict]:
         }
         for name, mod in cases.items():
             ok = name in ("noncontig", "expanded", "gdn_g", "T1", "K1V1", "huge_q", "big_beta", "neg_beta",
-                          "huge_neg_g", "grad")
+                          "huge_neg_g")
             if cname == "recurrent" and name == "gdn_g":
                 ok = False
             out.append(_a(f"{cname}-{name}", f"x = mk()\n{mod}\n{call.format(args='*x')}",
-                          "ok" if ok else "any" if name in ("neg_beta", "big_beta", "gdn_g") else "refuse"))
+                          "ok" if ok else "any" if name in ("neg_beta", "big_beta", "gdn_g", "grad") else "refuse"))
     for cname in ("chunk_kda", "fla", "execute"):
         call = calls[cname]
         for val in ["1e30", "0", "-1", "float('nan')", "True", "'x'", "torch.tensor(0.5)", "1e-30", "10**400"]:
@@ -500,7 +500,9 @@ def api_cases() -> list[dict]:
     gate = "x = mk(H=2, K=4, V=4)\nx[3] = torch.randn(1, 100, 2, 4)\n"
     for name, code, expect in [
             ("gate_ok", gate + "fla_kda(*x, use_gate_in_kernel=True, A_log=torch.zeros(2), dt_bias=torch.zeros(8))", "ok"),
-            ("dt_bias_2x4", gate + "fla_kda(*x, use_gate_in_kernel=True, A_log=torch.zeros(2), dt_bias=torch.zeros(2, 4))", "refuse"),
+            ("dt_bias_2x4", "x = mk(H=1, K=8, V=8)\nx[3] = torch.randn(1, 100, 1, 8)\n"
+                            "fla_kda(*x, use_gate_in_kernel=True, A_log=torch.zeros(1), dt_bias=torch.zeros(2, 4))", "refuse"),
+            ("dt_bias_hv_k", gate + "fla_kda(*x, use_gate_in_kernel=True, A_log=torch.zeros(2), dt_bias=torch.zeros(2, 4))", "ok"),
             ("dt_bias_wrong", gate + "fla_kda(*x, use_gate_in_kernel=True, A_log=torch.zeros(2), dt_bias=torch.zeros(7))", "refuse"),
             ("A_log_wrong", gate + "fla_kda(*x, use_gate_in_kernel=True, A_log=torch.zeros(3))", "refuse"),
             ("A_log_none", gate + "fla_kda(*x, use_gate_in_kernel=True)", "refuse"),

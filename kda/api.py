@@ -21,7 +21,7 @@ from npusim import Executor, Nonfinite, PhaseGraph, Precision
 from npusim.record.precision import dtype_name
 
 from kda.input_checks import (KdaInputError, KdaOverflowWarning, _blocks, _check, _finite,  # noqa: F401 (re-exported)
-                              seqlens_of, warn_nonfinite)
+                              check_numerics_work, check_options, seqlens_of, warn_nonfinite, warn_recurrence)
 from kda.multipass import record_passes, run_passes, stored_types
 from kda.programs import get_design
 from kda.reference.recurrence import naive_recurrent_kda
@@ -189,6 +189,8 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
     `cu_seqlens` (FLA's varlen: q is [1, sum of lengths, H, K]) gives each sequence's start and
     end. `intermediate_states`: also keep the state each chunk starts from (Execution.states), copied out
     of the same chunk loop."""
+    check_options(version=version, transfer_dtype=transfer_dtype, precision=precision, chunk_size=chunk_size,
+                  design_given=program is not None or design is not None)
     if cu_seqlens is not None:
         return _execute_varlen(q, k, v, g, beta, scale, initial_state, cu_seqlens, version=version,
                                chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
@@ -196,6 +198,7 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
                                progress=progress, design=design, batched=batched,
                                intermediate_states=intermediate_states)
     B, T, H, K, V = _check(q, k, v, g, beta, initial_state, chunk_size, scale)
+    check_numerics_work(B=B, T=T, H=H, K=K, V=V, chunk_size=chunk_size, states=intermediate_states)
     device = q.device
     if program is None:
         design = design or get_design(version)
@@ -291,14 +294,15 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
     [1, total tokens, H, K] and the final state [number of sequences, H, K, V]."""
     ex = execute(q, k, v, g, beta, scale, initial_state, version=version, chunk_size=chunk_size,
                  transfer_dtype=transfer_dtype, precision=precision, out_dtype=v.dtype, cu_seqlens=cu_seqlens)
-    warn_nonfinite(ex)
+    warn_nonfinite(ex, version)
     return ex.o, (ex.final_state.to(torch.float32) if output_final_state else None)
 
 
 def recurrent_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False):
     """The token-by-token recurrence (FLA's naive_recurrent_kda), in fp32. Returns (o, final_state or None)."""
-    _check(q, k, v, g, beta, initial_state, 1)
+    _check(q, k, v, g, beta, initial_state, 1, scale)
     o, S = naive_recurrent_kda(q, k, v, g, beta, scale, initial_state, output_final_state, dtype=torch.float32)
+    warn_recurrence(o, S)
     return o.to(v.dtype), S
 
 

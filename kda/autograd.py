@@ -15,6 +15,7 @@ from npusim import Precision
 
 from kda import api
 from kda.api import KdaInputError
+from kda.input_checks import check_options
 from kda import backward as kda_backward
 from kda.backward import backward_design, check_backward_chunk_size, execute_backward
 from kda.multipass import stored_types
@@ -39,7 +40,7 @@ class ChunkKdaFunction(torch.autograd.Function):
                          compute_dtype=precision.compute if precision is not None else torch.float32,
                          cu_seqlens=cu_seqlens, batched=kda_backward.BATCHED if kda_backward.BATCHED is not None
                          else q.device.type != "cpu")        # as the backward's passes (kda/backward.py)
-        api.warn_nonfinite(ex)
+        api.warn_nonfinite(ex, version)
         ctx.save_for_backward(q, k, v, g, beta, h0)
         ctx.settings = (scale, version, chunk_size, transfer_dtype, precision, h0 is None, cu_seqlens)
         return ex.o, ex.final_state.to(torch.float64 if q.dtype == torch.float64 else torch.float32)
@@ -72,6 +73,7 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
         return api.chunk_kda(q, k, v, g, beta, scale, initial_state, output_final_state, version=version,
                              chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
                              cu_seqlens=cu_seqlens)
+    check_options(version=version, transfer_dtype=transfer_dtype, precision=precision, chunk_size=chunk_size)
     try:                                      # one line if the design has no backward program, before any work
         backward_design(version)
     except KdaInputError as err:

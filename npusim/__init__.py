@@ -8,7 +8,11 @@ them and the cross-core syncs, that executes phase programs with real tensor mat
     engine.py     the SimPy event model              trace.py      what the model ran
     report.py     syncs, latency, utilisation, bound
 """
-from npusim.model.engine import OWN, RIDE, Run, Template, Trace, TraceEvent, build_template, simulate
+from npusim.errors import quiet_while_starting
+
+quiet_while_starting()          # a command's Ctrl-C during these imports: one line, exit 130 (npusim/errors.py)
+
+from npusim.model.engine import OWN, RIDE, Run, Template, Trace, TraceEvent, build_template, simulate  # noqa: E402
 from npusim.errors import DataflowError, NpuSimError, ProfileError, WorkspaceError
 from npusim.record.memory import keep_freed_memory
 from npusim.record.graph import CUBE, VEC, Payload, Phase, PhaseGraph, StateSpec, Sync

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from npusim import NpuSimError
+from npusim.errors import as_command
 
 from kda.api import KdaInputError
 from kda.studies.attribution import _e, attribution_table, find_policy, one_thread
@@ -18,6 +19,7 @@ from kda.cli.common import Parser, console, fail, prog_name
 from kda.cli.run import parse_payload_dtypes
 
 
+@as_command
 def main(argv: list[str] | None = None) -> int:
     with one_thread():
         return _main(argv)

@@ -11,14 +11,15 @@ import math
 import sys
 
 from npusim import NpuSimError, keep_freed_memory
+from npusim.errors import as_command
 from npusim.output import files
 from npusim.output.files import same_file
 
 from kda.cli import jsonout
-from kda.cli.checks import (check_args, check_inputs_seqlens, given, load_inputs,  # noqa: F401 (kda.cli.run's API)
+from kda.cli.checks import (check_args, check_inputs_seqlens, check_interleave, given, load_inputs,  # noqa: F401
                             parse_overrides, parse_payload_dtypes, parse_seqlens)
 from kda.api import KdaInputError
-from kda.cli.common import fail, progress
+from kda.cli.common import fail, progress, sigint_held
 from kda.cli.run_options import build_parser
 from kda.device import resolve_device
 from kda.studies.evaluate import Settings, evaluate, make_settings_inputs, profile_for, reference
@@ -84,6 +85,7 @@ def parse_args(argv: list[str] | None = None, parser: argparse.ArgumentParser | 
     return args
 
 
+@as_command
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.version is None:
@@ -97,8 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(bad_output)
     try:
         settings = _settings(args)
-        check_work(settings, profile_for(settings), args.uncertainty or 0,  # the profile loads and the
+        profile = profile_for(settings)
+        check_work(settings, profile, args.uncertainty or 0,               # the profile loads and the
                    len(versions))                                      # work fits this machine, or one line
+        check_interleave(settings, profile.chip.ai_cores)
         inputs = None
         if args.inputs is not None:
             inputs = load_inputs(args.inputs)
@@ -114,43 +118,50 @@ def main(argv: list[str] | None = None) -> int:
         from kda.cli.run_backward import run_backward
         return run_backward(args, settings, inputs, _fail)
     results, errors = [], []
-    ref = None
-    with progress(enabled=not args.json and settings.numerics,
-                   total=len(versions) * math.ceil(settings.T / settings.chunk_size)) as tick:
-        for v in versions:
-            try:        # a version the input does not suit is reported; the others still run
-                r = evaluate(v, settings, inputs, ref, progress=tick, foreign_payloads_ok=len(versions) > 1)
-            except (KdaInputError, NpuSimError, ValueError) as err:
-                errors.append(f"{v}: {err}" if len(versions) > 1 else str(err))
-                continue
-            if settings.numerics:
-                ref = ref or reference(r.execution)
-            results.append(r)
-            if r.capacity_error:          # what was computed is shown; the run still fails
-                errors.append(f"{v}: {r.capacity_error}" if len(versions) > 1 else r.capacity_error)
-    try:
+    ref, spread, stopped = None, None, None
+    try:                        # Ctrl-C: the designs that finished are reported, then one line (exit 130)
+        with progress(enabled=not args.json and settings.numerics,
+                       total=len(versions) * math.ceil(settings.T / settings.chunk_size)) as tick:
+            for v in versions:
+                stopped = v
+                try:        # a version the input does not suit is reported; the others still run
+                    r = evaluate(v, settings, inputs, ref, progress=tick, foreign_payloads_ok=len(versions) > 1)
+                except (KdaInputError, NpuSimError, ValueError) as err:
+                    errors.append(f"{v}: {err}" if len(versions) > 1 else str(err))
+                    continue
+                if settings.numerics:
+                    ref = ref or reference(r.execution)
+                results.append(r)
+                if r.capacity_error:          # what was computed is shown; the run still fails
+                    errors.append(f"{v}: {r.capacity_error}" if len(versions) > 1 else r.capacity_error)
+            stopped = None
         if results:
-            _check_policy_names(settings, results)
-    except ValueError as err:
-        errors.append(str(err))
+            try:
+                _check_policy_names(settings, results)
+            except ValueError as err:
+                errors.append(str(err))
+            stopped = "writing --trace/--plot"
+            try:
+                _write_outputs(args, results)
+            except (ValueError, NpuSimError) as err:
+                errors.append(str(err))
+            stopped = "--uncertainty"
+            spread = _uncertainty(args, settings, results, errors)
+            stopped = None
+    except KeyboardInterrupt:
+        pass
     if results:
         try:
-            _write_outputs(args, results)
-        except (ValueError, NpuSimError) as err:
-            errors.append(str(err))
-        spread = _uncertainty(args, settings, results, errors)
-        if args.json:
-            payload = [r.to_json() for r in results]
-            for item in payload if spread is not None else ():
-                item["uncertainty"] = spread.to_dict()
-            print(jsonout.dumps(payload if len(versions) > 1 else payload[0], indent=2, ensure_ascii=False,
-                             default=_json_default))
-        else:
-            from kda.views.render import print_results
-            print_results(results)
-            if spread is not None:
-                from kda.studies.uncertainty import lines
-                print("\n".join(lines(spread)))
+            with sigint_held():               # the report goes out whole, not cut by a Ctrl-C
+                _print_results(args, results, spread, len(versions) > 1)
+        except KeyboardInterrupt:             # it came while the report was written: it is complete
+            stopped = stopped or "the end"
+    if stopped is not None:
+        done = ", ".join(r.version for r in results)
+        fail_line = (f"interrupted at {stopped}: {len(results)} of {len(versions)} designs finished ({done}), "
+                     f"reported above" if results else f"interrupted at {stopped}: no design finished")
+        print(fail_line, file=sys.stderr)
+        return 130
     if errors:                  # after what was computed, so that nothing is lost
         for e in errors:
             _fail(e)
@@ -158,6 +169,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.strict and any(r.verdict for r in results):
         return 1
     return 0
+
+
+def _print_results(args, results, spread, several: bool) -> None:
+    if args.json:
+        payload = [r.to_json() for r in results]
+        for item in payload if spread is not None else ():
+            item["uncertainty"] = spread.to_dict()
+        print(jsonout.dumps(payload if several else payload[0], indent=2, ensure_ascii=False,
+                            default=_json_default))
+    else:
+        from kda.views.render import print_results
+        print_results(results)
+        if spread is not None:
+            from kda.studies.uncertainty import lines
+            print("\n".join(lines(spread)))
 
 
 def _uncertainty(args, settings: Settings, results, errors: list[str]):

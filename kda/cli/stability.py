@@ -7,6 +7,7 @@ from dataclasses import asdict, replace
 
 from kda.cli import jsonout
 from npusim import NpuSimError
+from npusim.errors import as_command
 
 from kda.cli.common import Parser, console, fail, prog_name
 from kda.programs import PROGRAMS
@@ -16,6 +17,7 @@ from kda.studies.work import check_work
 from kda.studies.stability import GRID_SETTINGS, THRESHOLD_SETTINGS, grid, grid_table, threshold_table, thresholds
 
 
+@as_command
 def main(argv: list[str] | None = None) -> int:
     with one_thread():
         return _main(argv)

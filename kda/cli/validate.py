@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from npusim import NpuSimError
+from npusim.errors import as_command
 from npusim.model.limits import MAX_SAMPLES, available_cores, check
 from npusim.output import files
 
@@ -60,6 +61,7 @@ def _check_plot(path: Path | None) -> str | None:
     return None
 
 
+@as_command
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.samples < 0 or args.samples == 1:

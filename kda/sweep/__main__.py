@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from npusim import NpuSimError
+from npusim.errors import as_command
 from npusim.output import files
 
 from kda.cli.common import Parser, fail, prog_name
@@ -61,6 +62,7 @@ def plot_parser() -> argparse.ArgumentParser:
     return p
 
 
+@as_command
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:

@@ -28,7 +28,7 @@ from pathlib import Path
 import tomli_w
 from importlib import metadata
 
-from npusim.errors import NpuSimError
+from npusim.errors import NpuSimError, as_command
 from npusim.output import files
 from npusim.fit.least_squares import Fit, fit, typical_evaluations
 from npusim.chip.floor import FloorPredictors
@@ -199,6 +199,7 @@ EXAMPLES = """examples:
   python -m npusim.calibrate op_summary_0.csv --ignore-unknown --fields sync.latency_us,cube.fp32_macs_per_cycle"""
 
 
+@as_command
 def main(argv: list[str] | None = None) -> int:
     p = _Parser(prog="python -m npusim.calibrate", description=__doc__.splitlines()[0], epilog=EXAMPLES,
                 formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -246,3 +246,10 @@ def test_a_switch_is_0_or_1(tmp_path, capsys, how):
         argv = [*SMALL, "--profile", str(tmp_path / "p.toml")]
     one_line(capsys, main(argv), "isa.enabled", "0 (off) or 1 (on)")
     assert main([*SMALL, "--set", "isa.enabled=0"]) == 0
+
+
+def test_interleaving_more_sequences_than_a_core_holds_is_refused(capsys):
+    from kda.cli.run import main
+    one_line(capsys, main([*SMALL, "--interleave", "1000000"]), "--interleave 1000000", "at most 1 sequence")
+    one_line(capsys, main([*SMALL, "--heads", "48", "--interleave", "3"]), "at most 2 sequence(s)")
+    assert main([*SMALL, "--heads", "48", "--interleave", "2"]) == 0
