@@ -52,6 +52,8 @@ def _main(argv: list[str] | None) -> int:
     try:
         if args.chunks < 1 or args.heads < 1:
             raise KdaInputError("--chunks and --heads must be >= 1")
+        if args.seed < 0:
+            raise KdaInputError(f"--seed must be >= 0, got {args.seed}")
         if args.target is not None and not (math.isfinite(args.target) and args.target > 0):
             raise KdaInputError(f"--target is a relative RMS error: a number > 0, got {args.target}")
         s = Settings(chunks=args.chunks, heads=args.heads, dtype=args.dtype, gates=args.gates, seed=args.seed,

@@ -228,7 +228,9 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(err))
     try:
         profile = load_profile(args.profile)
-        fields = [x.strip() for x in args.fields.split(",") if x.strip()] if args.fields else None
+        fields = [x.strip() for x in args.fields.split(",") if x.strip()] if args.fields is not None else None
+        if fields == []:
+            raise NpuSimError(f"--fields {args.fields!r} names no field (leave it out to fit every ranged field)")
         result, rows, notes = calibrate(args.data, profile, args.kernels, fields, args.ignore_unknown,
                                         args.host_floor)
     except NpuSimError as err:
