@@ -8,7 +8,7 @@
     recurrent_kda(...)                              -> (o, final_state)   the ground truth
     python -m kda.run --version v3 --chunks 16                            the command line
 """
-import npusim.errors  # noqa: F401  (first: a command's Ctrl-C while the modules import is one line, exit 130)
+import npusim.command  # noqa: F401  (first: a command's Ctrl-C while the modules import is one line, exit 130)
 from kda.api import Execution, KdaInputError, execute, recurrent_kda
 from kda.fla_options import chunk_kda
 from kda.programs import PROGRAMS, get_program

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from npusim import Executor, Nonfinite, PhaseGraph, Precision
+from npusim.model.limits import check_chunk
 from npusim.record.precision import dtype_name
 
 from kda.input_checks import (KdaInputError, KdaOverflowWarning, _blocks, _check, _finite,  # noqa: F401 (re-exported)
@@ -95,6 +96,7 @@ def record_graph(program, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
     (its gate ops then touch C values instead of C x d_k). `group` > 1 records one q/k head with the
     `group` value heads that share it (grouped value heads): Q and K [1, C, d_k] loaded once, V, g, beta
     and the state [group, ...]; the program's ops broadcast Q and K over the group."""
+    check_recording(chunk_size, d_k, d_v, group)
     gen = torch.Generator().manual_seed(0)
     cd = precision.compute
     rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=cd, device="cpu")
@@ -104,6 +106,13 @@ def record_graph(program, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
               "scale": d_k ** -0.5}
     ex = Executor(program, precision, input_types={"g": "fp32", "beta": "fp32"})
     return ex.record(inputs, torch.zeros(G, d_k, d_v, dtype=cd, device="cpu"), shapes=_shapes(C, d_k, d_v, G))
+
+
+def check_recording(chunk_size: int, d_k: int, d_v: int, group: int = 1) -> None:
+    """Every tool records a chunk of its design before it times or computes anything: the dimensions are
+    checked here, once, against this machine (npusim/model/limits.py: LimitError, one line)."""
+    check_chunk(chunk_size, d_k, d_v, group, f"recording one chunk (C = {chunk_size}, d_k = {d_k}, d_v = {d_v}"
+                                             f"{f', {group} value heads' if group > 1 else ''})")
 
 
 def _shapes(C: int, d_k: int, d_v: int, group: int = 1) -> dict[str, int]:
@@ -156,6 +165,7 @@ def record_graphs(design, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
     if design.single:
         return [record_graph(design.passes[0].program, chunk_size=chunk_size, d_k=d_k, d_v=d_v,
                              precision=precision, gate_width=gate_width, group=group)], precision
+    check_recording(chunk_size, d_k, d_v, group)
     precision = design_precision(design, precision)
     gen = torch.Generator().manual_seed(0)
     cd, C, G = precision.compute, chunk_size, group

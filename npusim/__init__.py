@@ -8,9 +8,9 @@ them and the cross-core syncs, that executes phase programs with real tensor mat
     engine.py     the SimPy event model              trace.py      what the model ran
     report.py     syncs, latency, utilisation, bound
 """
-from npusim.errors import quiet_while_starting
+from npusim.command import quiet_while_starting
 
-quiet_while_starting()          # a command's Ctrl-C during these imports: one line, exit 130 (npusim/errors.py)
+quiet_while_starting()          # a command's Ctrl-C during these imports: one line, exit 130 (npusim/command.py)
 
 from npusim.model.engine import OWN, RIDE, Run, Template, Trace, TraceEvent, build_template, simulate  # noqa: E402
 from npusim.errors import DataflowError, NpuSimError, ProfileError, WorkspaceError

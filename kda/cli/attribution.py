@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from npusim import NpuSimError
-from npusim.errors import as_command
+from npusim.command import as_command
 
 from kda.api import KdaInputError
 from kda.studies.attribution import _e, attribution_table, find_policy, one_thread

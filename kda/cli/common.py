@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-import threading
-from contextlib import contextmanager
 
 
 def prog_name(module: str) -> str:
@@ -80,17 +77,3 @@ class progress:
             self.bar.__exit__(*exc)
         return False
 
-
-@contextmanager
-def sigint_held():
-    """SIGINT blocked while in the block (from the main thread; elsewhere nothing changes), then let through:
-    a Ctrl-C that came meanwhile raises KeyboardInterrupt as the block ends, not lost and not in the middle
-    of what the block writes. Processes started in the block inherit the blocked signal and never act on it."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

@@ -11,7 +11,7 @@ import math
 import sys
 
 from npusim import NpuSimError, keep_freed_memory
-from npusim.errors import as_command
+from npusim.command import as_command, sigint_held
 from npusim.output import files
 from npusim.output.files import same_file
 
@@ -19,7 +19,7 @@ from kda.cli import jsonout
 from kda.cli.checks import (check_args, check_inputs_seqlens, check_interleave, given, load_inputs,  # noqa: F401
                             parse_overrides, parse_payload_dtypes, parse_seqlens)
 from kda.api import KdaInputError
-from kda.cli.common import fail, progress, sigint_held
+from kda.cli.common import fail, progress
 from kda.cli.run_options import build_parser
 from kda.device import resolve_device
 from kda.studies.evaluate import Settings, evaluate, make_settings_inputs, profile_for, reference

@@ -7,7 +7,7 @@ from dataclasses import asdict, replace
 
 from kda.cli import jsonout
 from npusim import NpuSimError
-from npusim.errors import as_command
+from npusim.command import as_command
 
 from kda.cli.common import Parser, console, fail, prog_name
 from kda.programs import PROGRAMS

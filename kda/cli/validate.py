@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from npusim import NpuSimError
-from npusim.errors import as_command
+from npusim.command import as_command
 from npusim.model.limits import MAX_SAMPLES, available_cores, check
 from npusim.output import files
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from npusim import NpuSimError
-from npusim.errors import as_command
+from npusim.command import as_command
 from npusim.output import files
 
 from kda.cli.common import Parser, fail, prog_name

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
-import threading
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from npusim.command import sigint_held, sigint_ignored
 from npusim.model.limits import available_cores
 
 from kda.sweep.cache import Cache, point_key
@@ -186,38 +184,6 @@ def _on_dask(todo, workers: int | None, scheduler: str | None):
                 if cluster is not None:
                     cluster.close()
     return results(), n_workers
-
-
-@contextmanager
-def sigint_held():
-    """SIGINT blocked while in the block (from the main thread; elsewhere nothing changes), then let through:
-    a Ctrl-C that came meanwhile raises KeyboardInterrupt as the block ends, not lost. Processes started in the
-    block inherit the blocked signal and never act on it: a terminal's Ctrl-C, sent to the whole process group,
-    reaches this process alone, which stops the sweep and its workers in order, with no worker tracebacks."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
-        with sigint_ignored():
-            yield
-        return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
-@contextmanager
-def sigint_ignored():
-    """SIGINT ignored while in the block (from the main thread; elsewhere nothing changes). Processes
-    started in the block keep ignoring it: a terminal's Ctrl-C, sent to the whole process group, then
-    reaches this process alone, which stops the sweep and its workers in order, with no worker tracebacks."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 class _Bar:

@@ -28,7 +28,8 @@ from pathlib import Path
 import tomli_w
 from importlib import metadata
 
-from npusim.errors import NpuSimError, as_command
+from npusim.command import as_command
+from npusim.errors import NpuSimError
 from npusim.output import files
 from npusim.fit.least_squares import Fit, fit, typical_evaluations
 from npusim.chip.floor import FloorPredictors

@@ -253,3 +253,21 @@ def test_interleaving_more_sequences_than_a_core_holds_is_refused(capsys):
     one_line(capsys, main([*SMALL, "--interleave", "1000000"]), "--interleave 1000000", "at most 1 sequence")
     one_line(capsys, main([*SMALL, "--heads", "48", "--interleave", "3"]), "at most 2 sequence(s)")
     assert main([*SMALL, "--heads", "48", "--interleave", "2"]) == 0
+
+
+# ---- one check per dimension: a tool that records a chunk inherits it ---------------------------------------
+def test_recording_a_chunk_checks_its_dimensions_for_any_tool():
+    """A new tool that records a design (timing only, the kernels' registry, the numerics) passes
+    kda.api.check_recording: a chunk this machine cannot hold is one LimitError line before any tensor."""
+    from kda.api import record_graph, record_graphs
+    from kda.kernels.recording import record_kernel
+    from kda.kernels.registry import KERNELS
+    from kda.programs import get_design, get_program
+    from npusim import Precision
+    from npusim.model.limits import LimitError
+    with pytest.raises(LimitError, match="recording one chunk .*C = 1000000"):
+        record_graph(get_program("v3"), chunk_size=1_000_000, d_k=16, d_v=16, precision=Precision("bf16"))
+    with pytest.raises(LimitError, match="d_k = 100000, d_v = 100000"):    # the state alone: 2 x 4e10 bytes
+        record_graphs(get_design("v5"), chunk_size=64, d_k=100_000, d_v=100_000, precision=Precision("bf16"))
+    with pytest.raises(LimitError, match="recording one chunk"):
+        record_kernel(KERNELS["gdn_pto"][0], 1_000_000, 16, 16, "fp16", 1)

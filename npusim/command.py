@@ -1,0 +1,114 @@
+"""A command line's process, the same for every tool: Ctrl-C while its modules import, Ctrl-C while it runs,
+a reader of stdout that goes away, and signals held while something must finish whole.
+
+    quiet_while_starting()   Ctrl-C during the imports: one line, exit status 130 (this project's commands only)
+    @as_command              main(argv) -> status as the process runs it (KeyboardInterrupt, BrokenPipeError)
+    sigint_held()            a Ctrl-C waits until the block ends (a report printed whole, workers started)
+    sigint_ignored()         a Ctrl-C is dropped while the block runs (an orderly shutdown)
+"""
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+
+COMMANDS = ("kda-run", "kda-sweep")     # console scripts; and `python -m kda.X` / `python -m npusim.X`
+
+
+def _starting_a_command() -> bool:
+    argv = list(getattr(sys, "orig_argv", sys.argv))
+    if os.path.basename(sys.argv[0] if sys.argv else "") in COMMANDS:
+        return True
+    if "-m" in argv and argv.index("-m") + 1 < len(argv):
+        return argv[argv.index("-m") + 1].split(".")[0] in ("kda", "npusim")
+    return False
+
+
+def quiet_while_starting() -> None:
+    """While a command line's modules import (torch, dask: seconds), Ctrl-C ends the process with one line
+    and exit status 130 instead of an import traceback; nothing has been computed yet. Only for this
+    project's own commands, never for a program that imports the library. `command_started` restores
+    Ctrl-C as KeyboardInterrupt once the command runs."""
+    if not _starting_a_command() or threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return                           # someone chose another handler: leave it
+
+    signal.signal(signal.SIGINT, _stop_while_starting)
+
+
+def _stop_while_starting(signum, frame):
+    os.write(2, b"interrupted (while starting: nothing was computed)\n")
+    os._exit(130)
+
+
+def command_started() -> None:
+    """Ctrl-C raises KeyboardInterrupt again (each command then stops in order, keeping what it finished)."""
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) is _stop_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def as_command(main):
+    """A command line's main(argv) -> exit status as its process runs it: Ctrl-C raises KeyboardInterrupt
+    again once main starts; one that main does not handle itself (it had kept nothing yet) is one line and
+    exit status 130; a reader of stdout that goes away (`| head`) ends it quietly (141)."""
+    @functools.wraps(main)
+    def run(argv=None):
+        command_started()
+        try:
+            code = main(argv)
+            sys.stdout.flush()
+            return code
+        except BrokenPipeError:
+            return closed_stdout()
+        except KeyboardInterrupt:
+            print("interrupted: stopped before anything was printed", file=sys.stderr)
+            return 130
+    return run
+
+
+def closed_stdout() -> int:
+    """The reader of stdout went away (`| head`): no traceback, no second error at exit; exit status 141
+    (128 + SIGPIPE, what the shell shows for a program a closed pipe stops)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 141
+
+
+@contextmanager
+def sigint_held():
+    """SIGINT blocked while in the block (from the main thread), then let through: a Ctrl-C that came meanwhile
+    raises KeyboardInterrupt as the block ends, not lost and not in the middle of what the block writes.
+    Processes started in the block inherit the blocked signal and never act on it: a terminal's Ctrl-C, sent
+    to the whole process group, reaches this process alone, which stops its workers in order. Off the main
+    thread, or where signals cannot be blocked, SIGINT is ignored in the block instead."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        with sigint_ignored():
+            yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+@contextmanager
+def sigint_ignored():
+    """SIGINT ignored while in the block (from the main thread; elsewhere nothing changes). Processes started
+    in the block keep ignoring it; a second Ctrl-C does not cut a shutdown short."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
