@@ -111,7 +111,8 @@ def _interrupt_verdict(rc, out, err, keep, finished_first, where: Path) -> tuple
             json.loads(out)
         except ValueError:
             return "lost", "the JSON on stdout is cut short"
-    if keep in ("stdout", "json") and not out.strip() and "none" not in lines[0] and "no design" not in lines[0]:
+    says_none = any(w in lines[0] for w in ("none", "no design", "nothing had finished"))
+    if keep in ("stdout", "json") and not out.strip() and not says_none:
         return "lost", f"nothing on stdout and the line does not say none finished: {lines[0]}"
     if keep == "cache":
         m = re.search(r"(\d+) points? finished", lines[0])

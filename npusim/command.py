@@ -3,8 +3,9 @@ a reader of stdout that goes away, and signals held while something must finish 
 
     quiet_while_starting()   Ctrl-C during the imports: one line, exit status 130 (this project's commands only)
     @as_command              main(argv) -> status as the process runs it (KeyboardInterrupt, BrokenPipeError)
-    sigint_held()            a Ctrl-C waits until the block ends (a report printed whole, workers started)
+    sigint_held()            a Ctrl-C waits until the block ends (a report or a table written whole)
     sigint_ignored()         a Ctrl-C is dropped while the block runs (an orderly shutdown)
+    workers_starting()       worker processes that never see Ctrl-C; this process gets it as the block ends
 """
 from __future__ import annotations
 
@@ -38,10 +39,17 @@ def quiet_while_starting() -> None:
         return                           # someone chose another handler: leave it
 
     signal.signal(signal.SIGINT, _stop_while_starting)
+    # torch starts a thread of its own as it imports; with SIGINT blocked meanwhile, that thread never takes a
+    # Ctrl-C, which a signal held by blocking it (workers_starting) needs. A Ctrl-C during it arrives as it ends.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        import torch  # noqa: F401
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _stop_while_starting(signum, frame):
-    os.write(2, b"interrupted (while starting: nothing was computed)\n")
+    os.write(2, b"interrupted while starting: nothing had finished, nothing was computed\n")
     os._exit(130)
 
 
@@ -66,9 +74,18 @@ def as_command(main):
         except BrokenPipeError:
             return closed_stdout()
         except KeyboardInterrupt:
-            print("interrupted: stopped before anything was printed", file=sys.stderr)
+            print("interrupted: nothing had finished, nothing was printed", file=sys.stderr)
             return 130
+        finally:
+            _exiting()
     return run
+
+
+def _exiting() -> None:
+    """A command's process has said all it will: a late Ctrl-C (one a library's thread held) no longer
+    kills it by the signal while Python shuts down. Never for a program that imports the library."""
+    if _starting_a_command() and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def closed_stdout() -> int:
@@ -84,20 +101,21 @@ def closed_stdout() -> int:
 
 @contextmanager
 def sigint_held():
-    """SIGINT blocked while in the block (from the main thread), then let through: a Ctrl-C that came meanwhile
-    raises KeyboardInterrupt as the block ends, not lost and not in the middle of what the block writes.
-    Processes started in the block inherit the blocked signal and never act on it: a terminal's Ctrl-C, sent
-    to the whole process group, reaches this process alone, which stops its workers in order. Off the main
-    thread, or where signals cannot be blocked, SIGINT is ignored in the block instead."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
-        with sigint_ignored():
-            yield
+    """A Ctrl-C while in the block waits until it ends (from the main thread; elsewhere nothing changes), then
+    raises KeyboardInterrupt: not lost, and not in the middle of what the block writes. Python runs signal
+    handlers in the main thread whichever thread the signal reaches, so a handler that notes the signal holds
+    it whatever threads torch or a library started."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
         return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    came = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: came.append(signum))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.signal(signal.SIGINT, previous)
+    if came:
+        raise KeyboardInterrupt
 
 
 @contextmanager
@@ -112,3 +130,26 @@ def sigint_ignored():
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def workers_starting():
+    """Worker processes started in the block ignore Ctrl-C for good (an ignored signal stays ignored across
+    exec; a handler or a blocked mask does not), so a terminal's Ctrl-C, sent to the whole process group,
+    reaches this process alone, which then stops them in order. A Ctrl-C meanwhile is held for this process:
+    SIGINT is blocked in this thread and in the threads it starts meanwhile, pending, and raised as
+    KeyboardInterrupt when the block ends. Threads that never block it would take it and drop it: torch's own
+    imports with it blocked (quiet_while_starting), and multiprocessing's resource tracker unblocks it in the
+    thread that first starts a process, so it is started here before the block."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        with sigint_ignored():
+            yield
+        return
+    from multiprocessing import resource_tracker
+    resource_tracker.ensure_running()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        with sigint_ignored():
+            yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

@@ -15,7 +15,7 @@ from kda.studies.attribution import _e, attribution_table, find_policy, one_thre
 from kda.studies.evaluate import Settings, evaluate, make_settings_inputs
 from kda.inputs import GATES
 from kda.programs import PROGRAMS, get_program
-from kda.cli.common import Parser, console, fail, prog_name
+from kda.cli.common import Parser, console, fail, prog_name, seed_problem
 from kda.cli.run import parse_payload_dtypes
 
 
@@ -52,8 +52,8 @@ def _main(argv: list[str] | None) -> int:
     try:
         if args.chunks < 1 or args.heads < 1:
             raise KdaInputError("--chunks and --heads must be >= 1")
-        if args.seed < 0:
-            raise KdaInputError(f"--seed must be >= 0, got {args.seed}")
+        if problem := seed_problem(args.seed):
+            raise KdaInputError(problem)
         if args.target is not None and not (math.isfinite(args.target) and args.target > 0):
             raise KdaInputError(f"--target is a relative RMS error: a number > 0, got {args.target}")
         s = Settings(chunks=args.chunks, heads=args.heads, dtype=args.dtype, gates=args.gates, seed=args.seed,

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from kda.api import KdaInputError
+from kda.cli.common import seed_problem
 from kda.input_checks import _check, check_tensor
 from kda.inputs import KdaInputs
 
@@ -48,8 +49,8 @@ def check_args(args) -> None:
         raise KdaInputError("--gate-lower-bound bounds the in-kernel gate: it needs --gate-in-kernel")
     if lb is not None and not -5.0 <= lb < 0.0:      # also refuses nan and inf
         raise KdaInputError(f"--gate-lower-bound must be in [-5, 0) (FLA's safe gate), got {lb}")
-    if args.seed < 0:
-        raise KdaInputError(f"--seed must be >= 0, got {args.seed}")
+    if problem := seed_problem(args.seed):
+        raise KdaInputError(problem)
     if args.uncertainty is not None and args.uncertainty < 2:
         raise KdaInputError(f"--uncertainty needs at least 2 samples, got {args.uncertainty}")
     if args.no_numerics and args.inputs is not None:

@@ -15,7 +15,7 @@ from npusim.model.limits import MAX_SAMPLES, available_cores, check
 from npusim.output import files
 
 from kda.cli import jsonout
-from kda.cli.common import Parser, console, fail, prog_name
+from kda.cli.common import Parser, console, fail, prog_name, seed_problem
 from kda.studies.validate import SHIPPED, by_implementation, summary, validate
 
 FORMATS = (".png", ".svg", ".pdf")          # kda.views.plots.FORMATS (matplotlib loads only when plotting)
@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1:
         return fail(f"--jobs must be >= 1, got {args.jobs}")
     args.jobs = min(args.jobs, available_cores())   # more processes than cores only contend
-    if args.seed < 0:
-        return fail(f"--seed must be >= 0, got {args.seed}")
+    if problem := seed_problem(args.seed):
+        return fail(problem)
     if args.fields is not None and not args.fit:
         return fail("--fields chooses the fields --fit fits: it needs --fit")
     if problem := _check_plot(args.plot):

@@ -120,7 +120,7 @@ def load(paths: Path | Sequence[Path] = SHIPPED) -> tuple[list[Row], dict]:
     rows, models, ids = [], {}, {}
     for path in _paths(paths):
         measured = read_measurements(path)
-        lines = list(csv.reader(path.read_text(encoding="utf-8-sig").splitlines()))
+        lines = list(csv.reader(path.read_text(encoding="utf-8-sig").splitlines()))   # read_measurements read it
         header = [h.strip() for h in lines[0]]
         for m in measured:
             cells = dict(zip(header, (c.strip() for c in lines[m.row - 1])))

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from npusim import NpuSimError
-from npusim.command import as_command
+from npusim.command import as_command, sigint_held
 from npusim.output import files
 
 from kda.cli.common import Parser, fail, prog_name
@@ -69,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         if argv[:1] == ["plot"]:
             return plot_main(argv[1:])
         return run_main(argv)
-    except KeyboardInterrupt:              # before the first point or after the last: nothing to keep
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt:              # before the first point (run_main keeps the rest): nothing to keep
+        print("interrupted: nothing had finished" + (" (each figure is written whole or not at all)"
+                                                     if argv[:1] == ["plot"] else ""), file=sys.stderr)
         return 130
 
 
@@ -123,7 +124,12 @@ def run_main(argv: list[str]) -> int:
         return _fail(f"--cache {err.path}: cannot write there ({err.strerror}); the sweep stopped: "
                      f"{_points(len(err.rows))} finished, {_rows(len(err.rows))} on stdout")
     try:
-        written = write_table(out.rows, output)
+        with sigint_held():                # the table goes out whole; a Ctrl-C meanwhile waits for it
+            written = write_table(out.rows, output)
+    except KeyboardInterrupt:
+        print(f"interrupted: all {_points(len(out.rows))} finished, the table is written to {output}",
+              file=sys.stderr)
+        return 130
     except (OSError, ValueError, NpuSimError) as err:      # the points are computed: say where they are kept
         if cache is None:
             print_rows(out.rows)

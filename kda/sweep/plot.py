@@ -90,6 +90,8 @@ def figure_pareto(df):
 
 def _metric(ok, metric: str | None) -> str:
     """The metric column to plot or rank by: present, and numbers (a text column has no minimum to show)."""
+    if metric is not None and not metric.strip():
+        raise PlotError("--metric: empty; name a column of numbers (default latency_us)")
     metric = metric or "latency_us"
     if metric not in ok.columns:
         raise PlotError(f"--metric: no column {metric!r}")

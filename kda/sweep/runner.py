@@ -6,9 +6,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import warnings
 from dataclasses import dataclass, field
 
-from npusim.command import sigint_held, sigint_ignored
+from npusim.command import sigint_ignored, workers_starting
 from npusim.model.limits import available_cores
 
 from kda.sweep.cache import Cache, point_key
@@ -156,7 +157,9 @@ def _on_dask(todo, workers: int | None, scheduler: str | None):
         n = workers if workers else cores
         cluster = client = None
         try:
-            with sigint_held():            # the workers never see Ctrl-C: this process alone handles it
+            with workers_starting(), warnings.catch_warnings():   # the workers never see Ctrl-C
+                # the scheduler's HTTP server takes another port when its default is busy: nothing to report
+                warnings.filterwarnings("ignore", message="Port .* is already in use")
                 cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
                                        silence_logs=logging.CRITICAL)
                 client = Client(cluster)

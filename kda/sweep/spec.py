@@ -159,6 +159,8 @@ def load_spec(path: str | Path) -> Spec:
 
 def parse_spec(raw: dict, origin: str = "spec") -> Spec:
     """A spec from a dict of the TOML's shape; every axis value is checked through kda.cli.run's parser."""
+    if not raw:                       # an empty file would run kda.run's defaults as if that was asked
+        raise SpecError(f"{origin}: an empty spec: give [axes] (the values to sweep) and/or [fixed]")
     unknown = set(raw) - {"axes", "fixed", "metrics", "numerics"}
     if unknown:
         raise SpecError(f"{origin}: unknown key {sorted(unknown)[0]!r} (a spec has [axes], [fixed], metrics, "

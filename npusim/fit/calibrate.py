@@ -52,6 +52,8 @@ def kernel_table(spec: str):
         path = Path(spec)
         if not path.is_file():
             raise NpuSimError(f"--kernels {spec}: no such file")
+        if path.suffix != ".py":
+            raise NpuSimError(f"--kernels {spec}: a kernel table given by its path is a Python file (.py)")
         loader = importlib.util.spec_from_file_location(f"npusim_kernels_{abs(hash(str(path.resolve())))}", path)
         module = importlib.util.module_from_spec(loader)
         try:
