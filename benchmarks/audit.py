@@ -8,7 +8,7 @@ and the deliberate bugs of benchmarks/audit_mutants.py each fail a test.
 
 - cli: every entry point's bad command lines (benchmarks/audit_cases.py), run in worker processes that
   import the tools once; a case past `--timeout` seconds is a hang (its worker is killed and replaced).
-- api: bad calls of kda.chunk_kda, fla-core's signature, kda.api.execute and recurrent_kda: a result, or
+- api: bad calls of kda.chunk_kda, fla-core's signature, kda.execute and recurrent_kda: a result, or
   KdaInputError (an NpuSimError where a work limit refuses) with a one-line message.
 - interrupts, pipes: SIGINT to the process group at set times; stdout closed early (`| head`).
 - pairs: the same command twice gives the same bytes (stdout, traces, figures, tables, profiles).
@@ -92,7 +92,7 @@ def _run_api(case: dict) -> dict:
                     "message": str(e)[:600], "warnings": [str(w.message)[:300] for w in caught]}
     import torch
     said = [str(w.message)[:300] for w in caught]
-    if hasattr(value, "nonfinite"):            # kda.api.execute: the Execution says where inf/NaN appeared
+    if hasattr(value, "nonfinite"):            # kda.execute: the Execution says where inf/NaN appeared
         if value.nonfinite is not None:
             said.append(f"inf/NaN in {value.nonfinite} (Execution.nonfinite; v4, v6: the safe designs)")
         value = (value.o, value.final_state)

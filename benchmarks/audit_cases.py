@@ -413,9 +413,11 @@ def _stability() -> list[dict]:
 # ---- the API -------------------------------------------------------------------------------------------
 API_PRELUDE = """
 import math, warnings, torch, kda
-from kda.api import execute, recurrent_kda
-from kda.fla_options import chunk_kda as fla_kda
+from kda.driver.chunk_kda import chunk_kda as fla_kda, recurrent_kda
+from kda.driver.execute import Types, execute as _execute
 from npusim import Precision
+def execute(*tensors, transfer_dtype=None, precision=None, **kw):    # kda.execute, the types named as chunk_kda's
+    return _execute(*tensors, types=Types(transfer=transfer_dtype, policy=precision), **kw)
 def mk(B=1, T=100, H=2, K=16, V=16, dtype=torch.float32, seed=0):
     gen = torch.Generator().manual_seed(seed)
     q, k = torch.randn(B, T, H, K, generator=gen), torch.randn(B, T, H, K, generator=gen)

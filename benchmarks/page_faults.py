@@ -20,11 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent
 CHILD = """
 import resource, sys
 import npusim
-from kda.inputs import make_inputs
-from kda.api import execute
+from kda.driver.inputs import make_inputs
+from kda.driver.execute import ChunkLoop, Types, execute
 kept = npusim.keep_freed_memory() if sys.argv[1] == "keep" else None
 x = make_inputs(1, 512, 8, 128, 128, "slow", 0)
-run = lambda: execute(x.q, x.k, x.v, x.g, x.beta, transfer_dtype="bf16", pipeline=True)
+run = lambda: execute(x.q, x.k, x.v, x.g, x.beta, types=Types(transfer="bf16"), loop=ChunkLoop(pipeline=True))
 run()
 run()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

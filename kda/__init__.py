@@ -1,16 +1,17 @@
 """Kimi Delta Attention as phase programs on the simulated Ascend NPU (npusim).
 
     chunk_kda(q, k, v, g, beta, ..., version="v3")  -> (o, final_state)   fla-core's whole signature and layout
-                                                                          (kda/fla_options.py: grouped value
-                                                                          heads, in-kernel l2norm, gate, beta
-                                                                          sigmoid, ...); differentiable
-                                                                          (kda/autograd.py)
+                                                                          (kda/driver/chunk_kda.py: grouped
+                                                                          value heads, in-kernel l2norm, gate,
+                                                                          beta sigmoid, ...); differentiable
+                                                                          (kda/driver/autograd.py)
     recurrent_kda(...)                              -> (o, final_state)   the ground truth
     python -m kda.run --version v3 --chunks 16                            the command line
 """
 import npusim.command  # noqa: F401  (first: a command's Ctrl-C while the modules import is one line, exit 130)
-from kda.api import Execution, KdaInputError, execute, recurrent_kda
-from kda.fla_options import chunk_kda
+from kda.driver.checks import KdaInputError
+from kda.driver.chunk_kda import chunk_kda, recurrent_kda
+from kda.driver.execute import Execution, execute
 from kda.programs import PROGRAMS, get_program
 
 __all__ = ["Execution", "KdaInputError", "PROGRAMS", "chunk_kda", "execute", "get_program", "recurrent_kda"]

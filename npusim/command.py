@@ -39,13 +39,6 @@ def quiet_while_starting() -> None:
         return                           # someone chose another handler: leave it
 
     signal.signal(signal.SIGINT, _stop_while_starting)
-    # torch starts a thread of its own as it imports; with SIGINT blocked meanwhile, that thread never takes a
-    # Ctrl-C, which a signal held by blocking it (workers_starting) needs. A Ctrl-C during it arrives as it ends.
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        import torch  # noqa: F401
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _stop_while_starting(signum, frame):
@@ -134,22 +127,20 @@ def sigint_ignored():
 
 @contextmanager
 def workers_starting():
-    """Worker processes started in the block ignore Ctrl-C for good (an ignored signal stays ignored across
-    exec; a handler or a blocked mask does not), so a terminal's Ctrl-C, sent to the whole process group,
-    reaches this process alone, which then stops them in order. A Ctrl-C meanwhile is held for this process:
-    SIGINT is blocked in this thread and in the threads it starts meanwhile, pending, and raised as
-    KeyboardInterrupt when the block ends. Threads that never block it would take it and drop it: torch's own
-    imports with it blocked (quiet_while_starting), and multiprocessing's resource tracker unblocks it in the
-    thread that first starts a process, so it is started here before the block."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+    """Worker processes started in the block (multiprocessing's "forkserver" method) ignore Ctrl-C for good,
+    so a terminal's Ctrl-C, sent to the whole process group, reaches this process alone, which then stops
+    them in order; a Ctrl-C meanwhile is held for this process (sigint_held) and raised as the block ends.
+    The fork server starts with SIGINT ignored, a disposition kept across exec (a handler or a blocked mask is
+    not), and passes it to every process it forks; starting it takes milliseconds. Yields the start method
+    for the workers ("spawn" where there is no fork server, with Ctrl-C ignored meanwhile instead)."""
+    import multiprocessing
+    if threading.current_thread() is not threading.main_thread() or \
+            "forkserver" not in multiprocessing.get_all_start_methods():
         with sigint_ignored():
-            yield
+            yield "spawn"
         return
-    from multiprocessing import resource_tracker
-    resource_tracker.ensure_running()
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        with sigint_ignored():
-            yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    from multiprocessing import forkserver
+    with sigint_ignored():
+        forkserver.ensure_running()
+    with sigint_held():
+        yield "forkserver"

@@ -10,13 +10,15 @@ import math
 from npusim import NpuSimError
 from npusim.command import as_command
 
-from kda.api import KdaInputError
-from kda.studies.attribution import _e, attribution_table, find_policy, one_thread
-from kda.studies.evaluate import Settings, evaluate, make_settings_inputs
-from kda.inputs import GATES
+from kda.driver.checks import KdaInputError
+from kda.studies.attribution import attribution_table, sci, find_policy, one_thread
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
+from kda.settings.inputs import make_settings_inputs
+from kda.driver.inputs import GATES
 from kda.programs import PROGRAMS, get_program
 from kda.cli.common import Parser, console, fail, prog_name, seed_problem
-from kda.cli.run import parse_payload_dtypes
+from kda.cli.checks import parse_payload_dtypes
 
 
 @as_command
@@ -33,7 +35,7 @@ def _main(argv: list[str] | None) -> int:
                "costs; find a policy for a target.", epilog=f"""examples:
   # v3's hand-offs, the costliest rounding first
   {prog} --version v3 --dtype bf16
-  # and a policy within 0.25 %% rel RMS error, the worst hand-offs in finer types
+  # and a policy within 0.25 % rel RMS error, the worst hand-offs in finer types
   {prog} --version v3 --dtype bf16 --target 0.0025""")
     p.add_argument("--version", default="v3", choices=list(PROGRAMS), help="the phase program")
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"), help="transfer type of every hand-off")
@@ -74,7 +76,7 @@ def _main(argv: list[str] | None) -> int:
         for col in ("change", "output", "state", "KiB per chunk"):
             t.add_column(col, justify="left" if col == "change" else "right")
         for st in search.steps:
-            t.add_row(st.change or f"(start: {search.base.describe()})", _e(st.o_err), _e(st.state_err),
+            t.add_row(st.change or f"(start: {search.base.describe()})", sci(st.o_err), sci(st.state_err),
                       f"{st.nbytes / 1024:g}")
         con.print(t)
         verdict = "met" if search.met else "NOT met"

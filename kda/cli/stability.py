@@ -5,15 +5,14 @@ import argparse
 import sys
 from dataclasses import asdict, replace
 
-from kda.cli import jsonout
 from npusim import NpuSimError
 from npusim.command import as_command
 
+from kda.cli import jsonout
 from kda.cli.common import Parser, console, fail, prog_name
 from kda.programs import PROGRAMS
+from kda.settings.profile import checked_profile
 from kda.studies.attribution import one_thread
-from kda.studies.evaluate import profile_for
-from kda.studies.work import check_work
 from kda.studies.stability import GRID_SETTINGS, THRESHOLD_SETTINGS, grid, grid_table, threshold_table, thresholds
 
 
@@ -45,7 +44,7 @@ def _main(argv: list[str] | None) -> int:
         return 2
     base = replace(GRID_SETTINGS, chunks=args.chunks)
     try:
-        check_work(base, profile_for(base))          # one line before the inputs are made (kda/studies/work.py)
+        checked_profile(base)                        # one line before the inputs are made (kda/settings/work.py)
     except NpuSimError as err:
         return fail(str(err))
     cells = grid(versions, base=base)

@@ -139,6 +139,7 @@ def _in_process(todo):
 def _on_dask(todo, workers: int | None, scheduler: str | None):
     """(generator of (index, row, cacheable), worker count) on a LocalCluster or the given scheduler."""
     try:
+        import dask
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError:
         raise SchedulerError("dask.distributed is not installed: pip install 'dask[distributed]', "
@@ -157,7 +158,8 @@ def _on_dask(todo, workers: int | None, scheduler: str | None):
         n = workers if workers else cores
         cluster = client = None
         try:
-            with workers_starting(), warnings.catch_warnings():   # the workers never see Ctrl-C
+            with workers_starting() as method, warnings.catch_warnings(), \
+                    dask.config.set({"distributed.worker.multiprocessing-method": method}):
                 # the scheduler's HTTP server takes another port when its default is busy: nothing to report
                 warnings.filterwarnings("ignore", message="Port .* is already in use")
                 cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,

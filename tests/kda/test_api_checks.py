@@ -6,8 +6,14 @@ import pytest
 import torch
 
 import kda
-from kda.api import KdaInputError, KdaOverflowWarning
-from kda.inputs import make_inputs
+from kda.driver.checks import KdaInputError, KdaOverflowWarning
+from kda.driver.inputs import make_inputs
+
+
+def _execute(*tensors, transfer_dtype=None, precision=None, **kw):
+    """kda.execute with the types as chunk_kda names them."""
+    from kda.driver.execute import Types, execute
+    return execute(*tensors, types=Types(transfer=transfer_dtype, policy=precision), **kw)
 
 
 @pytest.fixture
@@ -66,9 +72,8 @@ def test_a_backward_chunk_size_is_refused_at_the_forward(x):
     ({"chunk_size": True}, "chunk_size must be a positive integer"), ({"scale": 10 ** 400}, "scale must be")])
 @pytest.mark.parametrize("entry", ["chunk_kda", "fla", "execute"])
 def test_bad_options_are_one_line(x, kw, needle, entry):
-    from kda.api import execute
-    from kda.fla_options import chunk_kda as fla
-    call = {"chunk_kda": kda.chunk_kda, "fla": fla, "execute": execute}[entry]
+    from kda.driver.chunk_kda import chunk_kda as fla
+    call = {"chunk_kda": kda.chunk_kda, "fla": fla, "execute": _execute}[entry]
     with pytest.raises(KdaInputError, match=needle) as err:
         call(x.q, x.k, x.v, x.g, x.beta, **kw)
     assert "\n" not in str(err.value)
@@ -77,8 +82,7 @@ def test_bad_options_are_one_line(x, kw, needle, entry):
 @pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2", "int32", "complex64"])
 @pytest.mark.parametrize("entry", ["chunk_kda", "fla", "recurrent"])
 def test_tensors_of_a_type_no_design_computes_from_are_refused(x, dtype, entry):
-    from kda.api import recurrent_kda
-    from kda.fla_options import chunk_kda as fla
+    from kda.driver.chunk_kda import chunk_kda as fla, recurrent_kda
     call = {"chunk_kda": kda.chunk_kda, "fla": fla, "recurrent": recurrent_kda}[entry]
     q = x.q.to(getattr(torch, dtype))
     with pytest.raises(KdaInputError, match="q must be fp16, bf16, fp32 or fp64"):
@@ -87,7 +91,7 @@ def test_tensors_of_a_type_no_design_computes_from_are_refused(x, dtype, entry):
 
 @pytest.mark.parametrize("entry", ["chunk_kda", "fla"])
 def test_no_heads_and_nested_tensors_are_refused(x, entry):
-    from kda.fla_options import chunk_kda as fla
+    from kda.driver.chunk_kda import chunk_kda as fla
     call = {"chunk_kda": kda.chunk_kda, "fla": fla}[entry]
     with pytest.raises(KdaInputError, match="empty input"):
         call(*(t[:, :, :0] for t in (x.q, x.k, x.v, x.g, x.beta)))
@@ -107,13 +111,13 @@ def test_the_api_has_the_command_lines_work_limits(x, chunk_size):
                                          ([0, 40.7, 150], "whole"), (torch.tensor([0.0, 40.5, 150.0]), "whole"),
                                          (torch.tensor([[0, 40, 150]]), "one row"), ([0, 41, 150], "same values")])
 def test_a_bad_cu_seqlens_cpu_is_one_line_never_rounded(x, cpu, needle):
-    from kda.fla_options import chunk_kda as fla
+    from kda.driver.chunk_kda import chunk_kda as fla
     with pytest.raises(KdaInputError, match=needle):
         fla(x.q, x.k, x.v, x.g, x.beta, cu_seqlens=torch.tensor([0, 40, 150]), cu_seqlens_cpu=cpu)
 
 
 def test_dt_bias_of_another_shape_with_the_same_count_is_refused():
-    from kda.fla_options import chunk_kda as fla
+    from kda.driver.chunk_kda import chunk_kda as fla
     y = make_inputs(1, 64, 1, 8, 8, "seed", 0, False)
     raw = torch.randn(1, 64, 1, 8, generator=torch.Generator().manual_seed(1))
     with pytest.raises(KdaInputError, match=r"dt_bias must have shape \[8\] or \[1, 8\] .*got \[2, 4\]"):
@@ -143,7 +147,7 @@ def test_a_warning_never_says_the_output_holds_inf_when_it_is_finite(x):
 
 
 def test_the_recurrence_warns_when_it_diverges(x):
-    from kda.api import recurrent_kda
+    from kda.driver.chunk_kda import recurrent_kda
     with pytest.warns(KdaOverflowWarning, match="recurrent_kda: the output holds inf/NaN"):
         o, _ = recurrent_kda(x.q, x.k, x.v, x.g, x.beta * 100)
     assert not torch.isfinite(o).all()

@@ -258,8 +258,8 @@ def test_interleaving_more_sequences_than_a_core_holds_is_refused(capsys):
 # ---- one check per dimension: a tool that records a chunk inherits it ---------------------------------------
 def test_recording_a_chunk_checks_its_dimensions_for_any_tool():
     """A new tool that records a design (timing only, the kernels' registry, the numerics) passes
-    kda.api.check_recording: a chunk this machine cannot hold is one LimitError line before any tensor."""
-    from kda.api import record_graph, record_graphs
+    kda.driver.execute.check_recording: a chunk this machine cannot hold is one LimitError line before any tensor."""
+    from kda.driver.execute import record_graph, record_graphs
     from kda.kernels.recording import record_kernel
     from kda.kernels.registry import KERNELS
     from kda.programs import get_design, get_program

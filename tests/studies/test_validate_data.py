@@ -102,6 +102,9 @@ class Fake:
     def predict(self, profile):
         return self.us * profile.value("sync.latency_us") / BASE.value("sync.latency_us")
 
+    def predict_many(self, profiles):
+        return [self.predict(p) for p in profiles]
+
 
 TINY = """id,kernel,stage,shape,dtype,measured_us,implementation,timed,quoted,held_out
 a3,kx,chunk_h,S1,fp16,400,impA,t,q,no

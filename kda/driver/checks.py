@@ -1,4 +1,4 @@
-"""The checks of kda.chunk_kda's inputs (kda/api.py): every tensor, scale and cu_seqlens, one line
+"""The checks of kda.chunk_kda's inputs (execute.py): every tensor, scale and cu_seqlens, one line
 (KdaInputError) naming what is wrong, before any work; and a warning naming where an output went inf/NaN."""
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def check_tensor(name: str, x, optional: bool = False) -> None:
         raise KdaInputError(f"{name} must be fp16, bf16, fp32 or fp64, got {x.dtype}")
 
 
-def _check(q, k, v, g, beta, initial_state, chunk_size, scale=None) -> tuple[int, int, int, int, int]:
+def check_inputs(q, k, v, g, beta, initial_state, chunk_size, scale=None) -> tuple[int, int, int, int, int]:
     for name, x in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("initial_state", initial_state)):
         check_tensor(name, x, optional=name == "initial_state")
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
@@ -55,9 +55,9 @@ def _check(q, k, v, g, beta, initial_state, chunk_size, scale=None) -> tuple[int
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise KdaInputError(f"chunk_size must be a positive integer, got {chunk_size!r}")
     for name, x in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("initial_state", initial_state)):
-        if x is not None and not all(_finite(b) for b in _blocks(x)):
+        if x is not None and not all(finite(b) for b in blocks(x)):
             raise KdaInputError(f"{name} contains NaN or inf")
-    if any(bool(b.max() > 0) for b in _blocks(g)):
+    if any(bool(b.max() > 0) for b in blocks(g)):
         raise KdaInputError(f"g is the log decay and must be <= 0 (decay alpha = exp(g) in (0, 1]); "
                             f"max g = {float(g.max()):.4g}")
     return B, T, H, K, V
@@ -77,7 +77,7 @@ def warn_nonfinite(ex, version: str | None = None) -> None:
     if ex.nonfinite is None:
         return
     held = [name for name, x in (("output", ex.o), ("final state", ex.final_state))
-            if x is not None and not _finite(x)]
+            if x is not None and not finite(x)]
     if held:
         what = f"the {' and the '.join(held)} hold{'s' if len(held) == 1 else ''} inf/NaN"
     else:
@@ -93,7 +93,7 @@ def warn_nonfinite(ex, version: str | None = None) -> None:
 
 def warn_recurrence(o: torch.Tensor, state) -> None:
     """recurrent_kda: the recurrence itself left inf/NaN (it diverges on these inputs, e.g. beta beyond 1)."""
-    if not _finite(o) or (state is not None and not _finite(state)):
+    if not finite(o) or (state is not None and not finite(state)):
         warnings.warn("recurrent_kda: the output holds inf/NaN: the recurrence itself diverges on these inputs "
                       "(a beta outside [0, 1], or values beyond the compute type's range)", KdaOverflowWarning,
                       stacklevel=3)
@@ -129,13 +129,13 @@ def check_options(*, version, transfer_dtype, precision, chunk_size, design_give
         raise KdaInputError(f"chunk_size must be a positive integer, got {chunk_size!r:.40}")
 
 
-def _finite(x: torch.Tensor) -> bool:
+def finite(x: torch.Tensor) -> bool:
     """No inf/NaN in x. One pass: a sum is finite unless an element is inf/NaN, or the sum overflows, and
     then the element-wise test decides."""
     return bool(torch.isfinite(x.sum())) or bool(torch.isfinite(x).all())
 
 
-def _blocks(x: torch.Tensor, elements: int = 1 << 24):
+def blocks(x: torch.Tensor, elements: int = 1 << 24):
     """x in slices along its second axis (tokens) of about `elements` each: checks of a whole layer's
     inputs then need no full-size temporaries."""
     if x.dim() < 2 or x.numel() <= elements:

@@ -4,8 +4,8 @@ it (NPUSIM_NO_LIMITS=1)."""
 from __future__ import annotations
 
 from npusim import Profile
-from npusim.model.limits import (MAX_KEPT_EVENTS, MAX_REPLAYS, MAX_SAMPLES, check, check_chunk, check_replay,
-                                 memory_bytes)
+from npusim.model.limits import (MAX_KEPT_EVENTS, MAX_REPLAYS, MAX_RETIMED, MAX_SAMPLES, check, check_chunk,
+                                 check_replay, memory_bytes)
 
 # Sequential chunk steps of the numerics on the CPU (tenths of a second each at d_k = d_v = 128).
 MAX_NUMERIC_STEPS = 100_000
@@ -31,8 +31,8 @@ def check_work(s, profile: Profile, samples: int = 0, versions: int = 1) -> None
     check("value heads per q/k head (--value-heads / --heads), each recorded", s.group, MAX_GROUP)
     if samples:
         check("--uncertainty", samples, MAX_SAMPLES)
-        check(f"--uncertainty {samples}: chunks replayed over the samples", samples * versions * per_core,
-              MAX_REPLAYS)
+        check(f"--uncertainty {samples}: chunks timed over the samples", samples * versions * per_core,
+              MAX_RETIMED)
     if s.keep_trace:
         check("the trace's events (--trace, --plot)", 20 * steps * sequences, MAX_KEPT_EVENTS)
     half = memory_bytes() / 2 / 2**30                          # GiB: half of this machine's memory
