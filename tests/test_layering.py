@@ -19,7 +19,7 @@ LAYERS = {
     "kda.programs": 10, "kda.reference": 10, "kda": 11, "kda.decode": 11, "kda.kernels": 12, "kda.studies": 13, "kda.views": 14,
     "kda.cli": 15, "kda.sweep": 16,
 }
-ROOT_SHIMS = {"kda.run", "kda.validate", "kda.attribution", "kda.stability", "npusim.calibrate"}
+ROOT_SHIMS = {"kda.run", "kda.validate", "kda.attribution", "kda.stability", "npusim.calibrate", "kda.decode.__main__"}
 
 
 def _rank(module: str) -> int:

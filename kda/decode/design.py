@@ -63,6 +63,7 @@ class DecodeDesign:
     options: tuple[str, ...] | None = None   # in-kernel options the kernel always runs (None: as asked)
     gate: str = "kda"                     # "kda": a decay per key channel; "gdn": one per head
     tokens: tuple[int, int] = (1, 64)     # tokens per step it takes (MTP: more than one)
+    head_dim: int | None = None           # the only K = V it takes (a kernel with a fixed tile), None: any
     buffers: int | None = 1               # BUFFER_NUM inside an item (1: the item is one tile; the loop
                                           # rule overlaps items); None: the profile's
     source: str = ""                      # where it is read from (a measured kernel's repository and commit)

@@ -63,7 +63,8 @@ class DecodeKernelModel:
         """The step's latency in us (one launch, its items over the kernel's workers)."""
         d = self.design
         types = Types(d.io_dtype or self.dtype, d.gate_dtype, self.state)
-        return time_step(d, self.shape, profile, types=types, options=options_for(d), warm=self.warm).latency_us
+        return time_step(d, self.shape, profile, types=types, options=options_for(d), warm=self.warm,
+                         exact=True).latency_us
 
 
 def decode_model(kernel: str, shape: str, dtype: str, stage: str = "") -> DecodeKernelModel:

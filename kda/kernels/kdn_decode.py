@@ -52,4 +52,4 @@ def blocks(items: int, cores: int, aivs: int) -> int:
 KDN_DECODE = DecodeDesign(
     "kdn_decode", kdn_decode, "MegaGDN-PTO PR 35: AIV0 of each block, up to 40 blocks, one state per item, "
     "PIPE_ALL between items", workers=AIV0, loop=SERIAL, blocks=blocks, io_dtype="fp32", gate_dtype="fp32",
-    state_dtypes=("fp32",), options=(), tokens=(1, 1), source=SOURCE)
+    state_dtypes=("fp32",), options=(), tokens=(1, 1), head_dim=128, source=SOURCE)

@@ -53,4 +53,4 @@ KDN_DECODE_PR34 = DecodeDesign(
     "kdn_decode_pr34", kdn_decode_pr34, "MegaGDN-PTO PR 34 (ac07e1c): each AIV a worker, items of 32 value "
     "rows, fp16 inputs, serial items", workers=AIV_PAIRS, loop=SERIAL, blocks=blocks, v_tile=32,
     state_layout="vk", io_dtype="fp16", gate_dtype="fp16", state_dtypes=("fp32",), options=(), tokens=(1, 64),
-    source=SOURCE)
+    head_dim=128, source=SOURCE)

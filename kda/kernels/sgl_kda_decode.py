@@ -59,4 +59,4 @@ SGL_KDA_DECODE = DecodeDesign(
     "sgl_kda_decode", sgl_kda_decode, "sgl-kernel-npu PR 635: Vector-only, an AIV per (sequence, head), "
     "l2norm and gating in the kernel, bf16 inputs, serial items", workers=AIVS, loop=SERIAL, state_layout="vk",
     io_dtype="bf16", gate_dtype="bf16", state_dtypes=("fp32",), options=(QK_L2NORM, GATE, BETA_SIGMOID),
-    tokens=(1, 64), source=SOURCE)
+    tokens=(1, 64), head_dim=128, source=SOURCE)
