@@ -6,10 +6,14 @@
                                                                           sigmoid, ...); differentiable
                                                                           (kda/autograd.py)
     recurrent_kda(...)                              -> (o, final_state)   the ground truth
+    fused_recurrent_kda(q, k, v, g, beta, ...)      -> (o, final_state)   a decode step (FLA's shape) by a
+                                                                          decode design (kda/decode/)
     python -m kda.run --version v3 --chunks 16                            the command line
 """
 from kda.api import Execution, KdaInputError, execute, recurrent_kda
+from kda.decode.api import fused_recurrent_kda
 from kda.fla_options import chunk_kda
 from kda.programs import PROGRAMS, get_program
 
-__all__ = ["Execution", "KdaInputError", "PROGRAMS", "chunk_kda", "execute", "get_program", "recurrent_kda"]
+__all__ = ["Execution", "KdaInputError", "PROGRAMS", "chunk_kda", "execute", "fused_recurrent_kda", "get_program",
+           "recurrent_kda"]

@@ -27,8 +27,13 @@ PREFILL_ONLY = ("--chunks", "--chunk-size", "--version", "--interleave", "--back
 
 
 def _ints(text: str, name: str) -> tuple[int, ...]:
-    """'32', '1,4,16' or '1:256' (every power of two from 1 to 256, and 256)."""
+    """'32', '1,4,16', '1:256' (powers of two from 1 to 256, and 256) or '1-256' (every number)."""
     try:
+        if "-" in text.strip().lstrip("-"):
+            lo, hi = (int(x) for x in text.split("-", 1))
+            if lo < 1 or hi < lo:
+                raise ValueError
+            return tuple(range(lo, hi + 1))
         if ":" in text:
             lo, hi = (int(x) for x in text.split(":", 1))
             if lo < 1 or hi < lo:
@@ -40,34 +45,38 @@ def _ints(text: str, name: str) -> tuple[int, ...]:
             return tuple(out + [hi])
         return tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise KdaInputError(f"{name} {text!r}: give a number, a list (1,4,16) or a range of powers of two (1:256)") from None
+        raise KdaInputError(f"{name} {text!r}: give a number, a list (1,4,16), powers of two (1:256) or every "
+                            f"number of a range (1-256)") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = Parser(prog=prog_name("kda.decode"), description=__doc__.split("\n")[0], epilog=EXAMPLES)
-    ap.add_argument("--design", default="step", help=f"one or more of {', '.join(ALL_DESIGNS)}, or all")
-    ap.add_argument("--batch", default="32", help="sequences in the step: N, a list 1,4,16 or powers of two 1:256")
-    ap.add_argument("--heads", type=int, default=32, help="q/k heads H")
-    ap.add_argument("--value-heads", type=int, help="value heads HV, a multiple of H (default: H)")
-    ap.add_argument("--tokens", default="1", help="tokens per step: 1, or MTP's few (a list: 1,2,4)")
-    ap.add_argument("--seqlens", help="cu_seqlens-style: tokens of each sequence of one step, e.g. 1,3,2 (packed)")
-    ap.add_argument("--dk", type=int, default=128)
-    ap.add_argument("--dv", type=int, default=128)
-    ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32"), help="q, k, v and o in GM")
-    ap.add_argument("--state-dtype", default="fp32", help="the state in GM: fp32, bf16, or fp32,bf16")
-    ap.add_argument("--profile", default="ascend-910b2")
-    ap.add_argument("--qk-l2norm-in-kernel", action="store_true")
-    ap.add_argument("--gate-in-kernel", action="store_true", help="Kimi's gate from raw g, A_log and dt_bias")
-    ap.add_argument("--beta-sigmoid-in-kernel", action="store_true")
-    ap.add_argument("--gate-lower-bound", type=float, help="FLA's bounded gate (with --gate-in-kernel)")
-    ap.add_argument("--l2-warm", action="store_true", help="the state warm in L2 (a benchmark repeating one call)")
-    ap.add_argument("--no-numerics", action="store_true", help="timing only")
-    ap.add_argument("--prefill", type=int, default=64, help="tokens of the prefill before the step in the check "
-                    "(0: no prefill check)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", action="store_true")
-    ap.add_argument("--trace", type=Path, help="write the step's Chrome trace (one run)")
-    ap.add_argument("--plot", type=Path, help="write the step's Gantt chart, .png or .svg (one run)")
+    shape, design = ap.add_argument_group("shape"), ap.add_argument_group("design")
+    model, output = ap.add_argument_group("model"), ap.add_argument_group("output")
+    design.add_argument("--design", default="step", help=f"one or more of {', '.join(ALL_DESIGNS)}, or all")
+    shape.add_argument("--batch", default="32", help="sequences in the step: N, a list 1,4,16, powers of two 1:256 "
+                       "or every batch of a range 1-256")
+    shape.add_argument("--heads", type=int, default=32, help="q/k heads H")
+    shape.add_argument("--value-heads", type=int, help="value heads HV, a multiple of H (default: H)")
+    shape.add_argument("--tokens", default="1", help="tokens per step: 1, or MTP's few (a list: 1,2,4)")
+    shape.add_argument("--seqlens", help="cu_seqlens-style: tokens of each sequence of one step, e.g. 1,3,2 (packed)")
+    shape.add_argument("--dk", type=int, default=128, help="key channels K")
+    shape.add_argument("--dv", type=int, default=128, help="value channels V")
+    design.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32"), help="q, k, v and o in GM")
+    design.add_argument("--state-dtype", default="fp32", help="the state in GM: fp32, bf16, or fp32,bf16")
+    design.add_argument("--qk-l2norm-in-kernel", action="store_true", help="FLA's l2norm of q and k in the kernel")
+    design.add_argument("--gate-in-kernel", action="store_true", help="Kimi's gate from raw g, A_log and dt_bias")
+    design.add_argument("--beta-sigmoid-in-kernel", action="store_true", help="beta = sigmoid(beta) in the kernel")
+    design.add_argument("--gate-lower-bound", type=float, help="FLA's bounded gate (with --gate-in-kernel)")
+    model.add_argument("--profile", default="ascend-910b2", help="a shipped chip profile or a TOML file")
+    model.add_argument("--l2-warm", action="store_true", help="the state warm in L2 (a benchmark repeating one call)")
+    model.add_argument("--no-numerics", action="store_true", help="timing only")
+    model.add_argument("--prefill", type=int, default=64, help="tokens of the prefill before the step in the check "
+                       "(0: no prefill check)")
+    model.add_argument("--seed", type=int, default=0, help="the random inputs' seed")
+    output.add_argument("--json", action="store_true", help="the results as JSON")
+    output.add_argument("--trace", type=Path, help="write the step's Chrome trace (one run)")
+    output.add_argument("--plot", type=Path, help="write the step's Gantt chart, .png or .svg (one run)")
     return ap
 
 

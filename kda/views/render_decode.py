@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from kda.studies.decode import DecodeResult, DecodeSettings, crossover
-from kda.decode.timing import FLOOR
+from kda.decode.timing import FLOOR, STEADY
+from kda.studies.decode import EXACT_POINTS, DecodeResult, DecodeSettings, crossover, points
 from kda.views.table import Column, table
 
 
@@ -104,6 +104,9 @@ def print_table(results: list[DecodeResult], s: DecodeSettings, console: Console
     title = (f"KDA decode on {s.profile} · H={s.heads}" + (f" HV={s.hv}" if s.hv != s.heads else "")
              + f" K={s.d_k} V={s.d_v} · q/k/v {s.dtype}" + (" · state warm in L2" if s.warm else ""))
     console.print(table(title, cols, results))
+    if points(s) > EXACT_POINTS:
+        console.print(f"({points(s)} steps: a worker's items beyond {2 * STEADY} extrapolated at the event model's "
+                      f"period, within 3 % of the full replay)", highlight=False)
     for line in summary(results, s):
         console.print(line, highlight=False)
 
