@@ -106,7 +106,7 @@ def print_table(results: list[DecodeResult], s: DecodeSettings, console: Console
     console.print(table(title, cols, results))
     if points(s) > EXACT_POINTS:
         console.print(f"({points(s)} steps: a worker's items beyond {2 * STEADY} extrapolated at the event model's "
-                      f"period, within 3 % of the full replay)", highlight=False)
+                      f"period, within 3.5 % of the full replay)", highlight=False)
     for line in summary(results, s):
         console.print(line, highlight=False)
 
