@@ -10,7 +10,10 @@ import math
 import sys
 from pathlib import Path
 
+from npusim import NpuSimError
+
 from kda.api import KdaInputError
+from kda.cli.checks import parse_overrides
 from kda.cli.common import Parser, console, fail, prog_name
 from kda.decode.programs.steps import BETA_SIGMOID, GATE, QK_L2NORM
 from kda.studies.decode import ALL_DESIGNS, DecodeSettings, evaluate
@@ -69,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     design.add_argument("--beta-sigmoid-in-kernel", action="store_true", help="beta = sigmoid(beta) in the kernel")
     design.add_argument("--gate-lower-bound", type=float, help="FLA's bounded gate (with --gate-in-kernel)")
     model.add_argument("--profile", default="ascend-910b2", help="a shipped chip profile or a TOML file")
+    model.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                       help="override a profile field for this run (repeatable), e.g. chip.launch_overhead_us=5")
     model.add_argument("--l2-warm", action="store_true", help="the state warm in L2 (a benchmark repeating one call)")
     model.add_argument("--no-numerics", action="store_true", help="timing only")
     model.add_argument("--prefill", type=int, default=64, help="tokens of the prefill before the step in the check "
@@ -95,7 +100,8 @@ def settings_of(args) -> DecodeSettings:
                           value_heads=args.value_heads, tokens=_ints(args.tokens, "--tokens"), d_k=args.dk,
                           d_v=args.dv, dtype=args.dtype, state_dtypes=states, profile=args.profile, options=options,
                           lower_bound=args.gate_lower_bound, warm=args.l2_warm, numerics=not args.no_numerics,
-                          seed=args.seed, seqlens=seqlens, prefill=args.prefill)
+                          seed=args.seed, seqlens=seqlens, prefill=args.prefill,
+                          overrides=tuple(parse_overrides(args.set).items()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,22 +115,27 @@ def main(argv: list[str] | None = None) -> int:
         for flag, path in (("--trace", args.trace), ("--plot", args.plot)):
             if path is not None and not path.parent.is_dir():
                 raise KdaInputError(f"{flag} {path}: no directory {path.parent}")
-        results = evaluate(s)
-    except (KdaInputError, ValueError) as err:
+        errors: list[str] = []
+        results = evaluate(s, errors)
+    except (KdaInputError, ValueError, NpuSimError) as err:
         return fail(str(err))
     if (args.trace or args.plot) and len(results) != 1:
         return fail("--trace and --plot draw one step: give one design, batch, token count and state type")
-    if args.json:
+    if results and args.json:
         from kda.views.render_decode import to_json
         payload = [to_json(r) for r in results]
         print(json.dumps(payload[0] if len(payload) == 1 else payload, indent=2, default=_json_default))
-    else:
+    elif results:
         from kda.views.render_decode import print_results
         print_results(results, s, console())
     try:
         _write_files(args, results)
     except OSError as err:
-        return fail(f"cannot write {err.filename or ''} ({err.strerror or err})")
+        errors.append(f"cannot write {err.filename or ''} ({err.strerror or err})")
+    for e in errors:                   # after what was computed, so that nothing is lost
+        fail(e)
+    if errors:
+        return 2
     bad = [r for r in results if r.parity is not None and not r.parity.passed]
     return 1 if bad else 0
 

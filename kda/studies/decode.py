@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 import torch
 import torch.nn.functional as F
 
-from npusim import load_profile
+from npusim import NpuSimError, load_profile
 
 from kda.api import KdaInputError
 from kda.decode.design import DecodeDesign
@@ -55,6 +55,7 @@ class DecodeSettings:
     seed: int = 0
     seqlens: tuple[int, ...] | None = None   # cu_seqlens-style: tokens of each sequence of one step
     prefill: int = 64                     # tokens before the step in the prefill check (0: no check)
+    overrides: tuple[tuple[str, float], ...] = ()   # profile fields set for this run (SECTION.FIELD, value)
 
     @property
     def hv(self) -> int:
@@ -131,10 +132,13 @@ def _check_design(d: DecodeDesign, s: DecodeSettings) -> None:
         raise KdaInputError(f"design {d.name} is a GDN kernel of one token a step: no --seqlens")
 
 
-def evaluate(s: DecodeSettings) -> list[DecodeResult]:
-    """Every (design, state type, tokens, batch) of the settings, in that order."""
+def evaluate(s: DecodeSettings, errors: list[str] | None = None) -> list[DecodeResult]:
+    """Every (design, state type, tokens, batch) of the settings, in that order. With `errors`, a step that
+    cannot run (its phase fits no memory, ...) is named there and the others still run."""
     check_settings(s)
     profile = load_profile(s.profile)
+    if s.overrides:
+        profile = profile.replace(**{k.replace(".", "__", 1): v for k, v in s.overrides})
     exact = points(s) <= EXACT_POINTS
     out = []
     for name in s.designs:
@@ -144,11 +148,17 @@ def evaluate(s: DecodeSettings) -> list[DecodeResult]:
             for T in ((max(s.seqlens),) if s.seqlens else s.tokens):
                 for B in ((len(s.seqlens),) if s.seqlens else s.batches):
                     shape = DecodeShape(B, s.heads, s.hv, s.d_k, s.d_v, T)
-                    run = time_step(d, shape, profile, types=types, options=options_for(d, s.options), warm=s.warm,
-                                    exact=exact)
-                    result = DecodeResult(d, run)
-                    if s.numerics:
-                        _numerics(result, s)
+                    try:
+                        run = time_step(d, shape, profile, types=types, options=options_for(d, s.options),
+                                        warm=s.warm, exact=exact)
+                        result = DecodeResult(d, run)
+                        if s.numerics:
+                            _numerics(result, s)
+                    except (NpuSimError, ValueError) as err:
+                        if errors is None:
+                            raise
+                        errors.append(f"{name} B={B} T={T} state {state}: {err}")
+                        continue
                     out.append(result)
     return out
 

@@ -65,7 +65,7 @@ def chip_lines(r: DecodeResult) -> list[str]:
              f"  traffic          {run.traffic_bytes / 1e6:>10,.2f} MB   {run.traffic_bytes / run.floor_bytes:.2f}x the floor's "
              f"bytes (re-reads and padded rows)",
              f"  work             {run.items:>10,} items over {n} workers (at most {max(run.counts)} each, "
-             f"{imbalance:.2f}x the mean); items {run.loop}"]
+             f"{imbalance:.2f}x the mean); items {LOOPS.get(run.loop, run.loop)}"]
     return lines
 
 
@@ -73,7 +73,7 @@ def why(r: DecodeResult) -> str:
     """What keeps the step above the HBM floor, largest first."""
     run = r.run
     parts = {"the launch": run.launch_us, "re-read or padded bytes": max(0.0, run.traffic_us - run.floor_us),
-             "Vector time not hidden": max(0.0, run.device_us - max(run.traffic_us, run.floor_us)),
+             "work the transfers do not hide": max(0.0, run.device_us - max(run.traffic_us, run.floor_us)),
              "items unevenly spread": 0.0}
     mean = run.items / run.workers
     if max(run.counts) > mean:
@@ -86,11 +86,16 @@ def why(r: DecodeResult) -> str:
     return f"  {us(above)} us above the floor: " + "; ".join(f"{k} {us(v)} us" for k, v in top)
 
 
+LOOPS = {"serial": "one after another", "store_behind": "each store behind the next item's load",
+         "double": "two in flight", "ping/pong": "two in flight (ping/pong slots)",
+         "tiled, serial": "tiled, one after another"}
+
+
 def print_one(r: DecodeResult, s: DecodeSettings, console: Console) -> None:
-    console.print(header(r, s), highlight=False)
+    console.print(header(r, s), highlight=False, soft_wrap=True)
     for block in (parity_lines(r), chip_lines(r) + [why(r)]):
         if block:
-            console.print("\n" + "\n".join(block), highlight=False)
+            console.print("\n" + "\n".join(block), highlight=False, soft_wrap=True)
 
 
 def print_table(results: list[DecodeResult], s: DecodeSettings, console: Console) -> None:
@@ -106,9 +111,9 @@ def print_table(results: list[DecodeResult], s: DecodeSettings, console: Console
     console.print(table(title, cols, results))
     if points(s) > EXACT_POINTS:
         console.print(f"({points(s)} steps: a worker's items beyond {2 * STEADY} extrapolated at the event model's "
-                      f"period, within 3.5 % of the full replay)", highlight=False)
+                      f"period, within 3.5 % of the full replay)", highlight=False, soft_wrap=True)
     for line in summary(results, s):
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, soft_wrap=True)
 
 
 def summary(results: list[DecodeResult], s: DecodeSettings) -> list[str]:

@@ -26,11 +26,22 @@ from kda.reference.recurrence import naive_recurrent_kda
     (["--value-heads", "3", "--heads", "2"], "multiple of --heads"),
     (["--gate-lower-bound", "-5"], "needs --gate-in-kernel"),
     (["--design", "sgl_kda_decode", "--dk", "64"], "K = V = 128 only"),
+    (["--design", "chunked", "--tokens", "32"], "takes 1-16 tokens"),
+    (["--set", "chip.nope=1"], "no field chip.nope"),
 ])
 def test_bad_input_is_one_line(capsys, argv, words):
     assert main(argv + ["--no-numerics"]) == 2
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_step_that_cannot_run_loses_nothing(capsys):
+    """The chunked step's pairwise decays fit no tiling of a 16 KiB UB: named after the step that ran."""
+    argv = ["--design", "step,chunked", "--tokens", "16", "--batch", "2", "--heads", "2", "--no-numerics",
+            "--set", "core.ub_kib=16"]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert "KDA decode · step" in out and err.startswith("error: chunked B=2 T=16") and "fits no tiling" in err
 
 
 def test_one_step_json(capsys):
