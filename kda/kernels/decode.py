@@ -67,6 +67,11 @@ class DecodeKernelModel:
                          exact=True).latency_us
 
 
+    def predict_many(self, profiles: list[Profile]) -> list[float]:
+        """predict() for each profile (a decode step replays in milliseconds: one by one)."""
+        return [self.predict(p) for p in profiles]
+
+
 def decode_model(kernel: str, shape: str, dtype: str, stage: str = "") -> DecodeKernelModel:
     """ValueError naming the kernel, stage or shape when it cannot be modelled."""
     if stage:
