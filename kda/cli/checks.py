@@ -9,6 +9,8 @@ from pathlib import Path
 
 import torch
 
+from npusim import NpuSimError
+
 from kda.api import KdaInputError
 from kda.inputs import KdaInputs
 
@@ -47,8 +49,12 @@ def check_args(args) -> None:
         raise KdaInputError("--gate-lower-bound bounds the in-kernel gate: it needs --gate-in-kernel")
     if lb is not None and not -5.0 <= lb < 0.0:      # also refuses nan and inf
         raise KdaInputError(f"--gate-lower-bound must be in [-5, 0) (FLA's safe gate), got {lb}")
-    if args.uncertainty is not None and args.uncertainty < 2:
-        raise KdaInputError(f"--uncertainty needs at least 2 samples, got {args.uncertainty}")
+    if args.uncertainty is not None:
+        from kda.studies.uncertainty import check_samples
+        try:
+            check_samples(args.uncertainty)
+        except (ValueError, NpuSimError) as err:
+            raise KdaInputError(str(err)) from None
     if args.no_numerics and args.inputs is not None:
         raise KdaInputError("--no-numerics replays timing only: it takes no --inputs")
     if args.no_numerics and args.attribution:

@@ -56,7 +56,17 @@ def _settings(args) -> Settings:
                     interleave=args.interleave, seqlens=seqlens, value_heads=args.value_heads,
                     in_kernel=in_kernel_options(args), gate_lower_bound=args.gate_lower_bound,
                     device=args.device, capacity=args.capacity, core_model=args.core_model == "on",
-                    keep_trace=bool(args.trace or args.plot) or _events(args) <= MAX_KEPT_EVENTS)
+                    keep_trace=bool(args.trace or args.plot) or _events(args) <= MAX_KEPT_EVENTS,
+                    record=args.uncertainty is not None)
+
+
+def _check_ranges(settings: Settings) -> None:
+    """--uncertainty needs a ranged field that --set leaves free: one line before anything runs."""
+    from kda.studies.uncertainty import design_fields
+    profile = profile_for(settings)
+    if not design_fields(profile, settings.overrides):
+        free = " that --set leaves free" if profile.ranges else ""
+        raise KdaInputError(f"--uncertainty: profile {profile.name} gives no field a range{free}: nothing to sample")
 
 
 # Beyond this many trace events a run keeps no trace unless --trace or --plot asks for one: the overlap
@@ -101,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = _settings(args)
         check_work(settings, profile_for(settings), args.uncertainty or 0,  # the profile loads and the
                    len(versions))                                      # work fits this machine, or one line
+        if args.uncertainty is not None:
+            _check_ranges(settings)
         inputs = None
         if args.inputs is not None:
             inputs = load_inputs(args.inputs)

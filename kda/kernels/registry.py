@@ -25,6 +25,7 @@ from npusim import simulate
 from npusim.fit.measurements import Measurement, MeasurementError
 from npusim.model.host import timed_region
 from npusim.model.multipass import simulate_design, templates
+from npusim.model.whatif import DesignTimer
 from npusim.model.template import RIDE
 from npusim.record.precision import Precision
 from npusim.chip.profile import Profile
@@ -159,8 +160,8 @@ class KernelModel:
         declares its wrappers (`host`): the timed region around them."""
         return self.around(self.kernel_us(profile), profile)
 
-    def kernel_us(self, profile: Profile) -> dict[str, float]:
-        """The device's part: each pass's launch (or barrier) and makespan by pass name, "" all of them."""
+    def timed(self):
+        """(design, graphs) the prediction replays: the kernel's, or its stage's passes alone."""
         heads = self.shape.heads
         graphs = _graphs(self.name, self.chunk_size, self.shape.d_k, self.shape.d_v, self.dtype,
                          heads if any(p.all_heads for p in self.design.passes) else 0)
@@ -168,6 +169,28 @@ class KernelModel:
         if self.stage:                       # that stage's passes alone (its kernels: `stage` or `stage:part`)
             idx = [i for i, p in enumerate(design.passes) if stage_of(p.name) == self.stage]
             design, graphs = replace(design, passes=tuple(design.passes[i] for i in idx)), [graphs[i] for i in idx]
+        return design, graphs
+
+    def predict_many(self, profiles: list[Profile]) -> list[float]:
+        """predict() for each of `profiles` (the first recorded, the others timed from it at once:
+        npusim/model/whatif.py); the same numbers as predict() one by one."""
+        design, graphs = self.timed()
+        timer = DesignTimer(design, graphs, profiles[0], self.shape.chunk_counts(self.chunk_size),
+                            state_handoff=RIDE, heads=self.shape.heads)
+        got = timer.time(profiles, serial=False, bound=False)
+        if got.errors:
+            raise MeasurementError(f"{self.name} {self.stage}: {next(iter(got.errors.values()))}")
+        out = []
+        for i, p in enumerate(profiles):
+            kernel = {name: float(v[i]) for name, v in got.pass_us.items()}
+            kernel[""] = float(got.latency_us[i])
+            out.append(self.around(kernel, p))
+        return out
+
+    def kernel_us(self, profile: Profile) -> dict[str, float]:
+        """The device's part: each pass's launch (or barrier) and makespan by pass name, "" all of them."""
+        heads = self.shape.heads
+        design, graphs = self.timed()
         tpls = templates(design, graphs, profile, RIDE)   # a pass may declare its own state hand-off
         counts = self.shape.chunk_counts(self.chunk_size)
         if self.design.single:

@@ -47,6 +47,7 @@ class Settings:
     cores: int | None = None         # AI cores to spread the sequences over (default: the profile's)
     numerics: bool = True            # False: record the graph on random inputs and replay timing only
     keep_trace: bool = True          # keep every event of the timing runs (for traces and plots)
+    record: bool = False             # keep each replay's decisions, to re-time it on other profiles (--uncertainty)
     # precision policy beyond `dtype` (npusim/precision.py): a type per sync payload, the state's type
     # (None: the program's default, else `dtype`), the Cube's accumulation type (None: fp32)
     payload_dtypes: dict = field(default_factory=dict, hash=False)    # tensor name -> "fp32" | "bf16" | "fp16"

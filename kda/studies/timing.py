@@ -76,7 +76,7 @@ def time_result(result) -> None:
         tpl = tpls[0]
         uniform = len(set(counts)) == 1
         kw = dict(chunks=counts[0] if uniform else counts, sequences=len(counts), trace=s.keep_trace,
-                  interleave=s.interleave)
+                  interleave=s.interleave, record=getattr(s, "record", False))
         result.pipelined = simulate(tpl, profile, **kw)
         result.serial = simulate(tpl, profile, serial=True, **kw)
         result.report = build_report(result.pipelined, result.serial)
@@ -85,8 +85,9 @@ def time_result(result) -> None:
                                      tuple(counts), s.interleave)
         result.design_run, result.design_serial = wrap(result.pipelined), wrap(result.serial)
     else:
+        record = getattr(s, "record", False)
         result.design_run = simulate_design(design, tpls, profile, counts, interleave=s.interleave,
-                                            trace=s.keep_trace)
+                                            trace=s.keep_trace, record=record)
         result.design_serial = simulate_design(design, tpls, profile, counts, serial=True, interleave=s.interleave,
-                                               trace=s.keep_trace)
+                                               trace=s.keep_trace, record=record)
     result.design_report = build_design_report(result.design_run, result.design_serial, floor)

@@ -1,13 +1,14 @@
-"""Every latency with its uncertainty: the evaluated designs replayed under N profiles sampled from the
+"""Every latency with its uncertainty: the evaluated designs timed under N profiles sampled from the
 ranges of the assumed fields (npusim/uncertainty.py), `python -m kda.run --uncertainty N`.
 
-The phase graph of each design is recorded once (it depends on shapes and precision, not on the profile);
-each sample rebuilds the timed template from it and replays timing only. Fields the user fixed with
-`--set` are not sampled.
+The phase graph of each design is recorded once (it depends on shapes and precision, not on the profile),
+and so is its replay on the run's profile; the samples are timed all at once from those (kda/studies/whatif.py:
+re-timed where they keep the replay's decisions, replayed otherwise; `ways` says how many each way). Fields
+the user fixed with `--set` are not sampled.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -15,7 +16,11 @@ import numpy as np
 from npusim.fit.uncertainty import (Assumption, Influence, Interval, assumptions, interval, rank_influences,
                                 sample_profiles, sample_values)
 
-from kda.studies.evaluate import VersionResult, retime
+from npusim.model.limits import MAX_SAMPLES, check
+from npusim.model.whatif import Ways
+
+from kda.studies.evaluate import VersionResult
+from kda.studies.whatif import time_profiles
 
 METRICS = {"pipelined": "layer latency (pipelined)", "serial": "serial", "bound": "lower bound"}
 
@@ -37,6 +42,8 @@ class Uncertainty:
     versions: list[str]
     latencies: dict[str, dict[str, np.ndarray]]        # version -> metric -> [samples] us
     nominal: dict[str, dict[str, float]]               # version -> metric -> us under the profile's values
+    ways: Ways | None = None                           # how the (sample, pass) timings were obtained
+    notes: list[str] | None = None                     # what could not be re-timed, once each
 
     def interval(self, version: str, metric: str = "pipelined") -> Interval:
         return interval(self.latencies[version][metric], self.nominal[version][metric])
@@ -63,6 +70,8 @@ class Uncertainty:
             "latency_us": {v: {m: self.interval(v, m).to_dict() for m in METRICS} for v in self.versions},
             "influence": {v: [i.to_dict() for i in self.influences(v)] for v in self.versions},
             "wins": self.win_shares() if len(self.versions) > 1 else None,
+            "timed": dict(self.ways.counts) if self.ways is not None else None,
+            "notes": list(self.notes or []),
         }
 
 
@@ -73,25 +82,40 @@ def design_fields(profile, fixed=()) -> list:
     return [f for f in assumptions(profile, fixed) if not f.field.startswith("host.")]
 
 
+def check_samples(samples, what: str = "--uncertainty") -> int:
+    """The number of samples of an interval: a whole number from 2 on (ValueError otherwise), at most
+    MAX_SAMPLES (LimitError)."""
+    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)):
+        raise ValueError(f"{what} takes a whole number of samples, got {samples!r}")
+    if samples < 2:
+        raise ValueError(f"{what} needs at least 2 samples, got {samples}")
+    check(what, samples, MAX_SAMPLES)              # LimitError: the limit, and how to lift it
+    return int(samples)
+
+
 def propagate(results: list[VersionResult], samples: int, seed: int = 0, fixed=(),
               progress: Callable[[int, int], None] | None = None) -> Uncertainty:
-    """Replay each evaluated design under `samples` profiles drawn from the ranges of its profile."""
-    if samples < 2:
-        raise ValueError(f"--uncertainty needs at least 2 samples, got {samples}")
+    """Time each evaluated design under `samples` profiles drawn from the ranges of its profile."""
+    samples = check_samples(samples)
     base = results[0].profile
     fields = design_fields(base, fixed)
+    if not fields:
+        raise ValueError(f"profile {base.name} gives no field a range"
+                         + (" that --set leaves free" if fixed else "") + ": nothing to sample")
     values = sample_values(fields, samples, seed)
     profiles = sample_profiles(base, fields, values)
     lat = {r.version: {m: np.full(samples, np.nan) for m in METRICS} for r in results}
-    quiet = [replace(r, settings=replace(r.settings, keep_trace=False)) for r in results]
-    for i, p in enumerate(profiles):
-        for r in quiet:
-            for m, x in _metrics(retime(r, p)).items():
-                lat[r.version][m][i] = x
-            if progress is not None:
-                progress(i * len(quiet) + quiet.index(r) + 1, samples * len(quiet))
+    ways, notes = Ways(), []
+    for j, r in enumerate(results):
+        if r.design_report is not None:
+            t = time_profiles(r, profiles)
+            lat[r.version] = {"pipelined": t.latency_us, "serial": t.serial_us, "bound": t.bound_us}
+            ways.merge(t.ways)
+            notes += [f"{r.version}: {x}" for x in t.notes if f"{r.version}: {x}" not in notes]
+        if progress is not None:
+            progress((j + 1) * samples, samples * len(results))
     return Uncertainty(samples, seed, fields, values, [r.version for r in results], lat,
-                       {r.version: _metrics(r) for r in results})
+                       {r.version: _metrics(r) for r in results}, ways, notes)
 
 
 def _us(x: float) -> str:
@@ -119,4 +143,9 @@ def lines(u: Uncertainty) -> list[str]:
     if len(u.versions) > 1:
         out.append("Samples in which each design is fastest (pipelined): " +
                    ", ".join(f"{v} {s:.0%}" for v, s in u.win_shares().items()))
+    if u.ways is not None and u.ways.total:
+        out.append(f"Timed (sample x pass x pipelined/serial): {u.ways.line()}; re-timed: the replay's own "
+                   f"decisions held, so its order was re-timed; otherwise replayed")
+    for note in u.notes or ():
+        out.append(f"  {note}")
     return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from npusim import Profile
-from npusim.model.limits import MAX_KEPT_EVENTS, MAX_REPLAYS, MAX_SAMPLES, check, check_replay
+from npusim.model.limits import MAX_KEPT_EVENTS, MAX_REPLAYS, MAX_RETIMED, MAX_SAMPLES, check, check_replay
 
 # Sequential chunk steps of the numerics on the CPU (tenths of a second each at d_k = d_v = 128).
 MAX_NUMERIC_STEPS = 100_000
@@ -35,8 +35,8 @@ def check_work(s, profile: Profile, samples: int = 0, versions: int = 1) -> None
     check_replay(steps, sequences, cores, "the timing")
     if samples:
         check("--uncertainty", samples, MAX_SAMPLES)
-        check(f"--uncertainty {samples}: chunks replayed over the samples", samples * versions * per_core,
-              MAX_REPLAYS)
+        check(f"--uncertainty {samples}: chunks timed over the samples", samples * versions * per_core,
+              MAX_RETIMED)
     if s.keep_trace:
         check("the trace's events (--trace, --plot)", 20 * steps * sequences, MAX_KEPT_EVENTS)
     half = memory_bytes() / 2 / 2**30                          # GiB: half of this machine's memory

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 
 from npusim.record.ops import MATMUL, REDUCE, SEQUENTIAL, Op
+from npusim.chip.lanes import larger
 from npusim.chip.profile import Profile
 
 BINARY = set("add sub rsub mul maximum minimum fmax fmin where masked_fill lt le gt ge eq ne logical_and "
@@ -55,7 +56,7 @@ def instruction_cycles(profile: Profile, cls: str, elements: float, itemsize: fl
     isa = profile.isa
     repeats = math.ceil(elements * itemsize / isa.vec_repeat_bytes - 1e-9) if elements > 0 else 0
     issues = max(1, math.ceil(repeats / 255))             # at most 255 repeats per instruction
-    return max(isa.vec_min_cycles * issues, _class_cycles(profile, cls) * repeats) + issues * isa.vec_dependent_cycles
+    return larger(isa.vec_min_cycles * issues, _class_cycles(profile, cls) * repeats) + issues * isa.vec_dependent_cycles
 
 
 def _classes(op: Op) -> tuple[str, ...]:
@@ -103,13 +104,13 @@ def cube_op_cycles(op: Op, profile: Profile) -> float:
     fixpipe = fixpipe_cycles(profile, m * n * 4) * share
     mmad = isa.mmad_fixed_cycles * share + fractals * per_fractal
     if profile.core.buffer_num >= 2:                    # two L0A/L0B buffers: the next operands load meanwhile
-        return max(mte1, mmad) + fixpipe
+        return larger(mte1, mmad) + fixpipe
     return mte1 + mmad + fixpipe
 
 
 def fixpipe_cycles(profile: Profile, nbytes: float) -> float:
     isa = profile.isa
-    return max(isa.fixpipe_min_cycles, nbytes / isa.fixpipe_bytes_per_cycle) if nbytes > 0 else 0.0
+    return larger(isa.fixpipe_min_cycles, nbytes / isa.fixpipe_bytes_per_cycle) if nbytes > 0 else 0.0
 
 
 def load_cycles(profile: Profile, nbytes: float, to_l1: bool, rows: float = 1) -> float:

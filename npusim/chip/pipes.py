@@ -29,6 +29,7 @@ from npusim.chip.capacity import (TILE, capacity_bytes, fitting_tilings, footpri
                                   l0_tiles, l0_use, max_tiles, memory_name, part_of, reload_bytes, share, tile_bytes)
 from npusim.chip import isa
 from npusim.chip.cost import op_us
+from npusim.chip.lanes import larger
 from npusim.record.graph import CUBE, Phase
 from npusim.record.ops import MATMUL
 from npusim.chip.profile import Profile
@@ -60,7 +61,7 @@ class PipeTiming:
         l, c, s = self.load_us * stretch, self.compute_us, self.store_us * stretch
         if serial or self.buffers < 2 or self.tiles == 1:
             return self.tiles * (l + c + s)
-        return l + c + s + (self.tiles - 1) * max(l, c, s)
+        return l + c + s + (self.tiles - 1) * larger(l, c, s)
 
     def schedule(self, stretch: float = 1.0, serial: bool = False) -> list[tuple[str, int, float, float]]:
         """(pipe, tile, start, end) of every segment from the phase's start: pipe MTE2, "compute" or the

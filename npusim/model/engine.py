@@ -27,9 +27,9 @@ from npusim.record.graph import PhaseGraph
 from npusim.chip.profile import Profile
 from npusim.model.template import HBM, L2, OWN, PHASE, RIDE, STATE, SYNC, Node, Template, build_template, shared_rate
 from npusim.model.limits import check_replay
-from npusim.model.trace import Trace, TraceEvent
+from npusim.model.trace import Log, Trace, TraceEvent, copy_trace
 
-__all__ = ["HBM", "L2", "OWN", "PHASE", "RIDE", "STATE", "SYNC", "Node", "Run", "Template", "Trace",
+__all__ = ["HBM", "L2", "OWN", "PHASE", "RIDE", "STATE", "SYNC", "Log", "Node", "Run", "Template", "Trace",
            "TraceEvent", "build_template", "simulate"]
 
 
@@ -48,6 +48,7 @@ class Run:
     shared_us: dict[str, float]         # time the chip-wide HBM / L2 bandwidth was busy
     chunk_counts: tuple[int, ...] = ()  # chunks of each sequence (all `chunks` unless variable-length)
     interleave: int = 1                 # sequences a core alternates at a time
+    log: "Log | None" = None            # the decisions of the replay, when asked (simulate(record=True))
 
     @property
     def latency_us(self) -> float:
@@ -77,15 +78,16 @@ class _Share:
     transfers of total multiplicity `active` are under way, together with the m - 1 identical transfers
     of the other cores of its class, gets at most 1/(active + m) of the chip-wide rate (fixed when it
     starts), and never more than its core's own rate."""
-    __slots__ = ("rate", "ends", "active", "busy")
+    __slots__ = ("rate", "ends", "active", "busy", "seen")
 
     def __init__(self, rate: float):
-        self.rate, self.ends, self.active, self.busy = rate, [], 0, 0.0
+        self.rate, self.ends, self.active, self.busy, self.seen = rate, [], 0, 0.0, -1
 
     def transfer_us(self, now: float, nbytes: int, own_us: float, m: int) -> float:
         ends = self.ends
         while ends and ends[0][0] <= now:
             self.active -= heapq.heappop(ends)[1]
+        self.seen = self.active
         t = max(own_us, nbytes * (self.active + m) / self.rate)
         heapq.heappush(ends, (now + t, m))
         self.active += m
@@ -192,8 +194,10 @@ class _Core:
 
 class _Model:
     def __init__(self, tpl: Template, profile: Profile, chunk_counts: list[int],
-                 core_seqs: list[tuple[int, list[int], int]], serial: bool, trace: bool, interleave: int = 1):
+                 core_seqs: list[tuple[int, list[int], int]], serial: bool, trace: bool, interleave: int = 1,
+                 record: bool = False):
         self.tpl, self.profile, self.serial = tpl, profile, serial
+        self.log = Log(core_seqs) if record else None
         self.chunk_counts, self.interleave = chunk_counts, interleave
         self.env = simpy.Environment()
         n = self.n = tpl.n
@@ -242,6 +246,8 @@ class _Model:
         col = 0 if first else 1
         busy = self.busy_of[col][k]
         share = self.share_of[k]
+        if self.log is not None:
+            self.log.starts.extend((core.index, i * self.n + k, -1))
         if share is not None:
             nbytes = self.bytes_of[col][k]
             if nbytes:
@@ -257,6 +263,8 @@ class _Model:
                             core.stretch[(i, k)] = t / io
                     else:
                         busy += t
+                if self.log is not None:
+                    self.log.starts[-1] = share.seen
         return busy
 
     def dispatch(self, core: _Core, server: _Server) -> None:
@@ -347,6 +355,8 @@ class _Model:
             core.free_slots.append(core.slot_of[i])
             core.free_slots.sort()
             if core.next_grant < len(core.inst_seq):
+                if self.log is not None:
+                    self.log.grants.extend((core.index, i))
                 core.grant()
 
 
@@ -360,7 +370,7 @@ def _edges(edges, n: int) -> tuple[list[int], list[list[int]]]:
 
 def simulate(graph_or_template: PhaseGraph | Template, profile: Profile, *, chunks: int | Sequence[int],
              sequences: int = 1, serial: bool = False, state_handoff: str = RIDE, trace: bool = True,
-             symmetric: bool = True, interleave: int = 1) -> Run:
+             symmetric: bool = True, interleave: int = 1, record: bool = False) -> Run:
     """Replay the phase graph for `chunks` chunks of each of `sequences` sequences (batch x heads); `chunks`
     may instead give each sequence its own count (a variable-length batch). Returns the makespan, per-unit
     busy time, chip-wide bandwidth use and (if asked) the trace.
@@ -369,7 +379,8 @@ def simulate(graph_or_template: PhaseGraph | Template, profile: Profile, *, chun
     sequences at a time (see _Core). Cores whose sequences have the same chunk counts run in lockstep:
     each such class is simulated once, on its first core, with its transfers counted once per core of the
     class in the chip-wide shares, and the trace is copied to the other cores. `symmetric=False` simulates
-    every core on its own; without contention both give the same timeline (tests/npusim/test_engine.py checks it)."""
+    every core on its own; without contention both give the same timeline (tests/npusim/test_engine.py checks it).
+    `record`: keep the replay's decisions (Run.log) for re-timing it on other profiles (retime.py)."""
     check_replay(chunks, sequences, profile.chip.ai_cores)          # before any list of that size is made
     counts = [chunks] * sequences if isinstance(chunks, int) else [int(c) for c in chunks]
     if sequences < 1 or len(counts) != sequences or min(counts) < 1:
@@ -388,7 +399,7 @@ def simulate(graph_or_template: PhaseGraph | Template, profile: Profile, *, chun
     else:
         members = {c: [c] for c, _ in layout}
     model = _Model(tpl, profile, counts, [(r, layout[r][1], len(ms)) for r, ms in members.items()], serial, trace,
-                   interleave)
+                   interleave, record)
     model.env.run()
     if not serial:
         stuck = [c.index for c in model.cores if any(r > 0 for r in c.remaining)]
@@ -401,20 +412,6 @@ def simulate(graph_or_template: PhaseGraph | Template, profile: Profile, *, chun
                 busy[(c, res)] = server.busy
     out = model.trace
     if out is not None and any(len(ms) > 1 for ms in members.values()):
-        out = _copy_trace(model.trace, members)
+        out = copy_trace(model.trace, members)
     return Run(tpl, profile, serial, max(counts), sequences, cores, model.env.now, busy, out,
-               {r: share.busy for r, share in model.shares.items()}, tuple(counts), interleave)
-
-
-def _copy_trace(trace: Trace, members: dict[int, list[int]]) -> Trace:
-    """The representative cores' trace, repeated for every core of their class (sequences renumbered)."""
-    out = Trace(trace.template)
-    cols = (trace.node, trace.core, trace.seq, trace.chunk, trace.start, trace.busy_end, trace.end,
-            trace.nbytes, trace.slot, trace.stretch)
-    for c in sorted(c for ms in members.values() for c in ms):
-        r = next(r for r, ms in members.items() if c in ms)
-        for n, c0, s, t, st, be, e, nb, sl, x in zip(*cols):
-            if c0 == r:
-                out.add(n, c, s - r + c, t, st, be, e, nb, sl, x)
-        out.occupancy.extend((t, c, slot, b) for t, c0, slot, b in trace.occupancy if c0 == r)
-    return out
+               {r: share.busy for r, share in model.shares.items()}, tuple(counts), interleave, model.log)

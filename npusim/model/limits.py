@@ -17,6 +17,8 @@ MAX_REPLAYS = 2_000_000          # chunks replayed on the busiest core (~1 ms ea
 MAX_SEQUENCES = 10_000_000       # sequences (batch x heads) laid out over the cores
 MAX_KEPT_EVENTS = 20_000_000     # trace events kept for --trace / --plot (~2 GB)
 MAX_SAMPLES = 10_000             # profiles sampled for an interval (each replays every row or design)
+MAX_RETIMED = 100_000_000        # chunks timed over the samples of an interval (re-timed or replayed compiled,
+                                 # ~10 us each: about a quarter of an hour)
 MAX_POINTS = 1_000_000           # points of a sweep grid
 
 

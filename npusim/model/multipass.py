@@ -85,7 +85,8 @@ def templates(design: Design, graphs: list[PhaseGraph], profile: Profile, state_
 
 
 def simulate_design(design: Design, tpls: list[Template], profile: Profile, chunk_counts: list[int], *,
-                    serial: bool = False, interleave: int = 1, trace: bool = True, heads: int = 1) -> DesignRun:
+                    serial: bool = False, interleave: int = 1, trace: bool = True, heads: int = 1,
+                    record: bool = False) -> DesignRun:
     """Replay every pass of `design` for sequences of `chunk_counts` chunks each (`heads` consecutive
     entries are the heads of one sequence: a pass whose items hold every head counts each sequence once)."""
     counts = [int(c) for c in chunk_counts]
@@ -98,10 +99,10 @@ def simulate_design(design: Design, tpls: list[Template], profile: Profile, chun
         mine = counts[::heads] if p.all_heads else counts
         if p.layout == CHUNKS:
             items = sum(mine)
-            run = simulate(tpl, on, chunks=1, sequences=items, serial=serial, trace=trace)
+            run = simulate(tpl, on, chunks=1, sequences=items, serial=serial, trace=trace, record=record)
         else:
             run = simulate(tpl, on, chunks=mine, sequences=len(mine), serial=serial, trace=trace,
-                           interleave=interleave)
+                           interleave=interleave, record=record)
         t += boundary
         out.append(PassRun(p, run, t, boundary))
         t += run.makespan_us

@@ -1,6 +1,8 @@
-"""What the event model ran: every node with its unit, core, sequence, chunk, times and bytes."""
+"""What the event model ran: every node with its unit, core, sequence, chunk, times and bytes; and what it
+decided (Log), when a replay is recorded for re-timing."""
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 
 from npusim.model.template import Template
@@ -66,3 +68,29 @@ class Trace:
                                                            self.stretch)]
         rows.sort(key=lambda r: (r.start, r.core, r.seq, r.chunk, r.index))
         return rows
+
+
+@dataclass
+class Log:
+    """What a replay decided, in the order it decided it (npusim/model/retime.py re-times it for other
+    profiles): every node started, as (core, instance * n + node, the multiplicity of the transfers it
+    found under way on its chip-wide bandwidth, or -1 where it moved no bytes over one); every slot
+    granted on a release, as (core, released instance); the simulated cores as (core, its sequences, copies).
+    `starts` and `grants` are flat arrays of those triples and pairs."""
+    cores: list[tuple[int, list[int], int]]
+    starts: array = field(default_factory=lambda: array("q"))
+    grants: array = field(default_factory=lambda: array("q"))
+
+
+def copy_trace(trace: Trace, members: dict[int, list[int]]) -> Trace:
+    """The representative cores' trace, repeated for every core of their class (sequences renumbered)."""
+    out = Trace(trace.template)
+    cols = (trace.node, trace.core, trace.seq, trace.chunk, trace.start, trace.busy_end, trace.end,
+            trace.nbytes, trace.slot, trace.stretch)
+    for c in sorted(c for ms in members.values() for c in ms):
+        r = next(r for r, ms in members.items() if c in ms)
+        for n, c0, s, t, st, be, e, nb, sl, x in zip(*cols):
+            if c0 == r:
+                out.add(n, c, s - r + c, t, st, be, e, nb, sl, x)
+        out.occupancy.extend((t, c, slot, b) for t, c0, slot, b in trace.occupancy if c0 == r)
+    return out

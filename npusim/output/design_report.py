@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from npusim.chip.lanes import larger
 from npusim.model.multipass import DesignRun
 from npusim.output.report import chain_us
 from npusim.model.schedule import CHUNKS
@@ -86,8 +87,8 @@ def _pass_bound(pr, counts: tuple[int, ...]) -> float:
     cores = run.cores_used
     if pr.pass_.layout == CHUNKS:
         per_core = [(run.instances + cores - 1 - c) // cores for c in range(cores)]
-        load = max(per_core) * max(_per_instance(tpl, later=False).values())
-        return max(load, chain_us(tpl, 1))
+        load = max(per_core) * larger(*_per_instance(tpl, later=False).values())
+        return larger(load, chain_us(tpl, 1))
     loads = []
     for c in range(cores):
         seqs = range(c, len(counts), cores)
@@ -95,8 +96,8 @@ def _pass_bound(pr, counts: tuple[int, ...]) -> float:
         for res, first in _per_instance(tpl, later=False).items():
             later = _per_instance(tpl, later=True)[res]
             per_res[res] = sum(first + (counts[s] - 1) * later for s in seqs)
-        loads.append(max(per_res.values()))
-    return max(max(loads), chain_us(tpl, max(counts)))
+        loads.append(larger(*per_res.values()))
+    return larger(*loads, chain_us(tpl, max(counts)))
 
 
 def _per_instance(tpl, later: bool) -> dict[str, float]:

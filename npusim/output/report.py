@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 
 from npusim.model.engine import RIDE, STATE, SYNC, Run, Template, simulate
 from npusim.record.graph import PhaseGraph
+from npusim.chip.lanes import larger
 from npusim.chip.profile import Profile
 
 
@@ -122,13 +123,13 @@ def chain_us(tpl: Template, chunks: int) -> float:
         first = t == 0
         fin = [0.0] * n
         for node in tpl.nodes:        # program order is a topological order
-            ready = max((fin[d] for d in node.deps), default=0.0)
+            ready = larger(0.0, *(fin[d] for d in node.deps))
             if prev is not None and state_in[node.index]:
-                ready = max(ready, max(prev[a] for a in state_in[node.index]))
+                ready = larger(ready, *(prev[a] for a in state_in[node.index]))
             dur = (node.busy_first_us + node.delay_first_us) if first else (node.busy_us + node.delay_us)
             fin[node.index] = ready + dur
         prev = fin
-    return max(prev)
+    return larger(*prev)
 
 
 def unit_loads(tpl: Template, chunks: int, sequences_on_core: int) -> dict[str, float]:

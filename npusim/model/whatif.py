@@ -1,0 +1,286 @@
+"""A design timed under many profiles at once: what `--uncertainty`, intervals, fits and sweeps ask for.
+
+The design is replayed once on its own profile with its decisions recorded (engine.py, `record=True`). For
+the samples, every duration comes from one pass of the cost model over a stacked profile (lanes.py: each
+sampled field an array over the samples); each pass of the design is then timed three ways, the fastest
+that holds:
+
+  1. re-timed (retime.py, maxplus.py): the recorded order with the sample's durations, all samples at once,
+     for the samples that keep every decision the replay made;
+  2. replayed by the compiled event model (compiled.py), one sample at a time, for the others;
+  3. replayed by the event model itself (engine.py), where neither can serve the schedule, or where a
+     sampled field shapes the schedule itself (a count of cores, slots or buffers): said once, in `notes`.
+
+Every way gives the event model's times: the tests hold re-timing and the compiled model to the replay.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Callable
+
+import numpy as np
+
+from npusim.chip.lanes import Diverges, lanes_of, stack, take
+from npusim.chip.profile import Chip, Core, Profile, Workspace
+from npusim.errors import NpuSimError
+from npusim.model.engine import simulate
+from npusim.model.multipass import DesignRun, simulate_design, templates
+from npusim.model.retime import Model, Params, compile_schedule, node_params, retime
+from npusim.model.schedule import BARRIER, CHUNKS, Design
+from npusim.chip.capacity import TILE
+
+RETIMED, COMPILED, REPLAYED = "re-timed", "compiled replay", "event-model replay"
+PROBE = 32           # samples re-timed first; below half of them accepted, the rest go straight to the compiled model
+
+
+@dataclass
+class Ways:
+    """How many (sample, pass) timings each way gave."""
+    counts: dict[str, int] = field(default_factory=lambda: {RETIMED: 0, COMPILED: 0, REPLAYED: 0})
+
+    def add(self, way: str, n: int) -> None:
+        self.counts[way] += int(n)
+
+    def merge(self, other: "Ways") -> None:
+        for k, v in other.counts.items():
+            self.counts[k] += v
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def share(self, way: str) -> float:
+        return self.counts[way] / self.total if self.total else 0.0
+
+    def line(self) -> str:
+        if not self.total:
+            return "nothing timed"
+        return ", ".join(f"{k} {v} ({v / self.total:.0%})" for k, v in self.counts.items() if v)
+
+
+@dataclass
+class Timings:
+    """Per sample (NaN where a sample's profile cannot run the design: `errors` says why)."""
+    latency_us: np.ndarray
+    serial_us: np.ndarray | None
+    bound_us: np.ndarray | None
+    pass_us: dict[str, np.ndarray]           # each pass: its boundary + makespan
+    errors: dict[int, str]
+    ways: Ways
+    notes: list[str]
+
+
+# Fields that shape the schedule itself (how many cores, slots, buffers, Vector units; whether the
+# instruction tables apply): a sample that changes one is replayed by the event model.
+STRUCTURAL = {f"{name}.{f.name}" for name, cls in (("chip", Chip), ("workspace", Workspace), ("core", Core))
+              for f in fields(cls) if f.type == "int"} | {"isa.enabled"}
+
+
+def structural_changes(base: Profile, profiles: list[Profile]) -> np.ndarray:
+    """True for each profile that changes a field shaping the schedule."""
+    out = np.zeros(len(profiles), bool)
+    for key in STRUCTURAL:
+        ref = base.value(key)
+        out |= np.array([p.value(key) != ref for p in profiles])
+    return out
+
+
+def stacked_templates(design: Design, graphs, profiles: list[Profile], state_handoff: str, capacity: str = TILE):
+    """[(sample indices, stacked profile, templates or the error)]: the cost model run once for each group of
+    samples that takes the same branches (a tiling chosen, a phase that fits); a sample whose fields cannot
+    be stacked is built on its own."""
+    out = []
+
+    def build(idx: np.ndarray, prof: Profile) -> None:
+        try:
+            out.append((idx, prof, templates(design, graphs, prof, state_handoff, capacity)))
+        except Diverges as d:
+            mask = d.mask
+            build(idx[mask], take(prof, mask))
+            build(idx[~mask], take(prof, ~mask))
+        except NpuSimError as err:
+            if len(idx) == 1:
+                out.append((idx, prof, err))
+            else:                                  # which samples fail: each on its own
+                for j in range(len(idx)):
+                    build(idx[j:j + 1], take(prof, np.array([j])))
+        except (TypeError, ValueError):
+            if len(idx) == 1:
+                raise
+            for j in range(len(idx)):
+                build(idx[j:j + 1], stack([profiles[idx[j]]]))
+
+    build(np.arange(len(profiles)), stack(profiles))
+    return out
+
+
+class DesignTimer:
+    """One design on one shape, recorded once, timed for any number of profiles (`time`)."""
+
+    def __init__(self, design: Design, graphs, profile: Profile, counts: list[int], *, state_handoff: str,
+                 capacity: str = TILE, interleave: int = 1, heads: int = 1, runs: dict | None = None,
+                 bound_of: Callable | None = None):
+        """`runs`: recorded DesignRuns by serial flag (recorded here where missing); `bound_of(pass_run,
+        chunk_counts)`: a pass's lower bound (design_report's), for `time(bound=True)`."""
+        self.design, self.graphs, self.profile = design, list(graphs), profile
+        self.counts, self.state_handoff, self.capacity = list(counts), state_handoff, capacity
+        self.interleave, self.heads, self.bound_of = interleave, heads, bound_of
+        self.notes: list[str] = []
+        self._runs = dict(runs or {})        # serial flag -> a recorded DesignRun
+        self._compiled: dict[bool, list] = {}
+
+    def recorded(self, serial: bool) -> DesignRun:
+        run = self._runs.get(serial)
+        if run is None or any(p.run.log is None for p in run.passes):
+            tpls = templates(self.design, self.graphs, self.profile, self.state_handoff, self.capacity)
+            run = simulate_design(self.design, tpls, self.profile, self.counts, serial=serial,
+                                  interleave=self.interleave, trace=False, heads=self.heads, record=True)
+            self._runs[serial] = run
+        return run
+
+    def _ways(self, serial: bool):
+        if serial not in self._compiled:
+            out = []
+            for pr in self.recorded(serial).passes:
+                sched = compile_schedule(pr.run)
+                model = Model(pr.run)
+                check = model.replay(node_params(pr.run.template, pr.run.profile, serial, 1), [0])[0][0]
+                if check != pr.run.makespan_us:
+                    model = None
+                    self._note(f"pass {pr.pass_.name}: the compiled event model gives {check!r} us against the "
+                               f"replay's {pr.run.makespan_us!r} us; its samples are replayed by the event model")
+                if sched.problem is not None:
+                    self._note(f"pass {pr.pass_.name}: not re-timed ({sched.problem})")
+                out.append((pr, sched, model))
+            self._compiled[serial] = out
+        return self._compiled[serial]
+
+    def _note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def time(self, profiles: list[Profile], *, serial: bool = True, bound: bool = True) -> Timings:
+        """The design's latency (and serial latency, bound, per-pass times) under each of `profiles`."""
+        n = len(profiles)
+        names = [p.name for p in self.design.passes]
+        lat = np.full(n, np.nan)
+        ser = np.full(n, np.nan) if serial else None
+        bnd = np.full(n, np.nan) if bound and self.bound_of is not None else None
+        per = {name: np.full(n, np.nan) for name in names}
+        errors: dict[int, str] = {}
+        ways = Ways()
+        odd = structural_changes(self.profile, profiles)
+        if odd.any():
+            self._note(f"{int(odd.sum())} of {n} samples change a field that shapes the schedule "
+                       f"({', '.join(sorted(k for k in STRUCTURAL if any(p.value(k) != self.profile.value(k) for p in profiles)))}): "
+                       "replayed by the event model")
+        idx = np.flatnonzero(~odd)
+        if len(idx):
+            for group, prof, tpls in stacked_templates(self.design, self.graphs, [profiles[i] for i in idx],
+                                                       self.state_handoff, self.capacity):
+                where = idx[group]
+                if isinstance(tpls, Exception):
+                    for i in where:
+                        errors[int(i)] = str(tpls)
+                    continue
+                self._time_group(where, prof, tpls, profiles, lat, ser, bnd, per, ways)
+        for i in np.flatnonzero(odd):
+            self._replay_one(int(i), profiles[i], lat, ser, bnd, per, errors, ways)
+        return Timings(lat, ser, bnd, per, errors, ways, list(self.notes))
+
+    def _time_group(self, where, prof, tpls, profiles, lat, ser, bnd, per, ways) -> None:
+        m = len(where)
+        for mode in ((False, True) if ser is not None else (False,)):
+            total = np.zeros(m)
+            for i, ((pr, sched, model), tpl) in enumerate(zip(self._ways(mode), tpls)):
+                p = pr.pass_
+                boundary = (prof.chip.barrier_us * p.barriers if (i and p.boundary == BARRIER)
+                            else prof.chip.launch_overhead_us)
+                params = node_params(tpl, p.on(prof), mode, m)
+                span = self._makespans(sched, model, params, where, profiles, i, mode, ways)
+                total = total + lanes_of(boundary, m)
+                if not mode:
+                    per[p.name][where] = lanes_of(boundary, m) + span
+                total = total + span
+            (ser if mode else lat)[where] = total
+        if bnd is not None:
+            bnd[where] = self._bounds(prof, tpls, m)
+
+    def _makespans(self, sched, model, params: Params, where, profiles, i: int, serial: bool, ways: Ways):
+        m = params.n
+        span = np.full(m, np.nan)
+        todo = np.arange(m)
+        if sched.problem is None:
+            probe = min(PROBE, m)
+            first = retime(sched, _lanes(params, todo[:probe]))
+            span[:probe][first.ok] = first.makespan_us[first.ok]
+            ways.add(RETIMED, first.ok.sum())
+            rest = todo[probe:]
+            if len(rest) and first.ok.mean() >= 0.5:
+                more = retime(sched, _lanes(params, rest))
+                span[rest[more.ok]] = more.makespan_us[more.ok]
+                ways.add(RETIMED, more.ok.sum())
+            todo = np.flatnonzero(np.isnan(span))
+        if len(todo) and model is not None:
+            got, _ = model.replay(params, todo)
+            span[todo] = got[todo]
+            ways.add(COMPILED, np.isfinite(got[todo]).sum())
+            todo = todo[~np.isfinite(got[todo])]
+        for j in todo:                         # the event model itself
+            pr = sched.run
+            prof = profiles[where[j]]
+            p = self.design.passes[i]
+            tpl = templates(self.design, self.graphs, prof, self.state_handoff, self.capacity)[i]
+            kw = dict(serial=serial, trace=False)
+            if p.layout == CHUNKS:
+                run = simulate(tpl, p.on(prof), chunks=1, sequences=pr.sequences, **kw)
+            else:
+                counts = list(pr.chunk_counts)
+                run = simulate(tpl, p.on(prof), chunks=counts[0] if len(set(counts)) == 1 else counts,
+                               sequences=len(counts), interleave=pr.interleave, **kw)
+            span[j] = run.makespan_us
+            ways.add(REPLAYED, 1)
+        return span
+
+    def _bounds(self, prof: Profile, tpls, m: int) -> np.ndarray:
+        """design_report's bound (every pass's, plus its boundary), lane by lane."""
+        total = np.zeros(m)
+        for i, ((pr, _, _), tpl) in enumerate(zip(self._ways(False), tpls)):
+            p = pr.pass_
+            boundary = (prof.chip.barrier_us * p.barriers if (i and p.boundary == BARRIER)
+                        else prof.chip.launch_overhead_us)
+            fake = type(pr)(p, _with_template(pr.run, tpl), pr.start_us, pr.boundary_us)
+            total = total + lanes_of(self.bound_of(fake, tuple(self.counts)), m) + lanes_of(boundary, m)
+        return total
+
+    def _replay_one(self, i: int, prof: Profile, lat, ser, bnd, per, errors, ways: Ways) -> None:
+        """A sample whose profile shapes the schedule: the event model, pass by pass."""
+        try:
+            tpls = templates(self.design, self.graphs, prof, self.state_handoff, self.capacity)
+        except NpuSimError as err:
+            errors[i] = str(err)
+            return
+        kw = dict(interleave=self.interleave, trace=False, heads=self.heads)
+        run = simulate_design(self.design, tpls, prof, self.counts, **kw)
+        lat[i] = run.latency_us
+        for pr in run.passes:
+            per[pr.pass_.name][i] = pr.boundary_us + pr.run.makespan_us
+        ways.add(REPLAYED, len(run.passes))
+        if ser is not None:
+            ser[i] = simulate_design(self.design, tpls, prof, self.counts, serial=True, **kw).latency_us
+            ways.add(REPLAYED, len(run.passes))
+        if bnd is not None:
+            bnd[i] = sum(self.bound_of(pr, tuple(self.counts)) + pr.boundary_us for pr in run.passes)
+
+
+def _with_template(run, tpl):
+    from dataclasses import replace
+    return replace(run, template=tpl, log=None)
+
+
+def _lanes(params: Params, idx: np.ndarray) -> Params:
+    """The lanes `idx` of the per-sample durations."""
+    out = {}
+    for k, v in params.arrays.items():
+        out[k] = np.ascontiguousarray(v[..., idx]) if v.ndim == 2 else v
+    return Params(out, len(idx))
