@@ -25,7 +25,7 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     a = p.parse_args()
     from kda.decode import timing
-    from kda.studies.decode import DecodeSettings, evaluate
+    from kda.decode.study import DecodeSettings, evaluate
     from kda.views.render_decode import print_results
     s = DecodeSettings(designs=(a.design,), batches=tuple(range(1, 257)), heads=a.heads, numerics=False)
     walls = []

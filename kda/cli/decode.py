@@ -16,7 +16,7 @@ from kda.api import KdaInputError
 from kda.cli.checks import parse_overrides
 from kda.cli.common import Parser, console, fail, prog_name
 from kda.decode.programs.steps import BETA_SIGMOID, GATE, QK_L2NORM
-from kda.studies.decode import ALL_DESIGNS, DecodeSettings, evaluate
+from kda.decode.study import ALL_DESIGNS, DecodeSettings, evaluate
 
 EXAMPLES = """examples:
   %(prog)s --design step --batch 32 --heads 32                  one step, its numerics and its bound

@@ -1,5 +1,5 @@
-"""The measured decode kernels as the simulator models them, for kda.validate and npusim.fit (through
-kda/kernels/registry.py's `resolve`): a kernel name and a decode shape -> the predicted latency on a profile.
+"""The measured decode kernels (kda/decode/kernels/) as the simulator models them, for kda.validate and npusim.fit
+(through kda/kernels/registry.py's `resolve`): a kernel name and a decode shape -> the predicted latency.
 
 A decode shape is `B=..;T=..;H=..;HV=..;K=..;V=..[;state=fp32|bf16][;L2=warm]`: B sequences of T tokens (one
 decode step), H q/k heads, HV value heads (default H), the state's type, and whether the benchmark finds the
@@ -13,12 +13,9 @@ from dataclasses import dataclass
 from npusim.chip.profile import Profile
 
 from kda.decode.timing import DecodeShape, Types, options_for, time_step
-from kda.kernels.gdn_decode_ascendc import GDN_DECODE_ASCENDC
-from kda.kernels.kdn_decode import KDN_DECODE
-from kda.kernels.kdn_decode_pr34 import KDN_DECODE_PR34
-from kda.kernels.sgl_kda_decode import SGL_KDA_DECODE
+from kda.decode.kernels import MEASURED
 
-DECODE_KERNELS = {d.name: d for d in (KDN_DECODE, KDN_DECODE_PR34, SGL_KDA_DECODE, GDN_DECODE_ASCENDC)}
+DECODE_KERNELS = MEASURED       # the designs of kda/decode/kernels/, by name
 KEYS = ("B", "T", "H", "HV", "K", "V", "state", "L2")
 
 

@@ -10,5 +10,4 @@
     validate.py       the model against published Ascend timings
     backward_eval.py  one backward evaluation; backward_attribution.py: which backward hand-offs stay fp32
     claims.py         the design document's own figures
-    decode.py         decode steps: designs x batches x tokens x state types, numerics, where the bound changes
 """

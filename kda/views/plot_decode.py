@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kda.studies.decode import DecodeResult
+from kda.decode.study import DecodeResult
 
 ORDER = ("mte2", "cube", "vec", "mte3", "link:vec->cube", "link:cube->vec")
 NAMES = {"mte2": "MTE2 (loads)", "cube": "Cube", "vec": "Vector", "mte3": "MTE3 (stores)",

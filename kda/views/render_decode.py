@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from kda.decode.timing import FLOOR, STEADY
-from kda.studies.decode import EXACT_POINTS, DecodeResult, DecodeSettings, crossover, points
+from kda.decode.study import EXACT_POINTS, DecodeResult, DecodeSettings, crossover, points
 from kda.views.table import Column, table
 
 

@@ -9,7 +9,7 @@ from kda.decode.numerics import DecodeInputs, check, run_step
 from kda.decode.programs import DESIGNS
 from kda.decode.timing import Types, options_for, types_for
 from kda.kernels.decode import DECODE_KERNELS
-from kda.studies.decode import DecodeSettings, evaluate
+from kda.decode.study import DecodeSettings, evaluate
 
 FP32 = Types("fp32", "fp32", "fp32")
 

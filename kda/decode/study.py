@@ -26,10 +26,10 @@ from kda.decode.numerics import DecodeInputs, StepParity, check, reference, run_
 from kda.decode.programs import DESIGNS
 from kda.decode.programs.steps import BETA_SIGMOID, GATE, OPTIONS, QK_L2NORM
 from kda.decode.timing import FLOOR, LAUNCH, DecodeRun, DecodeShape, options_for, time_step, types_for
-from kda.kernels.decode import DECODE_KERNELS
+from kda.decode.kernels import MEASURED
 from kda.reference.parity import compare
 
-ALL_DESIGNS: dict[str, DecodeDesign] = {**DESIGNS, **DECODE_KERNELS}
+ALL_DESIGNS: dict[str, DecodeDesign] = {**DESIGNS, **MEASURED}
 MAX_BATCH = 65536            # sequences a step takes here (sglang's largest graph buckets are far below)
 MAX_STATES = 1 << 21         # (sequence, value head) states of one step: 2M states = 128 GiB of fp32 state
 NUMERIC_ITEMS = 2048         # the numerics run on the first sequences up to this many states
