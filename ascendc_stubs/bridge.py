@@ -1,9 +1,9 @@
-"""Python side of the AscendC skeletons (kda_chunk_v3, v4, v5): input/output files, the host-emulation build and
-run, and what the simulator says a kernel's flags and payloads must be (v5: pass by pass).
+"""Python side of the AscendC skeletons (kda_chunk_v3, v4, v5, v6): input/output files, the host-emulation build
+and run, and what the simulator says a kernel's flags and payloads must be (v5: pass by pass).
 
 File format (shared with the NPU flow, README "On real hardware"): a directory with meta.txt ("key value"
 lines: B T H K V C dtype gate h0 scale) and raw little-endian arrays in FLA's layout: q.bin, k.bin, v.bin in the
-transfer type (fp32 or bf16), g.bin (log decay, or alpha when gate = alpha), beta.bin, h0.bin in fp32; the
+transfer type (fp32, bf16; fp16 for kda_chunk_v6), g.bin (log decay, or alpha when gate = alpha), beta.bin, h0.bin in fp32; the
 kernel writes o.bin [B, T, H, V] and ht.bin [B, H, K, V] in fp32.
 """
 from __future__ import annotations
@@ -22,8 +22,9 @@ from npusim.record.graph import PhaseGraph
 from npusim.model.template import STATE, SYNC, Template
 
 HERE = Path(__file__).resolve().parent
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-KERNELS = {"v3": "kda_chunk_v3", "v4": "kda_chunk_v4", "v5": "kda_chunk_v5"}   # version / design -> kernel
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+KERNELS = {"v3": "kda_chunk_v3", "v4": "kda_chunk_v4", "v5": "kda_chunk_v5",
+           "v6": "kda_chunk_v6"}   # version / design -> kernel
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,7 @@ class Build:
     runners: dict[str, Path]                  # "v3" -> kda_chunk_v3_emu
     faults: dict[str, dict[str, Path]]        # "v3" -> {"KDA_DROP_WAIT=3": its fault-injected runner}
     selftest: Path                            # ascendc_emu_selftest
+    syncall: Path                             # microbench/syncall_latency.cpp on the emulation
 
 
 def build(build_dir: Path, faults: tuple[str, ...] = (), jobs: int = 2,
@@ -134,7 +136,7 @@ def build(build_dir: Path, faults: tuple[str, ...] = (), jobs: int = 2,
         for f in kernel_faults.get(version, faults):
             name, value = f.split("=")
             variants[version][f] = build_dir / kernel / f"{kernel}_emu_{name.removeprefix('KDA_').lower()}{value}"
-    return Build(runners, variants, build_dir / "host" / "ascendc_emu_selftest")
+    return Build(runners, variants, build_dir / "host" / "ascendc_emu_selftest", build_dir / "syncall_latency_emu")
 
 
 @dataclass
@@ -159,10 +161,10 @@ def capacity_options(profile) -> tuple[str, ...]:
 # Phases whose tiles the kernel takes from the simulator's plan (--tiles), by kernel: "pass.phase" (v5) or "phase".
 # The others, and why they do not follow the plan, are in README "Tiling of the real buffers".
 KERNEL_TILED = {"kda_chunk_v3": ("A", "G"), "kda_chunk_v4": ("A", "G"),
-                "kda_chunk_v5": ("intra.A", "state.A", "state.G", "state.F2")}
+                "kda_chunk_v5": ("intra.A", "state.A", "state.G", "state.F2"), "kda_chunk_v6": ("A", "G", "F2")}
 
 
-def sim_plans(version: str, *, heads: int, chunks: int, dtype: str = "bf16", profile: str = "ascend-910b2-uncalibrated",
+def sim_plans(version: str, *, heads: int, chunks: int, dtype: str = "bf16", profile: str = "ascend-910b2",
               chunk_size: int = 64, d_k: int = 128, d_v: int = 128) -> dict[str, dict]:
     """The simulator's core-memory plan of every phase ("pass.phase" or "phase" -> PhasePlan.to_dict()): tiles,
     tile_shape, tile_bytes, capacity_bytes; {} where the design has no plan at this shape (a workspace error)."""

@@ -82,7 +82,7 @@ def shape_section(name: str, shape: dict, flags: str, recs: dict, samples: int, 
     for v, r in best.items():
         iv = u.interval(v)
         ns = type(iv)(*(x * 1e3 / th for x in (iv.median, iv.lo, iv.hi, iv.nominal)))
-        top = ", ".join(f"`{i.field}` {i.share:.0%}" for i in u.influences(v)[:2])
+        top = ", ".join(f"`{i.field}` {i.share:.0%} ({u.statuses.get(i.field, '?')})" for i in u.drivers(v))
         cells.append((v, f"{ms(recs[v, 1]):,.2f}", f"{ms(recs[v, 2]):,.2f}", r.settings.interleave,
                       _iv(type(iv)(*(x / 1e3 for x in (iv.median, iv.lo, iv.hi, iv.nominal)))),
                       _iv(ns), f"{wins[v]:.0%}", top))

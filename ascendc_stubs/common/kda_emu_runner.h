@@ -196,8 +196,10 @@ int KdaEmuMain(int argc, char** argv)
     shape.dv = MetaU32(name, meta, "V");
     shape.chunk = MetaU32(name, meta, "C");
     const std::string dtype = meta.count("dtype") ? meta.at("dtype") : "";
-    if (dtype != "fp32" && dtype != "bf16") BadInput(name, "meta.txt: dtype must be fp32 or bf16, got '" + dtype + "'");
+    if (dtype != "fp32" && dtype != "bf16" && dtype != "fp16")
+        BadInput(name, "meta.txt: dtype must be fp32, bf16 or fp16, got '" + dtype + "'");
     shape.transferBytes = dtype == "fp32" ? 4 : 2;
+    shape.fp16 = dtype == "fp16";
     shape.hasInitialState = MetaU32(name, meta, "h0") != 0;
     const std::string gate = meta.count("gate") ? meta.at("gate") : "";
     if (gate != "log" && gate != "alpha") BadInput(name, "meta.txt: gate must be log or alpha, got '" + gate + "'");
@@ -240,7 +242,7 @@ int KdaEmuMain(int argc, char** argv)
 
     ascendc_emu::LaunchConfig cfg = opt.caps;
     cfg.blockDim = static_cast<int>(td.blockDim);
-    cfg.tilingKey = shape.transferBytes == 4 ? KDA_TILING_KEY_FP32 : KDA_TILING_KEY_BF16;
+    cfg.tilingKey = shape.transferBytes == 4 ? KDA_TILING_KEY_FP32 : shape.fp16 ? KDA_TILING_KEY_FP16 : KDA_TILING_KEY_BF16;
     cfg.timeoutMs = opt.timeoutMs;
     cfg.workspace = args.workspace;
     cfg.sysWorkspaceBytes = sysBytes;

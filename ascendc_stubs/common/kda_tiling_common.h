@@ -10,22 +10,27 @@
 
 constexpr uint32_t KDA_TILING_KEY_FP32 = 0;   // fp32 hand-offs
 constexpr uint32_t KDA_TILING_KEY_BF16 = 1;   // bf16 hand-offs (the design document's 2-byte transfers)
+constexpr uint32_t KDA_TILING_KEY_FP16 = 2;   // fp16 hand-offs (kda_chunk_v6 only)
 
 #if !defined(__CCE_AICORE__)
 struct KdaShape {
     uint32_t batch, seqLen, heads, dk, dv, chunk;
     uint32_t transferBytes;        // 4 or 2
+    bool fp16;                     // 2-byte transfers in fp16 rather than bf16
     bool hasInitialState, gateIsLog;
     float scale;
     uint32_t slots;                // 1 or 2
 };
 
-// nullptr, or a one-line reason the shape is not supported by any of the kernels.
-inline const char* KdaCheckShape(const KdaShape& s, uint32_t aicNum)
+// nullptr, or a one-line reason the shape is not supported by any of the kernels (fp16 transfers: by those
+// that pass fp16Ok).
+inline const char* KdaCheckShape(const KdaShape& s, uint32_t aicNum, bool fp16Ok = false)
 {
     if (s.batch == 0 || s.seqLen == 0 || s.heads == 0 || s.dk == 0 || s.dv == 0 || s.chunk == 0 || aicNum == 0)
         return "empty shape";
     if (s.transferBytes != 4 && s.transferBytes != 2) return "transfer type must be fp32 or bf16";
+    if (s.fp16 && (s.transferBytes != 2 || !fp16Ok))
+        return "fp16 transfers are implemented in kda_chunk_v6 only (this kernel takes fp32 or bf16)";
     if (s.dk % 32 || s.dv % 32 || s.chunk % 32)
         return "d_k, d_v and the chunk size must be multiples of 32 (each AIV takes 32-byte aligned halves)";
     if (s.seqLen % s.chunk) return "T must be a multiple of the chunk size (tail chunks are not implemented)";

@@ -1,8 +1,8 @@
-"""Write kda_chunk_v3 / v4 / v5 inputs (q, k, v, g, beta, h0 in FLA's layout) for the host emulation or an NPU run.
+"""Write kda_chunk_v3 .. v6 inputs (q, k, v, g, beta, h0 in FLA's layout) for the host emulation or an NPU run.
 
     python ascendc_stubs/scripts/gen_data.py --out DIR [--batch 1 --heads 2 --chunks 4 --chunk-size 64
-        --dk 128 --dv 128 --dtype fp32|bf16 --gates slow --seed 0 --initial-state --gate-form log|alpha
-        --plan v3|v4|v5 --profile ascend-910b2-uncalibrated]
+        --dk 128 --dv 128 --dtype fp32|bf16|fp16 --gates slow --seed 0 --initial-state --gate-form log|alpha
+        --plan v3|v4|v5|v6 --profile ascend-910b2]
 
 --plan adds to meta.txt the operator's tile attributes ("state_a_tiles 8", bridge.tile_attrs) from the
 simulator's core-memory plan of that design at this shape and profile, for the NPU app to pass to aclnnKdaChunkVn.
@@ -31,13 +31,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chunk-size", type=int, default=64)
     p.add_argument("--dk", type=int, default=128)
     p.add_argument("--dv", type=int, default=128)
-    p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
+    p.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="fp32", help="fp16: kda_chunk_v6 only")
     p.add_argument("--gates", choices=GATES, default="slow")
     p.add_argument("--gate-form", choices=("log", "alpha"), default="log")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--initial-state", action="store_true")
     p.add_argument("--plan", choices=tuple(KERNELS), help="add the tile attributes of this design's plan")
-    p.add_argument("--profile", default="ascend-910b2-uncalibrated", help="the profile whose core memories the plan fits (the kernels were tiled on the uncalibrated one)")
+    p.add_argument("--profile", default="ascend-910b2", help="the profile whose plan the tile attributes take")
     a = p.parse_args(argv)
     for name in ("batch", "heads", "chunks", "chunk_size", "dk", "dv"):
         if getattr(a, name) < 1:

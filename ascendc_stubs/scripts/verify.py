@@ -1,4 +1,4 @@
-"""Check a kda_chunk_v3 or kda_chunk_v4 run: o.bin and ht.bin against the fp64 recurrence (kda.reference.recurrence.naive_recurrent_kda)
+"""Check a kda_chunk_v3 .. v6 run: o.bin and ht.bin against the fp64 recurrence (kda.reference.recurrence.naive_recurrent_kda)
 on the inputs as stored, with FLA's metric (kda.reference.parity). Exit status 0 when both pass, 1 otherwise.
 
     python ascendc_stubs/scripts/verify.py --data DIR --out DIR [--json]

@@ -120,9 +120,9 @@ def _model(g) -> None:
     g.add_argument("--device", default="cpu", metavar="DEVICE", help="torch device of the numerics: cpu, cuda or npu "
                    "(npu needs the optional torch_npu: pip install -e \".[npu]\")")
     g.add_argument("--uncertainty", type=int, metavar="N", help="also replay timing under N profiles sampled "
-                   "(Latin hypercube, --seed) from the ranges of the profile's assumed fields: every latency as a "
-                   "median and 90 %% interval, the assumptions ranked, and with --version all the share each "
-                   "design wins")
+                   "(Latin hypercube, --seed) from the ranges of the profile's assumed, fitted and measured fields: "
+                   "every latency as a median and 90 %% interval, the fields that drive each design's interval, "
+                   "and with --version all the share each design wins")
     g.add_argument("--attribution", action="store_true", help="rank the hand-offs by the accuracy their "
                    "rounding costs: each rounded alone, the rest exact (one extra run per payload)")
 

@@ -8,7 +8,7 @@ the user fixed with `--set` are not sampled.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -44,12 +44,23 @@ class Uncertainty:
     nominal: dict[str, dict[str, float]]               # version -> metric -> us under the profile's values
     ways: Ways | None = None                           # how the (sample, pass) timings were obtained
     notes: list[str] | None = None                     # what could not be re-timed, once each
+    statuses: dict[str, str] = field(default_factory=dict)   # field -> ASSUMED, FITTED or MEASURED
 
     def interval(self, version: str, metric: str = "pipelined") -> Interval:
         return interval(self.latencies[version][metric], self.nominal[version][metric])
 
     def influences(self, version: str, metric: str = "pipelined") -> list[Influence]:
         return rank_influences(self.fields, self.values, self.latencies[version][metric])
+
+    def drivers(self, version: str, cover: float = 0.8, most: int = 3) -> list[Influence]:
+        """The fields that drive most of a design's interval: the largest rho^2 first, until they add up to `cover`
+        or `most` of them; a field explaining under 5 % alone is left out."""
+        out: list[Influence] = []
+        for i in self.influences(version):
+            if len(out) == most or sum(d.share for d in out) >= cover or i.share < 0.05:
+                break
+            out.append(i)
+        return out
 
     def win_shares(self) -> dict[str, float]:
         """Share of the samples in which each design has the lowest pipelined latency (ties split)."""
@@ -65,10 +76,11 @@ class Uncertainty:
             "samples": self.samples, "seed": self.seed,
             "sampling": "Latin hypercube, log-uniform over each range",
             "ranking": "Spearman rank correlation with the pipelined latency; share = rho^2",
-            "fields": [{"field": f.field, "value": f.value, "range": [f.lo, f.hi], "reason": f.reason}
-                       for f in self.fields],
+            "fields": [{"field": f.field, "value": f.value, "range": [f.lo, f.hi], "reason": f.reason,
+                        "status": self.statuses.get(f.field, "")} for f in self.fields],
             "latency_us": {v: {m: self.interval(v, m).to_dict() for m in METRICS} for v in self.versions},
             "influence": {v: [i.to_dict() for i in self.influences(v)] for v in self.versions},
+            "drivers": {v: [i.field for i in self.drivers(v)] for v in self.versions},
             "wins": self.win_shares() if len(self.versions) > 1 else None,
             "timed": dict(self.ways.counts) if self.ways is not None else None,
             "notes": list(self.notes or []),
@@ -115,7 +127,8 @@ def propagate(results: list[VersionResult], samples: int, seed: int = 0, fixed=(
         if progress is not None:
             progress((j + 1) * samples, samples * len(results))
     return Uncertainty(samples, seed, fields, values, [r.version for r in results], lat,
-                       {r.version: _metrics(r) for r in results}, ways, notes)
+                       {r.version: _metrics(r) for r in results}, ways, notes,
+                       {f.field: base.status(f.field) for f in fields})
 
 
 def _us(x: float) -> str:
@@ -127,19 +140,23 @@ def _us(x: float) -> str:
 def lines(u: Uncertainty) -> list[str]:
     """The plain-text summary the CLI prints."""
     out = [f"Uncertainty: {u.samples} samples (Latin hypercube, seed {u.seed}), log-uniform over the ranges of "
-           f"{len(u.fields)} assumed fields; 90 % interval = 5th to 95th percentile"]
+           f"{len(u.fields)} fields (assumed, fitted or measured); 90 % interval = 5th to 95th percentile"]
     for f in u.fields:
-        out.append(f"  {f.field} = {f.value:g} in [{f.lo:g}, {f.hi:g}]")
+        out.append(f"  {f.field} = {f.value:g} in [{f.lo:g}, {f.hi:g}] ({u.statuses.get(f.field, '?')})")
     out.append(f"{'':10} {'metric':26} {'nominal':>10} {'median':>10} {'90 % interval':>24}")
     for v in u.versions:
         for m, label in METRICS.items():
             iv = u.interval(v, m)
             out.append(f"{v:10} {label:26} {_us(iv.nominal):>10} {_us(iv.median):>10} "
                        f"{'[' + _us(iv.lo) + ', ' + _us(iv.hi) + ']':>24}")
+    out.append("What drives each design's interval: the fields that explain most of its pipelined latency's rank "
+               "variance, each alone (Spearman rho^2)")
     for v in u.versions:
-        ranked = ", ".join(f"{i.field} {i.share:.0%} (rho {i.rho:+.2f})" for i in u.influences(v))
-        out.append(f"{v}: share of the pipelined latency's rank variance each assumption explains alone "
-                   f"(Spearman rho^2): {ranked}")
+        top = ", ".join(f"{i.field} {i.share:.0%} ({u.statuses.get(i.field, '?')})" for i in u.drivers(v))
+        out.append(f"  {v:8} {top or 'no field above 5 %'}")
+    if any(u.statuses.get(i.field) == "ASSUMED" for v in u.versions for i in u.drivers(v)):
+        out.append("  An ASSUMED field is measured on a 910B as docs/how-to/measure-assumed.md says; its figure goes "
+                   "in with --set FIELD=VALUE or a profile file")
     if len(u.versions) > 1:
         out.append("Samples in which each design is fastest (pipelined): " +
                    ", ".join(f"{v} {s:.0%}" for v, s in u.win_shares().items()))

@@ -6,7 +6,8 @@ gives (reports list those, and studies should sweep them). A file may start from
 `inherits = "ascend-910b2"` and override single fields.
 
 An assumed field may carry its uncertainty: `range = [lo, hi]` (0 < lo <= value <= hi) with
-`range_reason = "..."` saying why those bounds. Uncertainty studies (npusim/uncertainty.py) sample them and
+`range_reason = "..."` saying why those bounds; so does a FITTED one (its fit's interval) and a MEASURED one (a
+public measurement that bounds the number without giving it exactly, the source naming the measurement). Uncertainty studies (npusim/uncertainty.py) sample them and
 calibration (npusim/calibrate.py) fits within them. A file that overrides a field's value drops the
 inherited source and range, unless it gives new ones.
 """
@@ -172,6 +173,11 @@ class Profile:
     def assumptions(self) -> dict[str, str]:
         """Fields whose source says ASSUMED: no public figure backs them."""
         return {k: v for k, v in self.sources.items() if v.upper().startswith("ASSUMED")}
+
+    def status(self, key: str) -> str:
+        """How a field is known: ASSUMED, FITTED or MEASURED (its source's first word), else "sourced"."""
+        word = self.sources.get(key, "").split(":")[0].strip().upper()
+        return word if word in ("ASSUMED", "FITTED", "MEASURED") else "sourced"
 
     def without_core(self) -> "Profile":
         """The model before the core's memories and pipes (`--core-model off`): no capacity limit, GM traffic

@@ -342,20 +342,27 @@ def test_msprof_summary_becomes_calibration_rows(tmp_path, capsys):
     assert len(err) == 3 and "KdaChunkV4" in err[0] and "'v9'" in err[1] and "Task Duration(us)" in err[2]
 
 
-@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_v3_phase_a_tiles_as_the_simulator_plans(emu, tmp_path, dtype):
-    """v3's Phase A runs in the 910B2 plan's tiles (bridge.tiles_option -> --tiles A=N,G=N): the emulation records
-    as many per chunk as the plan, the plan's shape [sequence, C, d_k / N], each tile's UB within the capacity, and
-    the outputs still match the recurrence. G, the only other phase the simulator tiles: see the test below."""
-    plans = bridge.sim_plans("v3", heads=2, chunks=4, dtype=dtype)
-    assert {k for k, p in plans.items() if p["tiles"] > 1} == {"A", "G"}
-    assert plans["A"]["tiles"] == {"fp32": 8, "bf16": 4}[dtype]
+CAL, UNCAL = "ascend-910b2", "ascend-910b2-uncalibrated"
+
+
+@pytest.mark.parametrize("profile, dtype, tiles", [(CAL, "fp32", 1), (CAL, "bf16", 1), (UNCAL, "fp32", 8),
+                                                   (UNCAL, "bf16", 4)])
+def test_v3_phase_a_tiles_as_the_simulator_plans(emu, tmp_path, profile, dtype, tiles):
+    """v3's Phase A runs in the plan's tiles (bridge.tiles_option -> --tiles A=N,G=N), on the calibrated chip and on
+    the uncalibrated profile: the calibrated chip's measured per-instruction and per-transfer costs make one
+    [C, d_k] tile (each AIV its half) cheaper than the uncalibrated profile's 8 (fp32) or 4 (bf16) key-channel
+    slices. The emulation records as many per chunk as the plan, the plan's shape [sequence, C, d_k / N], each
+    tile's UB on one AIV within the capacity, and the outputs still match the recurrence. G, the only other
+    phase the simulator tiles: see the test below."""
+    plans = bridge.sim_plans("v3", heads=2, chunks=4, dtype=dtype, profile=profile)
+    assert {k for k, p in plans.items() if p["tiles"] > 1} <= {"A", "G"}
+    assert plans["A"]["tiles"] == tiles and plans["A"]["tile_shape"] == [1, 64, 128 // tiles]
     _, res = _run(emu.runners["v3"], tmp_path, dtype=dtype, aic=3, extra=bridge.tiles_option("kda_chunk_v3", plans))
     assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
     use = res.report["tiles"]["A"]
-    assert use["runs"] == 2 * 4 and use["tiles"] == plans["A"]["tiles"] * use["runs"], use
+    assert use["runs"] == 2 * 4 and use["tiles"] == tiles * use["runs"], use
     assert [1, *use["shape"]] == plans["A"]["tile_shape"]
-    w = 128 // plans["A"]["tiles"]                  # one AIV, one tile: gc, K, Q and a temporary, [64, w] fp32 each
+    w = min(128 // tiles, 64)                 # one AIV, one tile: gc, K, Q and a temporary, [64, w] fp32 each
     assert use["ub_bytes"] == 4 * 64 * w * 4 <= res.report["capacities"]["ub"] == plans["A"]["capacity_bytes"]
     for ref, got in _parity(tmp_path):
         assert_close("v3 tiled", ref, got)
@@ -363,14 +370,15 @@ def test_v3_phase_a_tiles_as_the_simulator_plans(emu, tmp_path, dtype):
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_v4_phase_a_tiles_as_the_simulator_plans(emu, tmp_path, dtype):
-    """v4's Phase A diagonal blocks run in the 910B2 plan's tiles (--tiles A=8): 8 key-channel slices per chunk of
-    the [n, 136, d_k] products (n = 4 sub-chunks, 16 x 17 / 2 pairs each), each split between the AIVs by
-    sub-chunk. The emulation records the plan's count and shape, the UB a tile takes on one AIV (hand-counted
-    below) within the capacity, and the outputs still match the recurrence; a count that does not divide d_k is
-    refused in one line."""
+    """v4's Phase A diagonal blocks run in the plan's tiles (--tiles A=8, the same count on the calibrated chip and
+    the uncalibrated profile): 8 key-channel slices per chunk of the [n, 136, d_k] products (n = 4 sub-chunks,
+    16 x 17 / 2 pairs each), each split between the AIVs by sub-chunk. The emulation records the plan's count and
+    shape, the UB a tile takes on one AIV (hand-counted below) within the capacity, and the outputs still match the
+    recurrence; a count that does not divide d_k is refused in one line."""
     plans = bridge.sim_plans("v4", heads=2, chunks=4, dtype=dtype)
-    assert {k for k, p in plans.items() if p["tiles"] > 1} == {"A", "G"}
+    assert {k for k, p in plans.items() if p["tiles"] > 1} == {"A"}
     assert plans["A"]["tiles"] == 8 and plans["A"]["tile_shape"] == [1, 4, 136, 16]
+    assert bridge.sim_plans("v4", heads=2, chunks=4, dtype=dtype, profile=UNCAL)["A"]["tiles"] == 8
     _, res = _run(emu.runners["v4"], tmp_path, dtype=dtype, aic=3, extra=bridge.tiles_option("kda_chunk_v4", plans))
     assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
     use = res.report["tiles"]["A"]
@@ -387,31 +395,34 @@ def test_v4_phase_a_tiles_as_the_simulator_plans(emu, tmp_path, dtype):
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "A tiles" in bad.stderr
 
 
-@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_phase_g_tiles_as_the_simulator_plans(emu, tmp_path, version, dtype):
-    """Phase G's state update runs in the plan's tiles: S [d_k, d_v] cut along d_v (fp32 4 x [128, 32], bf16
-    2 x [128, 64]), each tile split between the AIVs by rows (each its 64 key channels). The emulation records the
-    count and shape, the UB a tile's work buffers take on one AIV (hand-counted below), and the outputs match the
-    recurrence. One [128, 128] tile (--tiles G=1) would need [64, 128] = 8,192 fp32 values per work buffer, twice
-    the 4,096 a work tile holds: the tiling refuses it in one line."""
-    plans = bridge.sim_plans(version, heads=2, chunks=4, dtype=dtype)
-    w = {"fp32": 32, "bf16": 64}[dtype]
-    assert plans["G"]["tiles"] == 128 // w and plans["G"]["tile_shape"] == [1, 128, w]
+@pytest.mark.parametrize("profile, dtype, tiles", [(CAL, "fp32", 1), (CAL, "bf16", 1), (UNCAL, "fp32", 4),
+                                                   (UNCAL, "bf16", 2)])
+def test_phase_g_tiles_as_the_simulator_plans(emu, tmp_path, version, profile, dtype, tiles):
+    """Phase G's state update runs in the plan's tiles: S [d_k, d_v] cut along d_v, on the calibrated chip in one
+    [128, 128] tile, on the uncalibrated profile in 4 x [128, 32] (fp32) or 2 x [128, 64] (bf16); each tile is split
+    between the AIVs by rows (each its 64 key channels). One AIV's piece of the calibrated tile, [64, 128] = 8,192
+    fp32 values, is twice a work tile (4,096): S and S_delta each take two neighbouring work tiles. The emulation
+    records the count and shape, the UB a tile takes on one AIV (hand-counted below), and the outputs match the
+    recurrence. A count that does not divide d_v (3) is refused in one line."""
+    plans = bridge.sim_plans(version, heads=2, chunks=4, dtype=dtype, profile=profile)
+    w = 128 // tiles
+    assert plans["G"]["tiles"] == tiles and plans["G"]["tile_shape"] == [1, 128, w]
     _, res = _run(emu.runners[version], tmp_path, dtype=dtype, aic=3, extra=bridge.tiles_option(bridge.KERNELS[version], plans))
     assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
     use = res.report["tiles"]["G"]
-    assert use["runs"] == 2 * 4 and use["tiles"] == plans["G"]["tiles"] * use["runs"], use
+    assert use["runs"] == 2 * 4 and use["tiles"] == tiles * use["runs"], use
     assert [1, *use["shape"]] == plans["G"]["tile_shape"]
-    # S_prev and S_delta, [64, w] fp32 each; v4 with bf16 transfers also S - bf16(S) for the state's second part
-    buffers = 3 if version == "v4" and dtype == "bf16" else 2
-    assert use["ub_bytes"] == buffers * 64 * w * 4 <= res.report["capacities"]["ub"] == plans["G"]["capacity_bytes"]
+    # S_prev and S_delta, [64, w] fp32 each; v4 with bf16 transfers also S_hi = bf16(S) for the state's two parts
+    hi = 64 * w * 2 if version == "v4" and dtype == "bf16" else 0
+    assert use["ub_bytes"] == 2 * 64 * w * 4 + hi <= res.report["capacities"]["ub"] == plans["G"]["capacity_bytes"]
+    assert res.report["ub_plan_bytes"] <= res.report["capacities"]["ub"]
     for ref, got in _parity(tmp_path):
         assert_close(f"{version} G tiled", ref, got)
-    bad = bridge.run(emu.runners[version], tmp_path / "in", tmp_path / "bad", aic=3, extra=("--tiles", "G=1"))
+    bad = bridge.run(emu.runners[version], tmp_path / "in", tmp_path / "bad", aic=3, extra=("--tiles", "G=3"))
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "G tiles" in bad.stderr
 
 
-@pytest.mark.parametrize("kernel_version", ["v3", "v4", "v5"])
+@pytest.mark.parametrize("kernel_version", ["v3", "v4", "v5", "v6"])
 def test_the_operator_takes_the_plans_tiles_as_attributes(tmp_path, capsys, kernel_version):
     """The CANN path (not compiled here: no CANN) gets the plan's tile counts as operator attributes, one per phase
     the kernel tiles as planned (bridge.tile_attr): the msopgen description and op_host's OpDef declare them in the

@@ -197,6 +197,14 @@ def test_the_calibrated_chip_says_where_every_number_comes_from():
             assert key in p.ranges, key
         if src.startswith("FITTED"):
             assert key in p.ranges and "not held out" in src and "16384" not in src.split("(")[1].split(")")[0], key
+    # the fp32 Cube rate: bounded by a public 910B2 measurement (fp32 torch.mm 4096^3: 84.53 TFLOPS, fp16 314.52)
+    assert {k for k, s in p.sources.items() if s.startswith("MEASURED")} == {"cube.fp32_macs_per_cycle"}
+    lo, hi = p.ranges["cube.fp32_macs_per_cycle"]
+    assert lo == pytest.approx(84.53e12 / (2 * 24 * 1.8e9), abs=0.5)       # 978: MACs per cycle per core reached
+    assert hi == pytest.approx(4096 * 84.53 / 314.52, abs=0.5)              # 1101: at fp16's share of its peak
+    assert "issue 109" in p.sources["cube.fp32_macs_per_cycle"] and lo <= p.cube.fp32_macs_per_cycle <= hi
+    assert p.status("cube.fp32_macs_per_cycle") == "MEASURED" and p.status("chip.barrier_us") == "ASSUMED"
+    assert p.status("sync.latency_us") == "FITTED" and p.status("chip.clock_ghz") == "sourced"
     assert {k for k, s in p.sources.items() if s.startswith("FITTED")} == {
         "isa.vec_dependent_cycles", "isa.gm_burst_cycles", "sync.latency_us",     # the chip: PTO stage rows
         "host.op_us", "host.launch_us", "host.sync_us"}                           # the host: Triton rows

@@ -7,9 +7,9 @@ import pytest
 
 from kda.studies.evaluate import Settings, evaluate
 from kda.cli.run import main
-from kda.studies.uncertainty import Uncertainty, propagate
+from kda.studies.uncertainty import Uncertainty, lines, propagate
 from npusim import ProfileError, load_profile, shipped_profiles
-from npusim.fit.uncertainty import assumptions, latin_hypercube, sample_values, spearman
+from npusim.fit.uncertainty import Assumption, assumptions, latin_hypercube, sample_values, spearman
 
 
 def _profile(tmp_path, sync_line, name="p.toml"):
@@ -21,8 +21,8 @@ def _profile(tmp_path, sync_line, name="p.toml"):
 def test_every_assumed_field_of_a_shipped_profile_has_a_range_around_its_value():
     for name in shipped_profiles():
         p = load_profile(name)
-        fitted = {k for k, src in p.sources.items() if src.startswith("FITTED")}
-        assert set(p.ranges) == set(p.assumptions) | fitted, name      # a fitted field: its fit's interval
+        fitted = {k for k, src in p.sources.items() if src.startswith(("FITTED", "MEASURED"))}
+        assert set(p.ranges) == set(p.assumptions) | fitted, name      # fitted, measured: their interval
         for key, (lo, hi) in p.ranges.items():
             assert 0 < lo <= p.value(key) <= hi and p.range_reasons[key].strip(), key
     assert load_profile("ascend-910b2-uncalibrated").ranges["sync.latency_us"] == (0.1, 5.0)
@@ -139,3 +139,22 @@ def test_uncertainty_samples_differ_with_the_seed(capsys):
         d.pop("seed")                                  # the samples, not the label, must follow the seed
         return d
     assert spread(1) == spread(1) and spread(1) != spread(2)
+
+
+def test_drivers_are_the_fields_that_explain_most_of_a_designs_interval():
+    """A latency that is x0 exactly: x0 explains all of it (rho^2 = 1), so it alone drives the interval, though x1,
+    its exact reverse, explains as much; a constant latency: no field above 5 %."""
+    fields = [Assumption("a.x0", 2.0, 1.0, 4.0, ""), Assumption("a.x1", 2.0, 1.0, 4.0, "")]
+    values = np.array([[1.0, 4.0], [2.0, 3.0], [3.0, 2.0], [4.0, 1.0]])
+    series = {"d": values[:, 0].copy(), "flat": np.full(4, 7.0)}
+    lat = {v: {m: y for m in ("pipelined", "serial", "bound")} for v, y in series.items()}
+    nominal = {v: {m: 1.0 for m in ("pipelined", "serial", "bound")} for v in series}
+    u = Uncertainty(4, 0, fields, values, ["d", "flat"], lat, nominal,
+                    statuses={"a.x0": "ASSUMED", "a.x1": "FITTED"})
+    assert [(i.field, i.share) for i in u.drivers("d")] == [("a.x0", pytest.approx(1.0))]
+    assert u.drivers("flat") == []
+    assert u.to_dict()["drivers"] == {"d": ["a.x0"], "flat": []}
+    text = "\n".join(lines(u))
+    assert "  a.x0 = 2 in [1, 4] (ASSUMED)" in text and "  a.x1 = 2 in [1, 4] (FITTED)" in text
+    assert "  d        a.x0 100% (ASSUMED)" in text and "  flat     no field above 5 %" in text
+    assert "docs/how-to/measure-assumed.md" in text        # an ASSUMED field drives one: how to measure it

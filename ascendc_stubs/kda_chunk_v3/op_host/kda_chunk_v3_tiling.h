@@ -72,11 +72,11 @@ inline const char* KdaChunkV3Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
                                     uint32_t phaseATiles = 2, uint32_t gTiles = 0)
 {
     if (const char* why = KdaCheckShape(s, aicNum)) return why;
-    // Phase A along the key channels (the last axis, as the simulator tiles): an even count, each AIV its half,
-    // every tile's rows 32-byte aligned in the transfer type.
-    if (phaseATiles < 2 || phaseATiles % 2 != 0 || s.dk % phaseATiles != 0 ||
-        (s.dk / phaseATiles) * s.transferBytes % 32 != 0)
-        return "A tiles must be even, divide d_k, and give 32-byte aligned rows";
+    // Phase A along the key channels (the last axis, as the simulator tiles): one tile (each AIV its half) or an
+    // even count (each AIV its half of them), every tile's rows 32-byte aligned in the transfer type.
+    if (phaseATiles == 0 || (phaseATiles > 1 && (phaseATiles % 2 != 0 || s.dk % phaseATiles != 0 ||
+                                                 (s.dk / phaseATiles) * s.transferBytes % 32 != 0)))
+        return "A tiles must be 1 or even, divide d_k, and give 32-byte aligned rows";
     t = KdaChunkV3TilingData{};
     t.batch = s.batch; t.seqLen = s.seqLen; t.heads = s.heads; t.dk = s.dk; t.dv = s.dv; t.chunk = s.chunk;
     t.numChunks = s.seqLen / s.chunk;
@@ -97,10 +97,10 @@ inline const char* KdaChunkV3Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     if (C * dvh > calc) calc = C * dvh;
     t.calcElems = calc;
     t.stateTileRows = calc / s.dv < dh ? calc / s.dv : dh;
-    // G's pieces [d_k / 2, d_v / gTiles] go in one work tile each (0: the fewest that do)
-    t.gTiles = KdaStateTiles(s, gTiles, calc);
+    // G's pieces [d_k / 2, d_v / gTiles] take two neighbouring work tiles each, S and S_delta (0: the fewest that fit)
+    t.gTiles = KdaStateTiles(s, gTiles, 2ull * calc);
     if (t.gTiles == 0)
-        return "G tiles must divide d_v into 32-byte aligned rows whose [d_k / 2, d_v / N] pieces fit a work tile";
+        return "G tiles must divide d_v into 32-byte aligned rows whose [d_k / 2, d_v / N] pieces fit two work tiles";
     // 2 VECIN + 2 VECOUT queue buffers + 4 work tiles (fp32) + gamma_C ping/pong + beta of a chunk + identity
     const uint64_t ub = 8ull * calc * 4 + KdaAlign(2ull * dh * 4, 32) + KdaAlign(C * 4ull, 32) +
                         KdaAlign(uint64_t(C) * ch * 4, 32);

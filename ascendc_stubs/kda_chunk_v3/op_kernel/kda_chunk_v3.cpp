@@ -136,11 +136,12 @@ public:
         htGm_.SetGlobalBuffer((__gm__ float*)ht);
         const uint32_t tileBytes = td.calcElems * sizeof(float);
         io_.Init(pipe, tileBytes);
-        for (int i = 0; i < 4; ++i) pipe->InitBuffer(calcBuf_[i], tileBytes);
+        // four work tiles in one buffer: Phase G takes two neighbours as one tile where the plan's piece is larger
+        pipe->InitBuffer(calcBuf_, 4 * tileBytes);
         pipe->InitBuffer(gammaBuf_, 2 * (td.dk / 2) * sizeof(float));   // gamma_C of chunks t and t-1
         pipe->InitBuffer(betaBuf_, td.chunk * sizeof(float));
         pipe->InitBuffer(eyeBuf_, td.chunk * (td.chunk / 2) * sizeof(float));
-        for (int i = 0; i < 4; ++i) calc_[i] = calcBuf_[i].template Get<float>();
+        for (uint32_t i = 0; i < 4; ++i) calc_[i] = calcBuf_.template Get<float>()[i * td.calcElems];
         gamma_ = gammaBuf_.template Get<float>();
         beta_ = betaBuf_.template Get<float>();
         // this AIV's columns of the identity [C, C/2], the start of every forward substitution (Phase C)
@@ -190,13 +191,15 @@ private:
     __aicore__ inline void PhaseA(uint32_t seq, uint32_t t, uint32_t slot)
     {
         const KdaChunkV3TilingData& td = *td_;
-        const uint32_t C = td.chunk, dk = td.dk, dh = dk / 2, dvh = td.dv / 2, w = dk / td.phaseATiles;
-        const uint32_t n = C * w, last = (C - 1) * w;
+        const uint32_t C = td.chunk, dk = td.dk, dh = dk / 2, dvh = td.dv / 2;
+        const uint32_t w = td.phaseATiles == 1 ? dh : dk / td.phaseATiles, n = C * w, last = (C - 1) * w;
         LocalTensor<float> gc = calc_[0], kf = calc_[1], qf = calc_[2], tmp = calc_[3];
         if (sub_ == 0) KDA_PHASE_RUN("A");
-        // The simulator's tiles along the key channels: td.phaseATiles of width w per chunk, this AIV's half of them.
+        // The simulator's tiles along the key channels: td.phaseATiles of width w per chunk, this AIV's half of them;
+        // one tile (phaseATiles = 1) is both AIVs' halves, [C, d_k / 2] each.
         for (uint32_t c0 = sub_ * dh; c0 < (sub_ + 1) * dh; c0 += w) {
-            KDA_TILE("A", 4ull * n * sizeof(float), C, w);      // the four work tiles this tile uses
+            if (td.phaseATiles > 1) KDA_TILE("A", 4ull * n * sizeof(float), C, w);   // the four work tiles it uses
+            else if (sub_ == 0) KDA_TILE("A", 4ull * n * sizeof(float), C, dk);      // the same, on each AIV
             io_.Load(gc, gGm_[TokenOffset(seq, t, 0, dk) + c0], C, w, td.heads * dk);
             if (!td.gateIsLog) Ln(gc, gc, n);                       // the document's g = log(alpha)
             for (uint32_t i = 1; i < C; ++i) Add(gc[i * w], gc[i * w], gc[(i - 1) * w], w);   // cumsum over tokens
@@ -283,18 +286,21 @@ private:
         PipeFence<HardEvent::V_S>();                            // gamma_C (Phase A, vector) is read as scalars
         const uint64_t htBase = uint64_t(seq) * td.dk * dv;
         if (sub_ == 0) KDA_PHASE_RUN("G");
+        // S in calc_[0] and S_delta in calc_[2]: a piece [d_k / 2, w] may take two neighbouring work tiles each
+        // (the tiling checks it)
+        const LocalTensor<float> st = calc_[0], delta = calc_[2];
         for (uint32_t c0 = 0; c0 < dv; c0 += w) {
-            if (sub_ == 0) KDA_TILE("G", 2ull * n * sizeof(float), td.dk, w);   // both AIVs; two work tiles each
+            if (sub_ == 0) KDA_TILE("G", 2ull * n * sizeof(float), td.dk, w);   // both AIVs; S and S_delta each
             const uint64_t at = uint64_t(k0) * dv + c0;
-            io_.Load(calc_[0], ws_.Get(KDA_WS_S, slot)[at], dh, w, dv);
-            io_.Load(calc_[1], ws_.Get(KDA_WS_S_DELTA, slot)[at], dh, w, dv);
-            for (uint32_t j = 0; j < dh; ++j) Muls(calc_[0][j * w], calc_[0][j * w], gamma.GetValue(j), w);
-            Add(calc_[0], calc_[0], calc_[1], n);
+            io_.Load(st, ws_.Get(KDA_WS_S, slot)[at], dh, w, dv);
+            io_.Load(delta, ws_.Get(KDA_WS_S_DELTA, slot)[at], dh, w, dv);
+            for (uint32_t j = 0; j < dh; ++j) Muls(st[j * w], st[j * w], gamma.GetValue(j), w);
+            Add(st, st, delta, n);
             if (!lastChunk) {
-                io_.Store(ws_.Get(KDA_WS_S, slot)[at], calc_[0], dh, w, dv);
+                io_.Store(ws_.Get(KDA_WS_S, slot)[at], st, dh, w, dv);
             } else {
                 if constexpr (sizeof(T) != sizeof(float)) {    // the state is kept in T between chunks
-                    LocalTensor<T> rounded = calc_[1].template ReinterpretCast<T>();
+                    LocalTensor<T> rounded = delta.template ReinterpretCast<T>();
                     Cast(rounded, calc_[0], RoundMode::CAST_RINT, n);
                     Cast(calc_[0], rounded, RoundMode::CAST_NONE, n);
                 }
@@ -322,7 +328,7 @@ private:
     GlobalTensor<T> qGm_, kGm_, vGm_;
     GlobalTensor<float> gGm_, betaGm_, h0Gm_, oGm_, htGm_;
     VecIo<BUFFER_NUM> io_;   // loads through a VECIN queue, stores through a VECOUT queue, BUFFER_NUM buffers each
-    TBuf<TPosition::VECCALC> calcBuf_[4], gammaBuf_, betaBuf_, eyeBuf_;
+    TBuf<TPosition::VECCALC> calcBuf_, gammaBuf_, betaBuf_, eyeBuf_;
     LocalTensor<float> calc_[4], gamma_, beta_, eye_;
 };
 

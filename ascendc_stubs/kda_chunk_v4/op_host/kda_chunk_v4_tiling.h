@@ -129,10 +129,11 @@ inline const char* KdaChunkV4Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     for (uint32_t n : needs) calc = n > calc ? n : calc;          // C, E, G; the diagonal blocks; A's blocks
     t.calcElems = calc;
     t.stateTileRows = calc / s.dv < dh ? calc / s.dv : dh;
-    // G's pieces [d_k / 2, d_v / gTiles] go in one work tile each (0: the fewest that do)
-    t.gTiles = KdaStateTiles(s, gTiles, calc);
+    // G's pieces [d_k / 2, d_v / gTiles] take two neighbouring work tiles each, S and S_delta (S_hi in a fifth;
+    // 0: the fewest that fit)
+    t.gTiles = KdaStateTiles(s, gTiles, 2ull * calc);
     if (t.gTiles == 0)
-        return "G tiles must divide d_v into 32-byte aligned rows whose [d_k / 2, d_v / N] pieces fit a work tile";
+        return "G tiles must divide d_v into 32-byte aligned rows whose [d_k / 2, d_v / N] pieces fit two work tiles";
     // 2 VECIN + 2 VECOUT queue buffers + 5 work tiles (fp32) + gamma_C ping/pong + beta of a chunk + identity
     // + this AIV's A_qk_diag blocks (kept from Phase A to C) + one sum per (i, j <= i) of a block, for A_kk and
     // A_qk, 32 bytes apart: over every tile for each of this AIV's sub-chunks, and one tile's part + the

@@ -173,7 +173,8 @@ public:
         htGm_.SetGlobalBuffer((__gm__ float*)ht);
         const uint32_t tileBytes = td.calcElems * sizeof(float), S = td.sub, C = td.chunk, ch = C / 2;
         io_.Init(pipe, tileBytes);
-        for (int i = 0; i < 5; ++i) pipe->InitBuffer(calcBuf_[i], tileBytes);
+        // five work tiles in one buffer: Phase G takes two neighbours as one tile where the plan's piece is larger
+        pipe->InitBuffer(calcBuf_, 5 * tileBytes);
         pipe->InitBuffer(gammaBuf_, 2 * (td.dk / 2) * sizeof(float));   // gamma_C of chunks t and t-1
         pipe->InitBuffer(betaBuf_, C * sizeof(float));
         pipe->InitBuffer(eyeBuf_, C * ch * sizeof(float));
@@ -182,7 +183,7 @@ public:
         pipe->InitBuffer(sumBuf_, (td.subChunks / 2) * S * (S + 1) * 8 * sizeof(float));
         pipe->InitBuffer(partBuf_, S * (S + 1) * 8 * sizeof(float));
         pipe->InitBuffer(workBuf_, ((td.dk + 63) / 64 + 7) / 8 * 8 * sizeof(float));   // a partial sum per 64
-        for (int i = 0; i < 5; ++i) calc_[i] = calcBuf_[i].template Get<float>();
+        for (uint32_t i = 0; i < 5; ++i) calc_[i] = calcBuf_.template Get<float>()[i * td.calcElems];
         gamma_ = gammaBuf_.template Get<float>();
         beta_ = betaBuf_.template Get<float>();
         qkDiag_ = qkDiagBuf_.template Get<float>();
@@ -402,16 +403,19 @@ private:
         const LocalTensor<float> gamma = gamma_[(t % 2) * dh];
         PipeFence<HardEvent::V_S>();                            // gamma_C (Phase A, vector) is read as scalars
         if (sub_ == 0) KDA_PHASE_RUN("G");
+        // S in calc_[0] and S_delta in calc_[2]: a piece [d_k / 2, w] may take two neighbouring work tiles each (the
+        // tiling checks it); WriteState's S_hi in calc_[4]
+        const LocalTensor<float> st = calc_[0], delta = calc_[2];
         for (uint32_t c0 = 0; c0 < dv; c0 += w) {
-            // both AIVs; two work tiles each, three where WriteState splits S into S_hi and S_lo
-            const uint32_t work = !kFloatTransfers && td.stateParts == 2 && !lastChunk ? 3 : 2;
-            if (sub_ == 0) KDA_TILE("G", uint64_t(work) * n * sizeof(float), td.dk, w);
-            io_.Load(calc_[0], StateFp32()[uint64_t(k0) * dv + c0], dh, w, dv);
-            io_.Load(calc_[1], ws_.Get(KDA4_WS_S_DELTA, slot)[uint64_t(k0) * dv + c0], dh, w, dv);
-            for (uint32_t j = 0; j < dh; ++j) Muls(calc_[0][j * w], calc_[0][j * w], gamma.GetValue(j), w);
-            Add(calc_[0], calc_[0], calc_[1], n);
-            if (lastChunk) io_.Store(htGm_[uint64_t(seq) * td.dk * dv + uint64_t(k0) * dv + c0], calc_[0], dh, w, dv);
-            else WriteState(k0, dh, c0, w, calc_[0]);
+            // both AIVs; S and S_delta in fp32, and where WriteState splits S, S_hi in T (S_lo reuses S_delta's)
+            const bool split = !kFloatTransfers && td.stateParts == 2 && !lastChunk;
+            if (sub_ == 0) KDA_TILE("G", 2ull * n * sizeof(float) + (split ? n * sizeof(T) : 0ull), td.dk, w);
+            io_.Load(st, StateFp32()[uint64_t(k0) * dv + c0], dh, w, dv);
+            io_.Load(delta, ws_.Get(KDA4_WS_S_DELTA, slot)[uint64_t(k0) * dv + c0], dh, w, dv);
+            for (uint32_t j = 0; j < dh; ++j) Muls(st[j * w], st[j * w], gamma.GetValue(j), w);
+            Add(st, st, delta, n);
+            if (lastChunk) io_.Store(htGm_[uint64_t(seq) * td.dk * dv + uint64_t(k0) * dv + c0], st, dh, w, dv);
+            else WriteState(k0, dh, c0, w, st);
         }
     }
 
@@ -444,7 +448,7 @@ private:
             const GlobalTensor<T> cubeState = ws_.Get(KDA4_WS_S, 0);
             io_.Store(cubeState[at], s, n, w, dv);                         // S_hi, rounded to T
             if (td_->stateParts == 2) {
-                const LocalTensor<T> hi = calc_[1].template ReinterpretCast<T>();
+                const LocalTensor<T> hi = calc_[4].template ReinterpretCast<T>();
                 Cast(hi, s, RoundMode::CAST_RINT, n * w);
                 Cast(calc_[2], hi, RoundMode::CAST_NONE, n * w);
                 Sub(calc_[2], s, calc_[2], n * w);                          // what the rounding lost
@@ -459,7 +463,7 @@ private:
     GlobalTensor<T> qGm_, kGm_;
     GlobalTensor<float> gGm_, betaGm_, h0Gm_, oGm_, htGm_;
     VecIo<BUFFER_NUM> io_;   // loads through a VECIN queue, stores through a VECOUT queue, BUFFER_NUM buffers each
-    TBuf<TPosition::VECCALC> calcBuf_[5], gammaBuf_, betaBuf_, eyeBuf_, qkDiagBuf_, sumBuf_, partBuf_, workBuf_;
+    TBuf<TPosition::VECCALC> calcBuf_, gammaBuf_, betaBuf_, eyeBuf_, qkDiagBuf_, sumBuf_, partBuf_, workBuf_;
     LocalTensor<float> calc_[5], gamma_, beta_, eye_, qkDiag_, sums_, part_, work_;
 };
 

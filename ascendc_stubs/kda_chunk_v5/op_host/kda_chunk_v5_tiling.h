@@ -55,7 +55,8 @@ struct KdaChunkV5TilingData {
     uint32_t gTiles;               // state pass Phase G: tiles of S along d_v per chunk, [d_k, d_v / gTiles] each,
                                    // split between the AIVs by rows (the simulator's plan, bridge.tiles_option)
     uint32_t stateATiles;          // state pass Phase A: tiles of the key channels per chunk, both AIVs together
-                                   // (the simulator's plan, bridge.tiles_option; 2 = one [C, d_k / 2] tile per AIV)
+                                   // (the simulator's plan, bridge.tiles_option; 2 = one [C, d_k / 2] tile per AIV;
+                                   // 1 = one [C, d_k] tile, each AIV its half)
     uint32_t intraATiles;          // intra pass Phase A, the micro-diagonal blocks: tiles of the key channels per
                                    // item, each [n, m, 10, d_k / intraATiles] products split between the AIVs by
                                    // sub-chunk (the simulator's plan; 1 = every key channel at once)
@@ -123,11 +124,11 @@ inline const char* KdaChunkV5Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     t.pairs4 = t.micros * (t.micros - 1) / 2;
     t.stateParts = s.transferBytes == 4 ? 1 : 2;
     t.qaCols = t.stateParts * s.dk + s.chunk;
-    // State Phase A along the key channels (the last axis, as the simulator tiles): an even count, each AIV its
-    // half, every tile's rows 32-byte aligned in the transfer type.
-    if (stateATiles < 2 || stateATiles % 2 != 0 || s.dk % stateATiles != 0 ||
-        (s.dk / stateATiles) * s.transferBytes % 32 != 0)
-        return "state.A tiles must be even, divide d_k, and give 32-byte aligned rows";
+    // State Phase A along the key channels (the last axis, as the simulator tiles): one tile (each AIV its half) or
+    // an even count (each AIV its half of them), every tile's rows 32-byte aligned in the transfer type.
+    if (stateATiles == 0 || (stateATiles > 1 && (stateATiles % 2 != 0 || s.dk % stateATiles != 0 ||
+                                                 (s.dk / stateATiles) * s.transferBytes % 32 != 0)))
+        return "state.A tiles must be 1 or even, divide d_k, and give 32-byte aligned rows";
     t.stateATiles = stateATiles;
     // Intra Phase A's micro-diagonal blocks along the key channels: every AIV runs every tile (on its sub-chunks).
     if (intraATiles == 0 || s.dk % intraATiles != 0 || (s.dk / intraATiles) * s.transferBytes % 32 != 0)

@@ -280,12 +280,15 @@ private:
     __aicore__ inline void StateA(uint32_t seq, uint32_t t, uint32_t item, uint32_t buf)
     {
         const KdaChunkV5TilingData& td = *td_;
-        const uint32_t C = td.chunk, dk = td.dk, dh = dk / 2, w = dk / td.stateATiles, n = C * w, last = (C - 1) * w;
+        const uint32_t C = td.chunk, dk = td.dk, dh = dk / 2, w = td.stateATiles == 1 ? dh : dk / td.stateATiles;
+        const uint32_t n = C * w, last = (C - 1) * w;
         LocalTensor<float> gc = calc_[0], kf = calc_[1], qf = calc_[2], fac = calc_[3], x = calc_[4];
         if (sub_ == 0) KDA_PHASE_RUN("state.A");
-        // The simulator's tiles along the key channels: td.stateATiles of width w per chunk, this AIV's half of them.
+        // The simulator's tiles along the key channels: td.stateATiles of width w per chunk, this AIV's half of them;
+        // one tile (stateATiles = 1) is both AIVs' halves, [C, d_k / 2] each.
         for (uint32_t c0 = sub_ * dh; c0 < (sub_ + 1) * dh; c0 += w) {
-            KDA_TILE("state.A", 5ull * n * sizeof(float), C, w);   // the five work tiles this tile uses
+            if (td.stateATiles > 1) KDA_TILE("state.A", 5ull * n * sizeof(float), C, w);   // the five work tiles it uses
+            else if (sub_ == 0) KDA_TILE("state.A", 5ull * n * sizeof(float), C, dk);      // the same, on each AIV
             Cumsum(gc, seq, t, c0, w, 0, C);
             Exp(gamma_[buf * dh + c0 - sub_ * dh], gc[last], w);
             io_.Load(kf, kGm_[Tok(seq, t, 0, dk) + c0], C, w, td.heads * dk);

@@ -1,0 +1,142 @@
+// Host side of kda_chunk_v6 for a CANN operator project (the msopgen layout of Huawei's framework-launch
+// samples): TilingFunc, shape / type inference and the operator definition. Same interface as kda_chunk_v5, one
+// more transfer type (fp16) and v6's tile attributes.
+//
+// NOT COMPILED HERE: it needs CANN's headers (register/op_def_registry.h, tiling/platform/platform_ascendc.h,
+// tiling/tiling_api.h). The shape checks, the workspace plan and the UB plan are in kda_chunk_v6_tiling.h,
+// which the host emulation's runner compiles and tests/ascendc/test_ascendc_v6.py exercises.
+//
+// Inputs (FLA's layout): q, k [B, T, H, K] and v [B, T, H, V] in fp32, bf16 or fp16 (the hand-off type);
+// g [B, T, H, K] (log decay, or alpha with gate_is_log = false), beta [B, T, H], optional h0 [B, H, K, V], fp32.
+// Outputs: o [B, T, H, V] and ht [B, H, K, V], fp32 (the state is fp32 between chunks). Attributes: scale
+// (FLA: K ** -0.5), chunk_size (a multiple of 32), gate_is_log, a_tiles, g_tiles and f2_tiles (F2 in f2_tiles
+// Matmul calls, mmTilingOut's singleCoreN = d_v / f2_tiles): the simulator's tile counts (README "Tiling of the
+// real buffers"; bridge.tile_attrs gives them from the plan; g_tiles 0 = the fewest that fit). With 2-byte
+// transfers the Cube reads the fp32 state as S_hi + S_lo (two parts), as kda_chunk_v4 and v5 do.
+#include "kda_chunk_v6_tiling.h"
+#include "register/op_def_registry.h"
+#include "tiling/platform/platform_ascendc.h"
+#include "tiling/tiling_api.h"
+
+namespace optiling {
+static ge::graphStatus TilingFunc(gert::TilingContext* context)
+{
+    const gert::Shape& q = context->GetInputShape(0)->GetStorageShape();
+    const gert::Shape& v = context->GetInputShape(2)->GetStorageShape();
+    if (q.GetDimNum() != 4 || v.GetDimNum() != 4) return ge::GRAPH_FAILED;
+    const gert::RuntimeAttrs* attrs = context->GetAttrs();
+    const float* scale = attrs->GetAttrPointer<float>(0);
+    const int64_t* chunk = attrs->GetAttrPointer<int64_t>(1);
+    const bool* gateIsLog = attrs->GetAttrPointer<bool>(2);
+    const int64_t* aTiles = attrs->GetAttrPointer<int64_t>(3);    // a_tiles
+    const int64_t* gTiles = attrs->GetAttrPointer<int64_t>(4);    // g_tiles
+    const int64_t* f2Tiles = attrs->GetAttrPointer<int64_t>(5);   // f2_tiles
+    const ge::DataType dtype = context->GetInputDesc(0)->GetDataType();
+    if (dtype != ge::DT_FLOAT && dtype != ge::DT_BF16 && dtype != ge::DT_FLOAT16) return ge::GRAPH_FAILED;
+
+    KdaShape shape{};
+    shape.batch = static_cast<uint32_t>(q.GetDim(0));
+    shape.seqLen = static_cast<uint32_t>(q.GetDim(1));
+    shape.heads = static_cast<uint32_t>(q.GetDim(2));
+    shape.dk = static_cast<uint32_t>(q.GetDim(3));
+    shape.dv = static_cast<uint32_t>(v.GetDim(3));
+    shape.chunk = static_cast<uint32_t>(*chunk);
+    shape.transferBytes = dtype == ge::DT_FLOAT ? 4 : 2;
+    shape.fp16 = dtype == ge::DT_FLOAT16;
+    shape.hasInitialState = context->GetOptionalInputShape(5) != nullptr;
+    shape.gateIsLog = *gateIsLog;
+    shape.scale = *scale;
+    shape.slots = 1;
+
+    auto platform = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
+    uint64_t ubBytes = 0;
+    platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubBytes);
+    KdaChunkV6TilingData* tiling = context->GetTilingData<KdaChunkV6TilingData>();
+    if (tiling == nullptr) return ge::GRAPH_FAILED;
+    if (KdaChunkV6Tiling(shape, platform.GetCoreNumAic(), static_cast<uint32_t>(ubBytes), *tiling,
+                         static_cast<uint32_t>(*aTiles), static_cast<uint32_t>(*gTiles),
+                         static_cast<uint32_t>(*f2Tiles)) != nullptr)
+        return ge::GRAPH_FAILED;
+
+    // Two Matmul objects (flag ids 0-3 reserved): mm for every workspace matmul (C in the transfer type), mmOut
+    // for O = [Q_scaled | A_qk] [S ; V_pseudo] straight to the fp32 output; both tiled for the largest shape
+    // (K up to 2 d_k + C); the kernel sets each call's shape with SetOrgShape / SetSingleShape, and C's row
+    // length (orgKc) where it differs from B's. Operands may be transposed (isTrans).
+    const auto mmType = dtype == ge::DT_FLOAT ? matmul_tiling::DataType::DT_FLOAT :
+                        dtype == ge::DT_FLOAT16 ? matmul_tiling::DataType::DT_FLOAT16 : matmul_tiling::DataType::DT_BF16;
+    const int32_t big = tiling->mmTiling.M;
+    const int32_t f2N = tiling->mmTilingOut.singleCoreN;   // d_v / f2_tiles, from KdaChunkV6Tiling
+    TCubeTiling* out[2] = {&tiling->mmTiling, &tiling->mmTilingOut};
+    for (int i = 0; i < 2; ++i) {
+        matmul_tiling::MatmulApiTiling mm(platform);
+        mm.SetAType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND, mmType, true);
+        mm.SetBType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND, mmType, true);
+        mm.SetCType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND,
+                    i == 0 ? mmType : matmul_tiling::DataType::DT_FLOAT);
+        mm.SetBias(false);
+        // mmOut's calls each compute singleCoreN = d_v / f2_tiles columns of O (the plan's cut, KdaChunkV6Tiling)
+        mm.SetShape(big, i == 0 ? big : f2N, big);
+        mm.SetOrgShape(big, big, big);
+        mm.SetBufferSpace(-1, -1, -1);
+        if (mm.GetTiling(*out[i]) == -1) return ge::GRAPH_FAILED;
+    }
+
+    context->SetBlockDim(tiling->blockDim);          // AI cores, each 1 AIC + 2 AIVs (KERNEL_TYPE_MIX_AIC_1_2)
+    context->SetTilingKey(dtype == ge::DT_FLOAT ? KDA_TILING_KEY_FP32 :
+                          dtype == ge::DT_FLOAT16 ? KDA_TILING_KEY_FP16 : KDA_TILING_KEY_BF16);
+    size_t* workspace = context->GetWorkspaceSizes(1);
+    workspace[0] = platform.GetLibApiWorkSpaceSize() + KdaV6UserWorkspaceBytes(*tiling);   // per core
+    return ge::GRAPH_SUCCESS;
+}
+}  // namespace optiling
+
+namespace ge {
+static ge::graphStatus InferShape(gert::InferShapeContext* context)
+{
+    const gert::Shape* q = context->GetInputShape(0);
+    const gert::Shape* v = context->GetInputShape(2);
+    *context->GetOutputShape(0) = *v;                  // o: [B, T, H, V]
+    gert::Shape* ht = context->GetOutputShape(1);      // ht: [B, H, K, V]
+    ht->SetDimNum(4);
+    ht->SetDim(0, q->GetDim(0));
+    ht->SetDim(1, q->GetDim(2));
+    ht->SetDim(2, q->GetDim(3));
+    ht->SetDim(3, v->GetDim(3));
+    return GRAPH_SUCCESS;
+}
+static ge::graphStatus InferDataType(gert::InferDataTypeContext* context)
+{
+    context->SetOutputDataType(0, ge::DT_FLOAT);
+    context->SetOutputDataType(1, ge::DT_FLOAT);
+    return GRAPH_SUCCESS;
+}
+}  // namespace ge
+
+namespace ops {
+class KdaChunkV6 : public OpDef {
+public:
+    explicit KdaChunkV6(const char* name) : OpDef(name)
+    {
+        const std::vector<ge::Format> nd = {ge::FORMAT_ND, ge::FORMAT_ND, ge::FORMAT_ND};
+        const std::vector<ge::DataType> transfer = {ge::DT_FLOAT, ge::DT_BF16, ge::DT_FLOAT16};
+        const std::vector<ge::DataType> fp32 = {ge::DT_FLOAT, ge::DT_FLOAT, ge::DT_FLOAT};
+        this->Input("q").ParamType(REQUIRED).DataType(transfer).Format(nd).UnknownShapeFormat(nd);
+        this->Input("k").ParamType(REQUIRED).DataType(transfer).Format(nd).UnknownShapeFormat(nd);
+        this->Input("v").ParamType(REQUIRED).DataType(transfer).Format(nd).UnknownShapeFormat(nd);
+        this->Input("g").ParamType(REQUIRED).DataType(fp32).Format(nd).UnknownShapeFormat(nd);
+        this->Input("beta").ParamType(REQUIRED).DataType(fp32).Format(nd).UnknownShapeFormat(nd);
+        this->Input("h0").ParamType(OPTIONAL).DataType(fp32).Format(nd).UnknownShapeFormat(nd);
+        this->Output("o").ParamType(REQUIRED).DataType(fp32).Format(nd).UnknownShapeFormat(nd);
+        this->Output("ht").ParamType(REQUIRED).DataType(fp32).Format(nd).UnknownShapeFormat(nd);
+        this->Attr("scale").AttrType(REQUIRED).Float();
+        this->Attr("chunk_size").AttrType(OPTIONAL).Int(64);
+        this->Attr("gate_is_log").AttrType(OPTIONAL).Bool(true);
+        this->Attr("a_tiles").AttrType(OPTIONAL).Int(1);
+        this->Attr("g_tiles").AttrType(OPTIONAL).Int(0);
+        this->Attr("f2_tiles").AttrType(OPTIONAL).Int(1);
+        this->SetInferShape(ge::InferShape).SetInferDataType(ge::InferDataType);
+        this->AICore().SetTiling(optiling::TilingFunc).AddConfig("ascend910b");
+    }
+};
+OP_ADD(KdaChunkV6);
+}  // namespace ops

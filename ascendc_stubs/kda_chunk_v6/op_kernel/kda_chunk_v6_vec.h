@@ -1,0 +1,383 @@
+// kda_chunk_v6's Vector side (both AIVs of a core): Phases A, C, E and G. See kda_chunk_v6.cpp for the design,
+// the flags and the split between the AIVs.
+#pragma once
+#include "kda_chunk_v6_common.h"
+
+namespace kda_v6 {
+using namespace AscendC;
+using namespace kda;
+
+template <typename T>
+class KdaV6Vec {
+public:
+    static constexpr int BUFFER_NUM = 2;
+    static constexpr bool kFloatTransfers = sizeof(T) == sizeof(float);
+
+    __aicore__ inline void Init(GM_ADDR q, GM_ADDR k, GM_ADDR g, GM_ADDR beta, GM_ADDR h0, GM_ADDR ht, GM_ADDR user,
+                                const KdaChunkV6TilingData& td, TPipe* pipe)
+    {
+        td_ = &td;
+        sub_ = static_cast<uint32_t>(GetSubBlockIdx());
+        ws_.Init(user, td, static_cast<uint32_t>(GetBlockIdx() / GetSubBlockNum()));
+        qGm_.SetGlobalBuffer((__gm__ T*)q);
+        kGm_.SetGlobalBuffer((__gm__ T*)k);
+        gGm_.SetGlobalBuffer((__gm__ float*)g);
+        betaGm_.SetGlobalBuffer((__gm__ float*)beta);
+        h0Gm_.SetGlobalBuffer((__gm__ float*)h0);
+        htGm_.SetGlobalBuffer((__gm__ float*)ht);
+        const uint32_t tileBytes = td.calcElems * sizeof(float);
+        const uint32_t half = td.chunk * (td.dk / 2);
+        io_.Init(pipe, tileBytes);
+        // five work tiles in one buffer: Phase G takes two neighbours as one tile where the plan's piece is larger
+        pipe->InitBuffer(calcBuf_, 5 * tileBytes);
+        pipe->InitBuffer(keptBuf_, 2 * half * sizeof(float));            // gc and scale Q, kept from A for C
+        pipe->InitBuffer(gammaBuf_, 2 * td.dk / 2 * sizeof(float));      // two chunks' gamma_C
+        pipe->InitBuffer(betaBuf_, td.chunk * sizeof(float));
+        const uint32_t microsHere = td.subChunks / 2 * td.micros, perBlock = td.micro * (td.micro + 1) / 2 * 8;
+        pipe->InitBuffer(sumBuf_, 2 * microsHere * perBlock * sizeof(float));
+        pipe->InitBuffer(partBuf_, 2 * td.micros * perBlock * sizeof(float));   // one sub-chunk's, one tile
+        pipe->InitBuffer(workBuf_, ((td.dk + 63) / 64 + 7) / 8 * 8 * sizeof(float));
+        for (uint32_t i = 0; i < 5; ++i) calc_[i] = calcBuf_.template Get<float>()[i * td.calcElems];
+        gc_ = keptBuf_.template Get<float>();
+        qs_ = gc_[half];
+        gamma_ = gammaBuf_.template Get<float>();
+        beta_ = betaBuf_.template Get<float>();
+        sums_ = sumBuf_.template Get<float>();
+        qkSums_ = sums_[microsHere * perBlock];
+        part_ = partBuf_.template Get<float>();
+        Duplicate(part_, 0.0f, 2 * td.micros * perBlock);   // ReduceSum writes one float per 32 bytes
+        work_ = workBuf_.template Get<float>();
+    }
+
+    // Per sequence of this core, its chunks in order, one chunk ahead: A and C of chunk t+1 (which need no state)
+    // run before G of chunk t, so that the Cube's B and D1 of chunk t+1 run beside G, and only D2 waits for the state.
+    __aicore__ inline void Process()
+    {
+        const KdaChunkV6TilingData& td = *td_;
+        const uint32_t core = static_cast<uint32_t>(GetBlockIdx() / GetSubBlockNum());
+        uint32_t step = 0;                 // this core's chunks so far: copy step % 2 (SV, gamma_C)
+        for (uint32_t seq = core; seq < td.sequences; seq += GetBlockNum()) {
+            Intra(seq, 0, step % 2);       // A set① wait② C set③ of the first chunk
+            InitState(seq, step % 2);      // S := h0
+            Set<0, PIPE_MTE3>();           // S, on its own hand-off
+            for (uint32_t t = 0; t < td.numChunks; ++t, ++step) {
+                const uint32_t buf = step % 2;
+                const bool last = t + 1 == td.numChunks;
+                Wait<4>();                 // ④ U, WS
+                PhaseE(buf);
+                Set<5, PIPE_MTE3>();       // ⑤ V_pseudo
+                if (!last) Intra(seq, t + 1, buf ^ 1u);   // chunk t+1's A and C, before this chunk's state
+                Wait<6>();                 // ⑥ S_delta
+                PhaseG(seq, buf, last);    // the state of chunk t+1 into the other SV copy, or ht
+                if (!last) Set<0, PIPE_MTE3>();   // S
+            }
+        }
+    }
+
+private:
+    __aicore__ inline uint64_t Tok(uint32_t seq, uint32_t t, uint32_t row, uint32_t width) const
+    {
+        return TokenOffset(*td_, seq, t, row, width);
+    }
+    // A set① wait② C set③ of chunk t; C's gamma_C into copy `buf`.
+    __aicore__ inline void Intra(uint32_t seq, uint32_t t, uint32_t buf)
+    {
+        Factors(seq, t);
+        MicroDiagonal(seq, t);
+        Set<1, PIPE_MTE3>();      // ① K_left, Q_left, K_right, K_left4, Q_left4, K_right4
+        Wait<2>();                // ② the off-diagonal blocks
+        PhaseC(seq, t);
+        Scaled(seq, t, buf);
+        Set<3, PIPE_MTE3>();      // ③ Ai_diag, A_neg, D_beta, A_qk, K_scaled, Q_scaled, K_decay
+    }
+    // gc = cumsum(g) over the chunk's rows, this AIV's key channels (log gates, or alpha: Ln first).
+    __aicore__ inline void Cumsum(const LocalTensor<float>& gc, uint32_t seq, uint32_t t, uint32_t c0, uint32_t width,
+                                  uint32_t row0, uint32_t rows)
+    {
+        const KdaChunkV6TilingData& td = *td_;
+        io_.Load(gc, gGm_[Tok(seq, t, row0, td.dk) + c0], rows, width, td.heads * td.dk);
+        if (!td.gateIsLog) Ln(gc, gc, rows * width);
+        for (uint32_t i = 1; i < rows; ++i) Add(gc[i * width], gc[i * width], gc[(i - 1) * width], width);
+    }
+
+    // Phase A, factors, this AIV's key channels c0..c0+d_k/2 of every row (gc decreases: every exponent <= 0); gc and
+    // scale Q stay in UB for Phase C (v6.py keeps them). 16-wide: K_left, Q_left = K, scale Q of sub-chunks 1..n-1
+    // times exp(gc - r_I); K_right per pair (I, J): K_J exp(r_I - gc_J) (for one I, rows 0..16 I). 4-wide, inside each
+    // sub-chunk I: K_left4, Q_left4 of micro-chunks 1..3 times exp(gc - r_{I,a}); K_right4 per pair (a, b):
+    // K_{I,b} exp(r_{I,a} - gc_{I,b}).
+    __aicore__ inline void Factors(uint32_t seq, uint32_t t)
+    {
+        const KdaChunkV6TilingData& td = *td_;
+        const uint32_t C = td.chunk, S = td.sub, s = td.micro, dk = td.dk, dh = dk / 2, c0 = sub_ * dh;
+        const uint32_t m1 = td.micros - 1, P4 = td.pairs4;
+        LocalTensor<float> kf = calc_[1], fac = calc_[3], x = calc_[4];
+        Cumsum(gc_, seq, t, c0, dh, 0, C);
+        io_.Load(kf, kGm_[Tok(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
+        io_.Load(qs_, qGm_[Tok(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
+        Muls(qs_, qs_, td.scale, C * dh);
+        for (uint32_t i = S; i < C; ++i) Sub(fac[(i - S) * dh], gc_[i * dh], gc_[(i / S) * S * dh], dh);
+        Exp(fac, fac, (C - S) * dh);
+        Mul(x, kf[S * dh], fac, (C - S) * dh);
+        io_.Store(ws_.Get(KDA6_K_LEFT)[c0], x, C - S, dh, dk);
+        Mul(x, qs_[S * dh], fac, (C - S) * dh);
+        io_.Store(ws_.Get(KDA6_Q_LEFT)[c0], x, C - S, dh, dk);
+        for (uint32_t I = 1; I < td.subChunks; ++I) {
+            for (uint32_t j = 0; j < I * S; ++j) Sub(fac[j * dh], gc_[I * S * dh], gc_[j * dh], dh);
+            Exp(fac, fac, I * S * dh);
+            Mul(x, kf, fac, I * S * dh);
+            io_.Store(ws_.Get(KDA6_K_RIGHT)[PairStart(I) * S * dk + c0], x, I * S, dh, dk);
+        }
+        // 4-wide left operands: rows I*16 + 4..16 of each sub-chunk, in order (I, a = 1..3, row)
+        for (uint32_t I = 0; I < td.subChunks; ++I)
+            for (uint32_t r = s; r < S; ++r)
+                Sub(fac[(I * m1 * s + r - s) * dh], gc_[(I * S + r) * dh], gc_[(I * S + r / s * s) * dh], dh);
+        Exp(fac, fac, td.subChunks * m1 * s * dh);
+        for (uint32_t I = 0; I < td.subChunks; ++I)
+            Mul(x[I * m1 * s * dh], kf[(I * S + s) * dh], fac[I * m1 * s * dh], m1 * s * dh);
+        io_.Store(ws_.Get(KDA6_K_LEFT4)[c0], x, td.subChunks * m1 * s, dh, dk);
+        for (uint32_t I = 0; I < td.subChunks; ++I)
+            Mul(x[I * m1 * s * dh], qs_[(I * S + s) * dh], fac[I * m1 * s * dh], m1 * s * dh);
+        io_.Store(ws_.Get(KDA6_Q_LEFT4)[c0], x, td.subChunks * m1 * s, dh, dk);
+        // 4-wide right operands, per sub-chunk I: for a = 1..3 the pairs (a, 0..a-1) take rows 0..4a of I
+        for (uint32_t I = 0; I < td.subChunks; ++I) {
+            for (uint32_t a = 1; a < td.micros; ++a)
+                for (uint32_t j = 0; j < a * s; ++j)
+                    Sub(fac[(PairStart(a) * s + j) * dh], gc_[(I * S + a * s) * dh], gc_[(I * S + j) * dh], dh);
+            Exp(fac, fac, P4 * s * dh);
+            for (uint32_t a = 1; a < td.micros; ++a)
+                Mul(x[PairStart(a) * s * dh], kf[I * S * dh], fac[PairStart(a) * s * dh], a * s * dh);
+            io_.Store(ws_.Get(KDA6_K_RIGHT4)[I * P4 * s * dk + c0], x, P4 * s, dh, dk);
+        }
+    }
+
+    // Phase A, the 4 x 4 micro-diagonal blocks of this AIV's sub-chunks, pair by pair (FLA's diagonal path):
+    // kk[i, j] = sum_d K_i K_j exp(gc_i - gc_j), qk[i, j] = sum_d scale Q_i K_j exp(..), j <= i. The simulator's
+    // tiles: td.aTiles key-channel slices (td.aWidth each, the last the rest), each the products of every
+    // sub-chunk's m micro-chunks x 10 pairs ([n, m, 10, w]), split between the AIVs by sub-chunk (AIV s takes
+    // [s n/2, (s+1) n/2): the sums it keeps are those its Phase C needs). Per slice and sub-chunk, one ReduceSum
+    // per entry into the slice's part; the parts add up in UB (32 bytes apart) for Phase C.
+    __aicore__ inline void MicroDiagonal(uint32_t seq, uint32_t t)
+    {
+        const KdaChunkV6TilingData& td = *td_;
+        const uint32_t S = td.sub, s = td.micro, dk = td.dk, half = td.subChunks / 2, perBlock = s * (s + 1) / 2 * 8;
+        const uint32_t perSub = td.micros * perBlock;   // one sub-chunk's kk (or qk) sums
+        LocalTensor<float> gl = calc_[0], kf = calc_[1], qf = calc_[2], e = calc_[3], x = calc_[4];
+        if (sub_ == 0) KDA_PHASE_RUN("A");
+        Duplicate(sums_, 0.0f, 2 * half * perSub);
+        for (uint32_t c0 = 0; c0 < dk; c0 += td.aWidth) {
+            const uint32_t w = dk - c0 < td.aWidth ? dk - c0 : td.aWidth;
+            // one tile, both AIVs together (recorded at the plan's widest): g, K, Q [16, w] and e, x [4, w] per
+            // sub-chunk, the sums and a part
+            if (sub_ == 0)
+                KDA_TILE("A", ((3ull * S + 2ull * s) * td.aWidth + 2ull * (half + 1) * perSub) * sizeof(float),
+                         td.subChunks, td.micros, s * (s + 1) / 2, td.aWidth);
+            for (uint32_t b = 0; b < half; ++b) {
+                const uint32_t I = sub_ * half + b;
+                Cumsum(gl, seq, t, c0, w, I * S, S);  // restarted at the sub-chunk: only differences are used
+                io_.Load(kf, kGm_[Tok(seq, t, I * S, dk) + c0], S, w, td.heads * dk);
+                io_.Load(qf, qGm_[Tok(seq, t, I * S, dk) + c0], S, w, td.heads * dk);
+                Muls(qf, qf, td.scale, S * w);
+                for (uint32_t a = 0; a < td.micros; ++a) {
+                    const uint32_t r0 = a * s, mb = a * perBlock;
+                    for (uint32_t j = 0; j < s; ++j) {
+                        const uint32_t rows = s - j;      // i = j .. s-1
+                        for (uint32_t i = j; i < s; ++i) Sub(e[(i - j) * w], gl[(r0 + i) * w], gl[(r0 + j) * w], w);
+                        Exp(e, e, rows * w);
+                        for (uint32_t i = j; i < s; ++i) Mul(e[(i - j) * w], e[(i - j) * w], kf[(r0 + j) * w], w);
+                        Mul(x, e, kf[(r0 + j) * w], rows * w);
+                        for (uint32_t i = j; i < s; ++i) ReduceSum(part_[mb + SumSlot(i, j)], x[(i - j) * w], work_, w);
+                        Mul(x, e, qf[(r0 + j) * w], rows * w);
+                        for (uint32_t i = j; i < s; ++i)
+                            ReduceSum(part_[perSub + mb + SumSlot(i, j)], x[(i - j) * w], work_, w);
+                    }
+                }
+                Add(sums_[b * perSub], sums_[b * perSub], part_, perSub);               // the gaps are 0
+                Add(qkSums_[b * perSub], qkSums_[b * perSub], part_[perSub], perSub);
+            }
+        }
+    }
+
+    // Phase C, rows of this AIV's sub-chunks: A_kk = StrictTril(assembled K K^T) * beta[:, None] and A_qk =
+    // tril(assembled Q K^T), from the micro-diagonal sums (UB), the 4-wide blocks (A_*_off4) and the 16-wide
+    // blocks (A_*_off) of ②. Then A_neg = -A_kk and D_beta = Diag(beta), the inverse Ai_diag of the diagonal
+    // block (forward substitution, (I + A)^-1), and A_qk into QA's rows beside Q_scaled.
+    __aicore__ inline void PhaseC(uint32_t seq, uint32_t t)
+    {
+        const KdaChunkV6TilingData& td = *td_;
+        const uint32_t C = td.chunk, S = td.sub, half = td.subChunks / 2;
+        const uint32_t offElems = td.pairs * S * S, off4Elems = td.subChunks * td.pairs4 * td.micro * td.micro;
+        LocalTensor<float> off = calc_[0], off4 = calc_[1], a = calc_[2], r = calc_[3], tmp = calc_[4];
+        io_.Load(off, ws_.Get(KDA6_A_KK_OFF), 1, offElems, offElems);
+        io_.Load(off4, ws_.Get(KDA6_A_KK_OFF4), 1, off4Elems, off4Elems);
+        PipeFence<HardEvent::V_S>();                  // the blocks, and beta_ (last read by vector ops), as scalars
+        for (uint32_t i = 0; i < C; ++i) beta_.SetValue(i, betaGm_.GetValue(Tok(seq, t, i, 1)));
+        for (uint32_t b = 0; b < half; ++b) {
+            const uint32_t I = sub_ * half + b;
+            Assemble(a, off, off4, sums_, b, I, true);
+            PipeFence<HardEvent::S_V>();
+            Muls(tmp, a, -1.0f, S * C);
+            io_.Store(ws_.Get(KDA6_A_NEG)[I * S * C], tmp, S, C, C);
+            InverseOfDiagonalBlock(r, a, tmp, I);
+            io_.Store(ws_.AinvCol(I), r, S, S, S);
+            Duplicate(tmp, 0.0f, S * C);
+            PipeFence<HardEvent::V_S>();
+            for (uint32_t i = 0; i < S; ++i) tmp.SetValue(i * C + I * S + i, beta_.GetValue(I * S + i));
+            PipeFence<HardEvent::S_V>();
+            io_.Store(ws_.Get(KDA6_D_BETA)[I * S * C], tmp, S, C, C);
+        }
+        io_.Load(off, ws_.Get(KDA6_A_QK_OFF), 1, offElems, offElems);
+        io_.Load(off4, ws_.Get(KDA6_A_QK_OFF4), 1, off4Elems, off4Elems);
+        PipeFence<HardEvent::V_S>();
+        for (uint32_t b = 0; b < half; ++b) {
+            const uint32_t I = sub_ * half + b;
+            Assemble(a, off, off4, qkSums_, b, I, false);
+            PipeFence<HardEvent::S_V>();
+            io_.Store(ws_.Get(KDA6_QA)[I * S * td.qaCols + td.stateParts * td.dk], a, S, C, td.qaCols);
+        }
+    }
+    // Rows I*16 .. I*16+16 of A_kk (kk: strictly lower, times beta) or A_qk (lower, diagonal included), [16, C].
+    __aicore__ inline void Assemble(const LocalTensor<float>& a, const LocalTensor<float>& off,
+                                    const LocalTensor<float>& off4, const LocalTensor<float>& sums, uint32_t b,
+                                    uint32_t I, bool kk)
+    {
+        const KdaChunkV6TilingData& td = *td_;
+        const uint32_t C = td.chunk, S = td.sub, s = td.micro, perBlock = s * (s + 1) / 2 * 8;
+        PipeFence<HardEvent::V_S>();                   // `a` was last read by vector instructions (a store)
+        for (uint32_t i = 0; i < S; ++i) {
+            const uint32_t gi = I * S + i, am = i / s;
+            const float scale = kk ? beta_.GetValue(gi) : 1.0f;
+            for (uint32_t c = 0; c < C; ++c) {
+                float v = 0.0f;
+                if (c < gi || (!kk && c == gi)) {
+                    if (c / S < I) {                                       // a 16-wide block left of the diagonal
+                        v = off.GetValue(PairStart(I) * S * S + i * I * S + c);
+                    } else if ((c % S) / s < am) {                         // a 4-wide block inside sub-chunk I
+                        v = off4.GetValue((I * td.pairs4 + PairStart(am)) * s * s + (i % s) * am * s + c % S);
+                    } else {                                               // the micro-diagonal block
+                        v = sums.GetValue((b * td.micros + am) * perBlock + SumSlot(i % s, c % s));
+                    }
+                }
+                a.SetValue(i * C + c, v * scale);
+            }
+        }
+    }
+    // (I + A)^-1 of the strictly lower diagonal block of A (rows I*16.., in `a` [16, C]) by forward substitution,
+    // row by row: R[i, :] = e_i - sum_{k<i} A[i, k] R[k, :] (16-wide vector rows).
+    __aicore__ inline void InverseOfDiagonalBlock(const LocalTensor<float>& r, const LocalTensor<float>& a,
+                                                  const LocalTensor<float>& tmp, uint32_t I)
+    {
+        const uint32_t S = td_->sub, C = td_->chunk;
+        Duplicate(r, 0.0f, S * S);
+        PipeFence<HardEvent::V_S>();
+        for (uint32_t i = 0; i < S; ++i) r.SetValue(i * S + i, 1.0f);
+        PipeFence<HardEvent::S_V>();
+        for (uint32_t i = 1; i < S; ++i) {
+            for (uint32_t k = 0; k < i; ++k) {
+                Muls(tmp, r[k * S], a.GetValue(i * C + I * S + k), S);
+                Sub(r[i * S], r[i * S], tmp, S);
+            }
+        }
+    }
+    // Phase C, the state pass's operands on this AIV's key channels, from Phase A's gc and scale Q (kept in UB):
+    // K_scaled = K e^gc, Q_scaled = scale Q e^gc (into QA, once per part of the state), K_decay = K e^(gc_C - gc)
+    // and gamma_C = e^gc_C (kept for G) into copy `buf`. One [C, d_k / 2] piece per AIV (the plan: one tile).
+    __aicore__ inline void Scaled(uint32_t seq, uint32_t t, uint32_t buf)
+    {
+        const KdaChunkV6TilingData& td = *td_;
+        const uint32_t C = td.chunk, dk = td.dk, dh = dk / 2, c0 = sub_ * dh, n = C * dh, last = (C - 1) * dh;
+        LocalTensor<float> kf = calc_[1], fac = calc_[3], x = calc_[4];
+        Exp(gamma_[buf * dh], gc_[last], dh);
+        io_.Load(kf, kGm_[Tok(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
+        Exp(fac, gc_, n);
+        Mul(x, kf, fac, n);
+        io_.Store(ws_.Get(KDA6_K_SCALED)[c0], x, C, dh, dk);
+        Mul(x, qs_, fac, n);
+        for (uint32_t part = 0; part < td.stateParts; ++part)
+            io_.Store(ws_.Get(KDA6_QA)[part * dk + c0], x, C, dh, td.qaCols);
+        for (uint32_t i = 0; i < C; ++i) Sub(fac[i * dh], gc_[last], gc_[i * dh], dh);
+        Exp(fac, fac, n);
+        Mul(x, kf, fac, n);
+        io_.Store(ws_.Get(KDA6_K_DECAY)[c0], x, C, dh, dk);
+    }
+
+    // Phase E: V_pseudo = U - WS, this AIV's rows, below the state in this chunk's SV copy.
+    __aicore__ inline void PhaseE(uint32_t buf)
+    {
+        const KdaChunkV6TilingData& td = *td_;
+        const uint32_t ch = td.chunk / 2, r0 = sub_ * ch, dv = td.dv, kS = td.stateParts * td.dk;
+        io_.Load(calc_[0], ws_.Get(KDA6_U)[r0 * dv], ch, dv, dv);
+        io_.Load(calc_[1], ws_.Get(KDA6_WS)[r0 * dv], ch, dv, dv);
+        Sub(calc_[0], calc_[0], calc_[1], ch * dv);
+        io_.Store(ws_.SV(buf)[(kS + r0) * dv], calc_[0], ch, dv, dv);
+    }
+    // Phase G: S_new = Diag(gamma_C) S_prev + S_delta in fp32, S_prev from SV copy `buf`, in the simulator's tiles:
+    // td.gTiles slices of d_v, [d_k, w] each, split between the AIVs by rows (this AIV's key channels, whose gamma_C
+    // it keeps); to the other copy (WriteState) or, after the last chunk, to ht. A piece [d_k / 2, w] may take two
+    // neighbouring work tiles (calc_[0..1] and calc_[2..3]; the tiling checks it), and moves through the queues in
+    // pieces of whole rows.
+    __aicore__ inline void PhaseG(uint32_t seq, uint32_t buf, bool lastChunk)
+    {
+        const KdaChunkV6TilingData& td = *td_;
+        const uint32_t dv = td.dv, dh = td.dk / 2, k0 = sub_ * dh, w = dv / td.gTiles, n = dh * w;
+        LocalTensor<float> s = calc_[0], delta = calc_[2];
+        PipeFence<HardEvent::V_S>();                   // gamma_C (Phase C, vector) is read as scalars
+        if (sub_ == 0) KDA_PHASE_RUN("G");
+        for (uint32_t c0 = 0; c0 < dv; c0 += w) {
+            // both AIVs; S and S_delta in fp32, and with 2-byte transfers S_hi in T (WriteState)
+            if (sub_ == 0) KDA_TILE("G", 2ull * n * sizeof(float) + (kFloatTransfers ? 0ull : n * sizeof(T)), td.dk, w);
+            const uint64_t at = uint64_t(k0) * dv + c0;
+            io_.Load(s, StateFp32(buf)[at], dh, w, dv);
+            io_.Load(delta, ws_.Get(KDA6_S_DELTA)[at], dh, w, dv);
+            for (uint32_t j = 0; j < dh; ++j) Muls(s[j * w], s[j * w], gamma_.GetValue(buf * dh + j), w);
+            Add(s, s, delta, n);
+            if (lastChunk) io_.Store(htGm_[uint64_t(seq) * td.dk * dv + at], s, dh, w, dv);
+            else WriteState(buf ^ 1u, k0, dh, c0, w, s);
+        }
+    }
+    __aicore__ inline void InitState(uint32_t seq, uint32_t buf)
+    {
+        const KdaChunkV6TilingData& td = *td_;
+        const uint32_t dv = td.dv, dh = td.dk / 2, k0 = sub_ * dh;
+        for (uint32_t r = 0; r < dh; r += td.stateTileRows) {
+            const uint32_t n = dh - r < td.stateTileRows ? dh - r : td.stateTileRows, row = k0 + r;
+            if (td.hasInitialState) io_.Load(calc_[0], h0Gm_[uint64_t(seq) * td.dk * dv + uint64_t(row) * dv], n, dv, dv);
+            else Duplicate(calc_[0], 0.0f, n * dv);
+            WriteState(buf, row, n, 0, dv, calc_[0]);
+        }
+    }
+    // The fp32 state between chunks: S of SV copy `buf` itself with fp32 transfers, else the Vector's own S_fp32
+    // (one copy: G reads and rewrites its own rows in place).
+    __aicore__ inline GlobalTensor<float> StateFp32(uint32_t buf) const
+    {
+        return kFloatTransfers ? ws_.template SV<float>(buf) : ws_.template Get<float>(KDA6_S_FP32);
+    }
+    // Rows row..row+n, columns col..col+w of the state s ([n, w] fp32, in calc_[0..1]): the fp32 copy, and the
+    // Cube's S in SV copy `buf` (2-byte transfers: S_hi over S_lo = T(s - S_hi); S_hi in calc_[4], S_lo in calc_[2..3]).
+    __aicore__ inline void WriteState(uint32_t buf, uint32_t row, uint32_t n, uint32_t col, uint32_t w,
+                                      const LocalTensor<float>& s)
+    {
+        const uint32_t dv = td_->dv;
+        const uint64_t at = uint64_t(row) * dv + col;
+        io_.Store(StateFp32(buf)[at], s, n, w, dv);
+        if constexpr (!kFloatTransfers) {
+            const GlobalTensor<T> cubeState = ws_.SV(buf);
+            io_.Store(cubeState[at], s, n, w, dv);
+            const LocalTensor<T> hi = calc_[4].template ReinterpretCast<T>();
+            Cast(hi, s, RoundMode::CAST_RINT, n * w);
+            Cast(calc_[2], hi, RoundMode::CAST_NONE, n * w);
+            Sub(calc_[2], s, calc_[2], n * w);
+            io_.Store(cubeState[uint64_t(td_->dk) * dv + at], calc_[2], n, w, dv);
+        }
+    }
+
+    const KdaChunkV6TilingData* td_ = nullptr;
+    uint32_t sub_ = 0;
+    Ws<T> ws_;
+    GlobalTensor<T> qGm_, kGm_;
+    GlobalTensor<float> gGm_, betaGm_, h0Gm_, htGm_;
+    VecIo<BUFFER_NUM> io_;
+    TBuf<TPosition::VECCALC> calcBuf_, keptBuf_, gammaBuf_, betaBuf_, sumBuf_, partBuf_, workBuf_;
+    LocalTensor<float> calc_[5], gc_, qs_, gamma_, beta_, sums_, qkSums_, part_, work_;
+};
+
+}  // namespace kda_v6
