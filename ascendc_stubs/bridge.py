@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from kda.inputs import KdaInputs
+from kda.driver.inputs import KdaInputs
 from npusim.record.graph import PhaseGraph
 from npusim.model.template import STATE, SYNC, Template
 
@@ -168,8 +168,9 @@ def sim_plans(version: str, *, heads: int, chunks: int, dtype: str = "bf16", pro
               chunk_size: int = 64, d_k: int = 128, d_v: int = 128) -> dict[str, dict]:
     """The simulator's core-memory plan of every phase ("pass.phase" or "phase" -> PhasePlan.to_dict()): tiles,
     tile_shape, tile_bytes, capacity_bytes; {} where the design has no plan at this shape (a workspace error)."""
-    from kda.studies.evaluate import Settings, evaluate
-    from kda.studies.evaluate import plans_json
+    from kda.settings import Settings
+    from kda.studies.evaluate import evaluate
+    from kda.studies.run_json import plans_json
     r = evaluate(version, Settings(heads=heads, chunks=chunks, dtype=dtype, profile=profile, chunk_size=chunk_size,
                                    d_k=d_k, d_v=d_v), timing=True)
     return {(f"{p['pass']}." if "pass" in p else "") + p["phase"]: p for p in plans_json(r)}

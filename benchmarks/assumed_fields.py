@@ -17,7 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from npusim import load_profile  # noqa: E402
 from kda.programs import DESIGNS  # noqa: E402
-from kda.studies.evaluate import Settings, evaluate, retime  # noqa: E402
+from kda.settings import Settings  # noqa: E402
+from kda.studies.evaluate import evaluate, retime
 from kda.studies.uncertainty import design_fields  # noqa: E402
 from kda.views.table import markdown  # noqa: E402
 

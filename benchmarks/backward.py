@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from kda.studies.backward_eval import evaluate_backward
-from kda.studies.evaluate import Settings
+from kda.settings import Settings
 
 OUT = Path(__file__).parent / "results" / ("backward" + "".join(f"_{a}" for a in sys.argv[1:]) + ".md")
 
@@ -64,7 +64,7 @@ def attribution_rows(version: str, chunks: int = 16, d: int = 32) -> list[str]:
     import torch
 
     from kda.studies.backward_attribution import attribute_backward, must_stay_fp32
-    from kda.inputs import make_inputs
+    from kda.driver.inputs import make_inputs
     x = make_inputs(1, chunks * 64, 1, d, d, gates="slow", seed=0, initial_state=True)
     gen = torch.Generator().manual_seed(1)
     do, dht = torch.randn(1, chunks * 64, 1, d, generator=gen), torch.randn(1, 1, d, d, generator=gen)
@@ -82,8 +82,8 @@ def oracle_rows(tokens: int = 512, d: int = 32) -> list[str]:
     """FLA's naive_chunk_kda differentiated in fp64 (fla-core) as a second oracle, beside the recurrence."""
     import torch
 
-    from kda.backward import execute_backward
-    from kda.inputs import make_inputs
+    from kda.driver.backward import execute_backward
+    from kda.driver.inputs import make_inputs
     from kda.reference.parity import compare
     from kda.reference.recurrence_bwd import GRADS, fla_chunk_grads, recurrent_kda_grads
     x = make_inputs(1, tokens, 2, d, d, gates="slow", seed=0, initial_state=True)

@@ -25,7 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import kda  # noqa: E402
-import kda.backward as kda_backward  # noqa: E402
+import kda.driver.backward as kda_backward  # noqa: E402
 import npusim.record.batched as batched  # noqa: E402
 from npusim.record.memory import keep_freed_memory  # noqa: E402
 

@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from npusim import load_profile  # noqa: E402
 from kda.programs import DESIGNS  # noqa: E402
-from kda.studies.evaluate import Settings, evaluate, retime  # noqa: E402
+from kda.settings import Settings  # noqa: E402
+from kda.studies.evaluate import evaluate, retime
 from kda.studies.uncertainty import propagate  # noqa: E402
 from kda.views.table import markdown  # noqa: E402
 

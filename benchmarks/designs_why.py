@@ -13,7 +13,9 @@ from npusim.fit.uncertainty import interval, sample_profiles, sample_values
 from npusim.output.overlap import analyse
 from kda.kernels.registry import model
 from kda.programs import DESIGNS
-from kda.studies.evaluate import Settings, evaluate, plans_of, retime
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate, retime
+from kda.studies.run_json import plans_of
 from kda.studies.uncertainty import design_fields
 from kda.views.table import markdown
 

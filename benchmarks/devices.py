@@ -3,7 +3,7 @@
     python benchmarks/devices.py                                   # CPU: v3 bf16, 32 heads x 8192 tokens
     python benchmarks/devices.py --device cuda --out $OUT/devices.md   # GPU: the whole Kimi layer
 
-CPU: the fast path (`execute(fast=True)`, npusim/replay.py), with the step whole (`pipeline=False`) and split
+CPU: the fast path (`ChunkLoop(fast=True)`, npusim/replay.py), with the step whole (`pipeline=False`) and split
 over two threads (`pipeline=True`, npusim/pipeline.py), against the recording runtime (`fast=False`, the
 path before issue 16) on the same inputs, alternating, in one run; the outputs are checked to be the same
 bits. `--threads N` sets torch's intra-op threads (default: torch's). Freed memory is kept for reuse
@@ -33,8 +33,8 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kda.api import execute  # noqa: E402
-from kda.device import resolve_device, synchronize  # noqa: E402
+from kda.driver.execute import ChunkLoop, Types, execute  # noqa: E402
+from kda.driver.device import resolve_device, synchronize  # noqa: E402
 from kda.reference.parity import compare  # noqa: E402
 from npusim.record.memory import keep_freed_memory  # noqa: E402
 
@@ -84,7 +84,7 @@ def cpu_case(tokens: int, repeats: int) -> list[tuple[str, str, str]]:
     outs = [None] * len(CPU_PATHS)
     for _ in range(repeats):                   # alternate, so that all see the same machine load
         for i, (_, kw) in enumerate(CPU_PATHS):
-            ex, dt = timed(lambda: execute(*x, version="v3", **kw), device)
+            ex, dt = timed(lambda: execute(*x, version="v3", loop=ChunkLoop(**kw)), device)
             best[i] = min(best[i], dt)
             outs[i] = ex
     rows = [("what", "measured", "target")]
@@ -142,7 +142,7 @@ def cuda_case(device: torch.device, tokens: int, slow: bool) -> list[tuple[str, 
         first = None
         for label, kw in modes:
             torch.cuda.reset_peak_memory_stats(device)
-            ex, dt = timed(lambda: execute(*x, version=version, out_dtype=torch.bfloat16, **kw), device)
+            ex, dt = timed(lambda: execute(*x, version=version, types=Types(out=torch.bfloat16), loop=ChunkLoop(**kw)), device)
             peak = torch.cuda.max_memory_allocated(device) / 2 ** 30
             agree = ""
             if o_fla is not None:

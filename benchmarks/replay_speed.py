@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from kda.studies.evaluate import Settings, evaluate
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
 from npusim import build_template, load_profile, simulate
 
 

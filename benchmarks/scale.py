@@ -29,7 +29,8 @@ HEADS = 32
 
 
 def case_timing(tokens: int) -> dict:
-    from kda.studies.evaluate import Settings, evaluate
+    from kda.settings import Settings
+    from kda.studies.evaluate import evaluate
     t0 = time.perf_counter()
     r = evaluate("v3", Settings(heads=HEADS, tokens=tokens, numerics=False, keep_trace=False))
     wall = time.perf_counter() - t0
@@ -53,12 +54,12 @@ def _fla_naive():
 
 def case_fla(tokens: int) -> dict:
     import torch
-    from kda.api import execute
-    from kda.inputs import make_inputs
+    from kda.driver.execute import Types, execute
+    from kda.driver.inputs import make_inputs
     from kda.reference.parity import compare
     x = make_inputs(tokens=tokens, heads=HEADS, seed=1)
     t0 = time.perf_counter()
-    ex = execute(x.q, x.k, x.v, x.g, x.beta, transfer_dtype="fp32")
+    ex = execute(x.q, x.k, x.v, x.g, x.beta, types=Types(transfer="fp32"))
     ours = time.perf_counter() - t0
     out = {"ours_s": ours, "ours_head_tokens_per_s": HEADS * tokens / ours}
     naive = _fla_naive()
@@ -77,7 +78,7 @@ def case_fla(tokens: int) -> dict:
 def case_full(tokens: int) -> dict:
     import torch
     import torch.nn.functional as F
-    from kda.api import chunk_kda
+    from kda.driver.autograd import forward_kda
     gen = torch.Generator().manual_seed(2)
     shape = (1, tokens, HEADS)
     q, k, v = (torch.empty(*shape, 128, dtype=torch.bfloat16) for _ in range(3))

@@ -29,7 +29,8 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "uncertainty.md")
     a = p.parse_args()
 
-    from kda.studies.evaluate import Settings, evaluate
+    from kda.settings import Settings
+    from kda.studies.evaluate import evaluate
     from kda.studies.uncertainty import propagate
 
     w0, c0 = time.perf_counter(), time.process_time()

@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from kda.programs import DESIGNS  # noqa: E402
-from kda.studies.evaluate import Settings, evaluate, retime  # noqa: E402
+from kda.settings import Settings  # noqa: E402
+from kda.studies.evaluate import evaluate, retime
 from kda.studies.uncertainty import _metrics, design_fields  # noqa: E402
 from kda.studies.whatif import time_profiles  # noqa: E402
 from npusim.fit.uncertainty import sample_profiles, sample_values  # noqa: E402

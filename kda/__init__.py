@@ -1,18 +1,19 @@
 """Kimi Delta Attention as phase programs on the simulated Ascend NPU (npusim).
 
     chunk_kda(q, k, v, g, beta, ..., version="v3")  -> (o, final_state)   fla-core's whole signature and layout
-                                                                          (kda/fla_options.py: grouped value
-                                                                          heads, in-kernel l2norm, gate, beta
-                                                                          sigmoid, ...); differentiable
-                                                                          (kda/autograd.py)
+                                                                          (kda/driver/chunk_kda.py: grouped
+                                                                          value heads, in-kernel l2norm, gate,
+                                                                          beta sigmoid, ...); differentiable
+                                                                          (kda/driver/autograd.py)
     recurrent_kda(...)                              -> (o, final_state)   the ground truth
     fused_recurrent_kda(q, k, v, g, beta, ...)      -> (o, final_state)   a decode step (FLA's shape) by a
                                                                           decode design (kda/decode/)
     python -m kda.run --version v3 --chunks 16                            the command line
 """
-from kda.api import Execution, KdaInputError, execute, recurrent_kda
+from kda.driver.checks import KdaInputError
+from kda.driver.chunk_kda import chunk_kda, recurrent_kda
+from kda.driver.execute import Execution, execute
 from kda.decode.api import fused_recurrent_kda
-from kda.fla_options import chunk_kda
 from kda.programs import PROGRAMS, get_program
 
 __all__ = ["Execution", "KdaInputError", "PROGRAMS", "chunk_kda", "execute", "fused_recurrent_kda", "get_program",

@@ -2,7 +2,7 @@
 source: every import, also inside functions and under `if __name__ == "__main__":` guards (only
 `if TYPE_CHECKING:` blocks are skipped). It has no cycle, npusim never imports kda, and no module imports a
 folder ranked above its own (LAYERS: recording -> chip -> event model -> outputs -> the KDA library ->
-studies -> views -> command lines)."""
+a run's settings -> studies -> views -> command lines)."""
 import ast
 from pathlib import Path
 
@@ -16,7 +16,7 @@ MAX_MODULES = 13                    # "at most ~12 modules per folder" (__init__
 LAYERS = {
     "npusim.errors": 0, "npusim.record": 1, "npusim.chip": 2, "npusim.model": 3, "npusim.output": 4,
     "npusim.fit": 4, "npusim": 5,
-    "kda.programs": 10, "kda.reference": 10, "kda": 11, "kda.decode": 11, "kda.kernels": 12, "kda.studies": 13, "kda.views": 14,
+    "kda.programs": 10, "kda.reference": 10, "kda": 11, "kda.driver": 11, "kda.decode": 11, "kda.kernels": 12, "kda.settings": 12, "kda.studies": 13, "kda.views": 14,
     "kda.cli": 15, "kda.sweep": 16,
 }
 ROOT_SHIMS = {"kda.run", "kda.validate", "kda.attribution", "kda.stability", "npusim.calibrate", "kda.decode.__main__"}
@@ -141,7 +141,7 @@ def test_no_module_imports_a_folder_above_its_own():
 
 def test_the_rank_of_a_module_is_its_folder_s():
     assert _rank("npusim.model.engine") == 3 and _rank("npusim.errors") == 0 and _rank("npusim") == 5
-    assert _rank("kda.api") == 11 and _rank("kda.cli.run") == 15 and _rank("kda.run") == 99
+    assert _rank("kda.driver.execute") == 11 and _rank("kda.cli.run") == 15 and _rank("kda.run") == 99
     assert _rank("kda.sweep.spec") == 16 and _rank("kda.programs.v3") == 10
 
 

@@ -7,7 +7,7 @@
 --plan adds to meta.txt the operator's tile attributes ("state_a_tiles 8", bridge.tile_attrs) from the
 simulator's core-memory plan of that design at this shape and profile, for the NPU app to pass to aclnnKdaChunkVn.
 
-Run from the repository root (it uses kda.inputs, the project's input generator).
+Run from the repository root (it uses kda.driver.inputs, the project's input generator).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ascendc_stubs.bridge import KERNELS, sim_plans, tile_attrs, write_inputs  # noqa: E402
-from kda.inputs import GATES, make_inputs  # noqa: E402
+from kda.driver.inputs import GATES, make_inputs  # noqa: E402
 from npusim.errors import NpuSimError  # noqa: E402
 
 

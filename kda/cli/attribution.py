@@ -6,13 +6,15 @@ and search a precision policy for a target (attribution.py holds the model).
 from __future__ import annotations
 
 
-from kda.api import KdaInputError
-from kda.studies.attribution import _e, attribution_table, find_policy, one_thread
-from kda.studies.evaluate import Settings, evaluate, make_settings_inputs
-from kda.inputs import GATES
+from kda.driver.checks import KdaInputError
+from kda.studies.attribution import attribution_table, sci, find_policy, one_thread
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
+from kda.settings.inputs import make_settings_inputs
+from kda.driver.inputs import GATES
 from kda.programs import PROGRAMS, get_program
 from kda.cli.common import Parser, console, fail, prog_name
-from kda.cli.run import parse_payload_dtypes
+from kda.cli.checks import parse_payload_dtypes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +67,7 @@ def _main(argv: list[str] | None) -> int:
         for col in ("change", "output", "state", "KiB per chunk"):
             t.add_column(col, justify="left" if col == "change" else "right")
         for st in search.steps:
-            t.add_row(st.change or f"(start: {search.base.describe()})", _e(st.o_err), _e(st.state_err),
+            t.add_row(st.change or f"(start: {search.base.describe()})", sci(st.o_err), sci(st.state_err),
                       f"{st.nbytes / 1024:g}")
         con.print(t)
         verdict = "met" if search.met else "NOT met"

@@ -1,5 +1,6 @@
-"""python -m kda.run's options checked after parsing, in one place: each value alone, then the options that
-contradict each other; and the option values that need parsing (--seqlens, --set, --precision, --inputs).
+"""python -m kda.run's options checked after parsing, in one place: the options that contradict each other
+(each dimension's bounds are Settings'); and the option values that need parsing (--seqlens, --set,
+--precision, --inputs).
 One line naming the option (KdaInputError) for anything wrong."""
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import torch
 
 from npusim import NpuSimError
 
-from kda.api import KdaInputError
-from kda.inputs import KdaInputs
+from kda.driver.checks import KdaInputError
+from kda.driver.inputs import KdaInputs
 
 
 def given(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
@@ -28,15 +29,8 @@ _FROM_INPUTS = ("batch", "tokens", "chunks", "heads", "dk", "dv", "gates", "init
 
 
 def check_args(args) -> None:
-    """Every bound and every conflict; `args.given` (the options the command line named) when known."""
-    checks = {"--chunks": args.chunks, "--heads": args.heads, "--batch": args.batch,
-              "--chunk-size": args.chunk_size, "--dk": args.dk, "--dv": args.dv, "--interleave": args.interleave}
-    checks.update({f"--{k}": getattr(args, k) for k in ("tokens", "cores") if getattr(args, k) is not None})
-    for flag, value in checks.items():
-        if value < 1:
-            raise KdaInputError(f"{flag} must be >= 1, got {value}")
-    if args.value_heads is not None and (args.value_heads < 1 or args.value_heads % args.heads):
-        raise KdaInputError(f"--value-heads must be a positive multiple of --heads {args.heads}, got {args.value_heads}")
+    """Every conflict between options, and the bounds of those that make no setting; `args.given` (the options
+    the command line named) when known. The bounds of the dimensions are Settings' (kda/settings)."""
     if args.value_heads is not None and (args.inputs is not None or args.backward):
         raise KdaInputError(f"--value-heads sets generated inputs and times the forward: it does not go with "
                             f"{'--inputs' if args.inputs is not None else '--backward'}")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from npusim import NpuSimError
 
-from kda.api import KdaInputError
+from kda.driver.checks import KdaInputError
 from kda.cli.checks import parse_overrides
 from kda.cli.common import Parser, console, fail, prog_name
 from kda.decode.programs.steps import BETA_SIGMOID, GATE, QK_L2NORM

@@ -13,75 +13,20 @@ import sys
 from npusim import NpuSimError, keep_freed_memory
 
 from kda.cli import jsonout
-from kda.cli.checks import (check_args, check_inputs_seqlens, given, load_inputs,  # noqa: F401 (kda.cli.run's API)
-                            parse_overrides, parse_payload_dtypes, parse_seqlens)
-from kda.api import KdaInputError
+from kda.cli.checks import check_args, check_inputs_seqlens, given, load_inputs
+from kda.driver.checks import KdaInputError
 from kda.cli.common import fail, progress
-from kda.cli.run_options import build_parser
-from kda.device import resolve_device
-from kda.studies.evaluate import Settings, evaluate, make_settings_inputs, profile_for, reference
-from kda.studies.work import check_work
+from kda.cli.run_options import build_parser, settings_from_args
+from kda.settings import Settings
+from kda.settings.inputs import make_settings_inputs
+from kda.settings.profile import checked_profile
+from kda.studies.evaluate import evaluate
+from kda.studies.oracle import reference
 from kda.programs import DESIGNS
-
-
-def in_kernel_options(args) -> tuple[str, ...]:
-    """FLA's in-kernel options the command line asks for (kda/programs/in_kernel.py's names)."""
-    flags = (("qk_l2norm", "qk_l2norm_in_kernel"), ("gate", "gate_in_kernel"), ("beta_sigmoid", "beta_sigmoid_in_kernel"))
-    return tuple(name for name, flag in flags if getattr(args, flag, False))
 
 
 def _fail(message: str) -> int:
     return fail(message)
-
-
-def _settings(args) -> Settings:
-    check_args(args)                     # every bound and conflict, in one place (kda/cli/checks.py)
-    seqlens = parse_seqlens(args.seqlens) if args.seqlens is not None else None
-    device = resolve_device(args.device)  # one line if torch cannot use it, before anything runs
-    if device.type == "cpu":
-        keep_freed_memory()              # chunk-sized tensors reuse freed memory (npusim/memory.py)
-    workspace = {k: v for k, v in (("slots", args.slots), ("slot_kib", args.slot_kib),
-                                   ("resident_kib", args.resident_kib)) if v is not None}
-    resident = None
-    if args.resident is not None:
-        resident = () if args.resident.strip() in ("", "none") else tuple(
-            x.strip() for x in args.resident.split(",") if x.strip())
-    policy = dict(payload_dtypes=parse_payload_dtypes(args.precision), state_dtype=args.state_dtype,
-                  accumulate_dtype=args.accumulate, attribution=args.attribution)
-    return Settings(**policy, resident=resident, batch=args.batch, heads=args.heads, chunks=args.chunks, chunk_size=args.chunk_size,
-                    d_k=args.dk, d_v=args.dv, dtype=args.dtype, gates=args.gates, seed=args.seed,
-                    profile=str(args.profile), state_handoff=args.state_handoff,
-                    initial_state=args.initial_state == "randn", tokens=args.tokens, workspace=workspace,
-                    cores=args.cores, numerics=not args.no_numerics, overrides=parse_overrides(args.overrides),
-                    interleave=args.interleave, seqlens=seqlens, value_heads=args.value_heads,
-                    in_kernel=in_kernel_options(args), gate_lower_bound=args.gate_lower_bound,
-                    device=args.device, capacity=args.capacity, core_model=args.core_model == "on",
-                    keep_trace=bool(args.trace or args.plot) or _events(args) <= MAX_KEPT_EVENTS,
-                    record=args.uncertainty is not None)
-
-
-def _check_ranges(settings: Settings) -> None:
-    """--uncertainty needs a ranged field that --set leaves free: one line before anything runs."""
-    from kda.studies.uncertainty import design_fields
-    profile = profile_for(settings)
-    if not design_fields(profile, settings.overrides):
-        free = " that --set leaves free" if profile.ranges else ""
-        raise KdaInputError(f"--uncertainty: profile {profile.name} gives no field a range{free}: nothing to sample")
-
-
-# Beyond this many trace events a run keeps no trace unless --trace or --plot asks for one: the overlap
-# metrics need it, but a million-event trace costs more than the replay itself.
-MAX_KEPT_EVENTS = 500_000
-
-
-def _events(args) -> int:
-    if args.seqlens:
-        try:
-            return sum(-(-n // args.chunk_size) for n in parse_seqlens(args.seqlens)) * args.heads * 20
-        except KdaInputError:
-            return 0
-    chunks = -(-args.tokens // args.chunk_size) if args.tokens else args.chunks
-    return chunks * args.batch * args.heads * 20
 
 
 def parse_args(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None):
@@ -108,32 +53,20 @@ def main(argv: list[str] | None = None) -> int:
     if bad_output:
         return _fail(bad_output)
     try:
-        settings = _settings(args)
-        check_work(settings, profile_for(settings), args.uncertainty or 0,  # the profile loads and the
-                   len(versions))                                      # work fits this machine, or one line
-        if args.uncertainty is not None:
-            _check_ranges(settings)
-        inputs = None
-        if args.inputs is not None:
-            inputs = load_inputs(args.inputs)
-            if settings.seqlens:
-                check_inputs_seqlens(inputs, settings.seqlens, args.inputs)
-            B, T, H, K = inputs.q.shape if inputs.q.dim() == 4 else (0, 0, 0, 0)
-            settings = Settings(**{**settings.__dict__, "batch": B, "heads": H, "tokens": T, "d_k": K,
-                                   "d_v": inputs.v.shape[-1]})
-        inputs = inputs or (make_settings_inputs(settings) if settings.numerics else None)
+        settings, profile, inputs = _prepare(args, len(versions))
     except (KdaInputError, NpuSimError, ValueError) as err:
         return _fail(str(err))
     if args.backward:
         from kda.cli.run_backward import run_backward
-        return run_backward(args, settings, inputs, _fail)
+        return run_backward(args, settings, inputs, _fail, profile)
     results, errors = [], []
     ref = None
     with progress(enabled=not args.json and settings.numerics,
                    total=len(versions) * math.ceil(settings.T / settings.chunk_size)) as tick:
         for v in versions:
             try:        # a version the input does not suit is reported; the others still run
-                r = evaluate(v, settings, inputs, ref, progress=tick, foreign_payloads_ok=len(versions) > 1)
+                r = evaluate(v, settings, inputs, ref, progress=tick, foreign_payloads_ok=len(versions) > 1,
+                             profile=profile)
             except (KdaInputError, NpuSimError, ValueError) as err:
                 errors.append(f"{v}: {err}" if len(versions) > 1 else str(err))
                 continue
@@ -174,6 +107,29 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _prepare(args, versions: int):
+    """(settings, profile, inputs), each made and checked once: the options, then --inputs (its shapes set
+    batch, tokens, heads, d_k and d_v), the settings, the profile loaded and the work checked against this
+    machine (one line before hours of work), the inputs made from the seed unless given."""
+    check_args(args)                     # every bound and conflict of the options (kda/cli/checks.py)
+    inputs = load_inputs(args.inputs) if args.inputs is not None else None
+    settings = settings_from_args(args, inputs)
+    if inputs is not None and settings.seqlens:
+        check_inputs_seqlens(inputs, settings.seqlens, args.inputs)
+    profile = checked_profile(settings, args.uncertainty or 0, versions)
+    if args.uncertainty is not None:
+        _check_ranges(settings, profile)
+    return settings, profile, inputs or (make_settings_inputs(settings) if settings.numerics else None)
+
+
+def _check_ranges(settings: Settings, profile) -> None:
+    """--uncertainty needs a ranged field that --set leaves free: one line before anything runs."""
+    from kda.studies.uncertainty import design_fields
+    if not design_fields(profile, settings.overrides):
+        free = " that --set leaves free" if profile.ranges else ""
+        raise KdaInputError(f"--uncertainty: profile {profile.name} gives no field a range{free}: nothing to sample")
+
+
 def _uncertainty(args, settings: Settings, results, errors: list[str]):
     """--uncertainty N over the versions that have timing (kda/uncertainty.py); None when not asked."""
     timed = [r for r in results if r.design_report is not None]
@@ -205,7 +161,7 @@ def _check_outputs(args) -> str | None:
     for flag, path in (("--trace", args.trace), ("--plot", args.plot)):
         if path is not None and not path.parent.is_dir():
             return f"{flag} {path}: no directory {path.parent}"
-    formats = (".png", ".svg", ".pdf")          # kda.views.plots.FORMATS (matplotlib loads only when plotting)
+    formats = (".png", ".svg", ".pdf")          # kda.views.figure.FORMATS (matplotlib loads only when plotting)
     if args.plot is not None and args.plot.suffix.lower() not in formats:
         return f"--plot {args.plot}: the file must end in {', '.join(formats)}"
     if args.trace_window is not None:
@@ -220,50 +176,37 @@ def _check_outputs(args) -> str | None:
 
 
 def _write_outputs(args, results) -> None:
-    """--trace and --plot: the pipelined runs (serial ones with --serial) of the versions that have timing.
-    With a multi-pass design among them: every pass on the design's time axis, and occupancy heat maps."""
+    """--trace and --plot: the pipelined runs (serial ones with --serial) of the versions that have timing,
+    on the designs' time axis when one of the designs asked for has several passes."""
     if args.trace is None and args.plot is None:
         return
-    multi = any(r.design is not None and not r.design.single for r in results)
-    if multi:
-        timed = [r for r in results if (r.design_serial if args.serial else r.design_run) is not None]
-    else:
-        timed = [r for r in results if (r.serial if args.serial else r.pipelined) is not None]
+    timed = [r for r in results if r.design_run is not None]
     if not timed:
         raise ValueError("--trace/--plot: no version has timing (" +
                          "; ".join(f"{r.version}: {r.workspace_error}" for r in results) + ")")
+    design_axis = any(len(r.design.passes) > 1 for r in results)
     try:
-        _write_files(args, timed, multi)
+        _write_files(args, timed, design_axis)
     except OSError as err:                 # name the option: the message alone says only the path
         flag = "--plot" if args.plot is not None and str(args.plot) in str(err) else "--trace"
         raise OSError(f"{flag}: cannot write {err.filename or ''} ({err.strerror or err})") from None
 
 
-def _write_files(args, timed, multi: bool) -> None:
+def _write_files(args, timed, design_axis: bool) -> None:
     if args.trace is not None:
-        _write_trace(args, timed, multi)
+        _write_trace(args, timed, design_axis)
     if args.plot is not None:
-        if multi:
-            from kda.views.plot_occupancy import save_design_plot
-            save_design_plot(args.plot, timed, serial=args.serial)
-        else:
-            from kda.views.plots import save_plot
-            save_plot(args.plot, timed, serial=args.serial)
+        from kda.views.plots import save_plot
+        save_plot(args.plot, timed, serial=args.serial, design_axis=design_axis)
         print(f"wrote {args.plot}", file=sys.stderr)
 
 
-def _write_trace(args, timed, multi: bool) -> None:
+def _write_trace(args, timed, design_axis: bool) -> None:
     """The Chrome trace, cut to --trace-window; a warning on stderr first when it is large."""
-    from npusim.output import trace_file
-    labels, heads = [r.version for r in timed], timed[0].settings.heads
-    if multi:
-        from npusim.output import design_trace
-        trace = design_trace.build([r.design_serial if args.serial else r.design_run for r in timed],
-                                   labels=labels, heads=heads)
-    else:
-        from npusim.output import chrome_trace
-        trace = chrome_trace.build([r.serial if args.serial else r.pipelined for r in timed], labels=labels,
-                                   heads=heads)
+    from npusim.output import chrome_trace, trace_file
+    trace = chrome_trace.build([r.design_serial if args.serial else r.design_run for r in timed],
+                               labels=[r.version for r in timed], heads=timed[0].settings.heads,
+                               design_axis=design_axis)
     if args.trace_window is not None:
         trace = trace_file.window(trace, *trace_file.parse_window(args.trace_window))
     size = trace_file.estimate_bytes(trace)

@@ -10,7 +10,6 @@ and `--device` (the numerics on a torch device) work as for the forward. Bad inp
 from __future__ import annotations
 
 import sys
-from types import SimpleNamespace
 
 import torch
 from rich import box
@@ -20,10 +19,10 @@ from rich.table import Table
 from npusim import NpuSimError
 
 from kda.cli import jsonout
-from kda.api import KdaInputError
+from kda.driver.checks import KdaInputError
 from kda.studies.backward_eval import BackwardResult, check_policy_names, evaluate_backward
 from kda.programs import BACKWARD, DESIGNS
-from kda.views.render_design import passes_table
+from kda.views.render import passes_table
 
 KIB, GB = 1024, 1e9
 DEFAULT_BACKWARD = "v6"          # --backward without --version: the fastest for training (benchmarks/backward.py)
@@ -37,7 +36,7 @@ def load_grad_outputs(path) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     return data.get("do"), data.get("dht")
 
 
-def run_backward(args, settings, inputs, fail) -> int:
+def run_backward(args, settings, inputs, fail, profile=None) -> int:
     """--backward: the gradients and the timing of every asked design; returns the exit status."""
     versions = list(BACKWARD) if args.version == "all" else [args.version]
     errors, results = [], []
@@ -55,7 +54,8 @@ def run_backward(args, settings, inputs, fail) -> int:
         return fail(str(err))
     for v in versions:
         try:
-            results.append(evaluate_backward(v, settings, args.states, inputs, do, dht, check_names=False))
+            results.append(evaluate_backward(v, settings, args.states, inputs, do, dht, check_names=False,
+                                             profile=profile))
         except (KdaInputError, NpuSimError, ValueError) as err:
             errors.append(f"{v}: {err}" if len(versions) > 1 else str(err))
     if results:
@@ -81,16 +81,15 @@ def run_backward(args, settings, inputs, fail) -> int:
 
 def _write_outputs(args, results: list[BackwardResult]) -> None:
     """--trace and --plot: every pass of the backward designs on one time axis (serial with --serial)."""
+    labels = [f"{r.version} backward" for r in results]
     if args.trace is not None:
-        from npusim.output import design_trace
-        design_trace.write(args.trace, [r.design_serial if args.serial else r.design_run for r in results],
-                           labels=[f"{r.version} backward" for r in results], heads=results[0].settings.heads)
+        from npusim.output import chrome_trace
+        chrome_trace.write(args.trace, [r.design_serial if args.serial else r.design_run for r in results],
+                           labels=labels, heads=results[0].settings.heads, design_axis=True)
         print(f"wrote {args.trace} (Chrome trace: open in https://ui.perfetto.dev)", file=sys.stderr)
     if args.plot is not None:
-        from kda.views.plot_occupancy import save_design_plot
-        shown = [SimpleNamespace(version=f"{r.version} backward", profile=r.profile,
-                                 design_run=r.design_serial if args.serial else r.design_run) for r in results]
-        save_design_plot(args.plot, shown)
+        from kda.views.plots import save_plot
+        save_plot(args.plot, results, serial=args.serial, design_axis=True, labels=labels)
         print(f"wrote {args.plot}", file=sys.stderr)
 
 
@@ -98,7 +97,7 @@ def _attribution(args, settings, inputs, results: list[BackwardResult]) -> None:
     """--attribution: each backward payload rounded alone to the transfer type (kda/backward_attribution.py)."""
     from kda.studies.backward_attribution import attribute_backward, must_stay_fp32
     from kda.studies.backward_eval import grad_outputs
-    from kda.studies.evaluate import make_settings_inputs
+    from kda.settings.inputs import make_settings_inputs
     x = inputs or make_settings_inputs(settings)
     do, dht = grad_outputs(x, settings.seed)
     narrow = settings.dtype if settings.dtype != "fp32" else "bf16"
@@ -159,8 +158,7 @@ def print_backward(results: list[BackwardResult]) -> None:
     for r in results:
         if r.parity is not None:
             console.print(parity_table(r))
-        console.print(passes_table(SimpleNamespace(version=f"{r.version} backward ({r.states})",
-                                                   design_report=r.report)))
+        console.print(passes_table(r.report, f"{r.version} backward ({r.states})"))
     console.print(summary_table(results))
     if len(results) > 1 and all(r.training_us for r in results):
         fwd = sorted(results, key=lambda r: r.forward_report.latency_us)

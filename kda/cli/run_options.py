@@ -1,15 +1,20 @@
 """The options of `kda-run` (python -m kda.run), in four groups: the shape of the layer, the design, the
-chip model and the output. kda/cli/run.py reads them; kda/sweep takes any of them as a sweep axis."""
+chip model and the output; and the Settings they make. kda/cli/run.py reads them; kda/sweep takes any of
+them as a sweep axis."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from npusim import shipped_profiles
+from npusim import keep_freed_memory, shipped_profiles
 
+from kda.driver.checks import KdaInputError
+from kda.cli.checks import parse_overrides, parse_payload_dtypes, parse_seqlens
 from kda.cli.common import Parser, prog_name
-from kda.inputs import GATES
+from kda.driver.device import resolve_device
+from kda.driver.inputs import GATES, KdaInputs
 from kda.programs import DESIGNS
+from kda.settings import Settings
 
 DESCRIPTION = """\
 Runs KDA phase programs on the simulated Ascend NPU with real tensor math, checks them against the
@@ -143,3 +148,58 @@ def _output(g) -> None:
     g.add_argument("--trace-window", metavar="START:END", help="with --trace: only the events that overlap "
                    "this window, in us from the first node's start (either end may be left out, e.g. 0:200 or "
                    "500:); a trace over ~100 MB gets a warning on stderr before it is written")
+
+
+def in_kernel_options(args) -> tuple[str, ...]:
+    """FLA's in-kernel options the command line asks for (kda/programs/in_kernel.py's names)."""
+    flags = (("qk_l2norm", "qk_l2norm_in_kernel"), ("gate", "gate_in_kernel"), ("beta_sigmoid", "beta_sigmoid_in_kernel"))
+    return tuple(name for name, flag in flags if getattr(args, flag, False))
+
+
+def settings_from_args(args, inputs: KdaInputs | None = None) -> Settings:
+    """The run's settings from options that passed kda.cli.checks.check_args; Settings checks each
+    dimension. With --inputs, the shapes of q and v set batch, tokens, heads, d_k and d_v."""
+    seqlens = parse_seqlens(args.seqlens) if args.seqlens is not None else None
+    device = resolve_device(args.device)  # one line if torch cannot use it, before anything runs
+    if device.type == "cpu":
+        keep_freed_memory()              # chunk-sized tensors reuse freed memory (npusim/memory.py)
+    workspace = {k: v for k, v in (("slots", args.slots), ("slot_kib", args.slot_kib),
+                                   ("resident_kib", args.resident_kib)) if v is not None}
+    resident = None
+    if args.resident is not None:
+        resident = () if args.resident.strip() in ("", "none") else tuple(
+            x.strip() for x in args.resident.split(",") if x.strip())
+    policy = dict(payload_dtypes=parse_payload_dtypes(args.precision), state_dtype=args.state_dtype,
+                  accumulate_dtype=args.accumulate, attribution=args.attribution)
+    shape = dict(batch=args.batch, heads=args.heads, tokens=args.tokens, d_k=args.dk, d_v=args.dv)
+    if inputs is not None and inputs.q.dim() == 4:      # other layouts: the driver's check names q's shape
+        B, T, H, K = inputs.q.shape
+        shape = dict(batch=B, heads=H, tokens=T, d_k=K, d_v=inputs.v.shape[-1])
+    return Settings(**policy, **shape, resident=resident, chunks=args.chunks, chunk_size=args.chunk_size,
+                    dtype=args.dtype, gates=args.gates, seed=args.seed,
+                    profile=str(args.profile), state_handoff=args.state_handoff,
+                    initial_state=args.initial_state == "randn", workspace=workspace,
+                    cores=args.cores, numerics=not args.no_numerics, overrides=parse_overrides(args.overrides),
+                    interleave=args.interleave, seqlens=seqlens, value_heads=args.value_heads,
+                    in_kernel=in_kernel_options(args), gate_lower_bound=args.gate_lower_bound,
+                    device=args.device, capacity=args.capacity, core_model=args.core_model == "on",
+                    keep_trace=bool(args.trace or args.plot) or _events(args) <= MAX_KEPT_EVENTS,
+                    record=args.uncertainty is not None)
+
+
+# Beyond this many trace events a run keeps no trace unless --trace or --plot asks for one: the overlap
+# metrics need it, but a million-event trace costs more than the replay itself.
+MAX_KEPT_EVENTS = 500_000
+
+
+def _events(args) -> int:
+    """Trace events the run would keep (0 where a dimension is out of bounds: Settings refuses it)."""
+    if args.chunk_size < 1:
+        return 0
+    if args.seqlens:
+        try:
+            return sum(-(-n // args.chunk_size) for n in parse_seqlens(args.seqlens)) * args.heads * 20
+        except KdaInputError:
+            return 0
+    chunks = -(-args.tokens // args.chunk_size) if args.tokens else args.chunks
+    return chunks * args.batch * args.heads * 20

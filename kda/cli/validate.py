@@ -16,7 +16,7 @@ from kda.cli import jsonout
 from kda.cli.common import Parser, console, fail, prog_name
 from kda.studies.validate import SHIPPED, by_implementation, summary, validate
 
-FORMATS = (".png", ".svg", ".pdf")          # kda.views.plots.FORMATS (matplotlib loads only when plotting)
+FORMATS = (".png", ".svg", ".pdf")          # kda.views.figure.FORMATS (matplotlib loads only when plotting)
 
 
 def build_parser() -> Parser:

@@ -115,7 +115,7 @@ def _items(items, q, k, v, g, beta, S0, A_log, dt_bias, group, vt, length, layou
 def reference(x: DecodeInputs, options: tuple[str, ...] = (), lower_bound: float | None = None,
               kernel_l2norm: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """The fp64 recurrence of the same step (FLA's formulas for the in-kernel options), per sequence."""
-    from kda.fla_options import beta_sigmoid, expand_groups, kda_gate, l2norm
+    from kda.driver.fla_options import beta_sigmoid, expand_groups, kda_gate, l2norm
     d = torch.float64
     B, T, H, K = x.q.shape
     HV = x.value_heads

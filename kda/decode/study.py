@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from npusim import NpuSimError, load_profile
 
-from kda.api import KdaInputError
+from kda.driver.checks import KdaInputError
 from kda.decode.design import DecodeDesign
 from kda.decode.numerics import DecodeInputs, StepParity, check, reference, run_step, stored
 from kda.decode.programs import DESIGNS
@@ -218,7 +218,8 @@ def decode_part(x: DecodeInputs, seqlens, prefill: int, packed: bool) -> DecodeI
 def prefill_check(d, full: DecodeInputs, seqlens, s: DecodeSettings, types, options):
     """(the step after a v6 prefill against the fp64 recurrence of all tokens, its final state against the v6
     prefill of the longer sequences)."""
-    from kda.fla_options import beta_sigmoid, chunk_kda, kda_gate
+    from kda.driver.chunk_kda import chunk_kda
+    from kda.driver.fla_options import beta_sigmoid, kda_gate
     L = s.prefill
     kw = dict(use_qk_l2norm_in_kernel=QK_L2NORM in options, output_final_state=True, version="v6",
               transfer_dtype=torch.float32)

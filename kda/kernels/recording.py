@@ -15,8 +15,8 @@ import torch.nn.functional as F
 
 from npusim.record.precision import Precision
 
-from kda.api import design_precision, program_default_state
-from kda.multipass import record_passes
+from kda.driver.execute import design_precision, program_default_state
+from kda.driver.multipass import record_passes
 
 
 def record_kernel(design, chunk_size: int, d_k: int, d_v: int, dtype: str, heads: int) -> list:

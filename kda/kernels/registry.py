@@ -30,7 +30,7 @@ from npusim.model.template import RIDE
 from npusim.record.precision import Precision
 from npusim.chip.profile import Profile
 
-from kda.api import program_default_state, record_graphs
+from kda.driver.execute import program_default_state, record_graphs
 from kda.programs import DESIGNS, PROGRAMS
 from kda.kernels.gdn import GDN_FLA
 from kda.kernels.pto import GDN_PTO, GDN_PTO_FUSED

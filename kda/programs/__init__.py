@@ -35,7 +35,7 @@ def get_design(version: str) -> Design:
 
 
 # Backward designs (training): a design name -> {"recompute": Design, "store": Design}. Each is a
-# design of passes; a reverse pass walks the chunks from the last to the first (kda/backward.py).
+# design of passes; a reverse pass walks the chunks from the last to the first (kda/driver/backward.py).
 from kda.programs.fla_bwd import FLA_BACKWARD  # noqa: E402
 from kda.programs.v4_bwd import V4_BACKWARD  # noqa: E402
 from kda.programs.v6_bwd import V6_BACKWARD  # noqa: E402

@@ -1,6 +1,6 @@
 """FLA's in-kernel input options as a Vector phase of the design (`python -m kda.run --qk-l2norm-in-kernel
 --gate-in-kernel --beta-sigmoid-in-kernel`; kda.chunk_kda's use_qk_l2norm_in_kernel, use_gate_in_kernel,
-use_beta_sigmoid_in_kernel compute the same numbers, kda/fla_options.py).
+use_beta_sigmoid_in_kernel compute the same numbers, kda/driver/fla_options.py).
 
 `with_in_kernel(design, options)` puts one pass in front of the design: per (sequence, chunk) item, Phase
 prep (Vec) loads the raw inputs the options touch and stores what the design reads in their place, each

@@ -4,7 +4,7 @@ decays along the value axis, S_prev * gamma_C, instead of the key axis, Diag(gam
 With a zero initial state the first chunk leaves a right state and the second chunk reads it, so outputs
 go wrong from the third chunk on (from the second with a nonzero initial state). The defect only shows
 when the state survives a chunk: with the document's gates it decays by ~e^-50 per 64-token chunk along
-either axis, and v1 passes (see kda/inputs.py, gate family "slow").
+either axis, and v1 passes (see kda/driver/inputs.py, gate family "slow").
 """
 from functools import partial
 

@@ -1,5 +1,5 @@
 """v4's backward: one chunk's gradients in five phases and four Cube<->Vector hand-offs, walked from the
-last chunk to the first carrying dS, the gradient of the state at the chunk's end (kda/backward.py).
+last chunk to the first carrying dS, the gradient of the state at the chunk's end (kda/driver/backward.py).
 
 The forward of a chunk (v4, in its notation; Qs = scale Q, e_ij = exp(gc_i - gc_j) for j <= i):
     A_kk[i,j] = sum_d K_i K_j e_ij (j < i)    R = (I + StrictTril(A_kk * beta_i))^-1    M = R Diag(beta)
@@ -28,7 +28,7 @@ hand-off fits a 128 KiB slot at d_k = d_v = 128 (one sync of all of them needs 1
 gradient dS_prev is made first, in E1, and read by the next (earlier) chunk's D1 and E1; D2 and D3 run
 on the Cube while E1 runs on the Vector, D3 while E2 does.
 
-The designs (kda/backward.py runs them): `recompute` first runs v4's forward again without its output as
+The designs (kda/driver/backward.py runs them): `recompute` first runs v4's forward again without its output as
 `v4.states` (v4's six hand-offs, without Q's operands, O_inter and O_intra), which stores each chunk's
 starting state H in GM (as FLA's fwd_h does), then walks back; `store` reads the H
 the forward pass kept (its cost: d_k x d_v fp32 per chunk written by the forward and held until the

@@ -24,7 +24,13 @@ from __future__ import annotations
 
 from npusim import phase_program
 
-from kda.programs.v5 import assemble_and_invert_diagonal, intra_factors, inverse_times_beta, off_diagonal_phase, state_phases
+from kda.programs.v5 import (
+    assemble_and_invert_diagonal,
+    intra_factors,
+    inverse_times_beta,
+    off_diagonal_phase,
+    state_phases,
+)
 
 
 @phase_program("v6", returns=("O", "S_new"), state=("S_prev", "S_new"), state_for_bf16="fp32",

@@ -44,10 +44,11 @@ import torch
 from npusim import phase_program
 from npusim.model.schedule import FUSED, Design, Pass
 
+from kda.programs.fla import blocks as block_grid
+from kda.programs.fla import merge_inverse
 from kda.programs.v4 import assemble, block_pairs, sub_chunks
 from kda.programs.v4_bwd import blocks
 from kda.programs.v5 import assemble_and_invert_diagonal, inverse_times_beta, off_diagonal_phase, sub_chunks_of
-from kda.programs.fla import blocks as block_grid, merge_inverse
 
 
 def level_factors(K_sub, Qs_sub, g_sub, beta_sub, pairs):
@@ -95,8 +96,9 @@ def cross_gradients(dLn_off, dAqk_off, K_right, Kb_left_neg, Q_left, pairs, n: i
     the right products. Returns (X_kk_off = -[dL @ K_right], X_qk_off, T_off)."""
     left = [i - 1 for i, _ in pairs]
     rows_of = [[p for p, (i, _) in enumerate(pairs) if i == row] for row in range(1, n)]
-    per_row = lambda dF: torch.stack([torch.cat([dF[..., p, :, :] for p in ps], -1) @
-                                      torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
+    def per_row(dF):
+        return torch.stack([torch.cat([dF[..., p, :, :] for p in ps], -1) @
+                            torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
     T_off = (torch.cat([dLn_off.mT, dAqk_off.mT], -1) @
              torch.cat([Kb_left_neg[..., left, :, :], Q_left[..., left, :, :]], -2))
     return per_row(dLn_off), per_row(dAqk_off), T_off

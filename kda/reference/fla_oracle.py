@@ -59,7 +59,8 @@ def fla_chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final
     if naive is None or gate is None:
         raise RuntimeError("fla-core (and einops) are not installed")
     if use_qk_l2norm_in_kernel:
-        norm = lambda x: (x.float() * torch.rsqrt(x.float().pow(2).sum(-1, keepdim=True) + 1e-6)).to(x.dtype)
+        def norm(x):
+            return (x.float() * torch.rsqrt(x.float().pow(2).sum(-1, keepdim=True) + 1e-6)).to(x.dtype)
         q, k = norm(q), norm(k)
     if use_beta_sigmoid_in_kernel:
         beta = (2.0 if allow_neg_eigval else 1.0) * torch.sigmoid(beta.float())
@@ -76,7 +77,8 @@ def fla_chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final
         cu = [int(x) for x in cu_seqlens]
         outs, states = [], []
         for i, (a, b) in enumerate(zip(cu, cu[1:])):
-            part = lambda x: x[:, a:b]
+            def part(x):
+                return x[:, a:b]
             h0 = None if initial_state is None else initial_state[i:i + 1]
             o, S = naive.naive_recurrent_kda(part(q), part(k), part(v), part(g), part(beta), scale, h0, True)
             outs.append(o)

@@ -101,7 +101,8 @@ def doc_chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final
     if scale is None:
         scale = K ** -0.5
     step = {"v2": doc_chunk_v2, "v3": doc_chunk_v3}[version]
-    to_heads = lambda x: x.to(dtype).transpose(1, 2)                 # [B, H, T, ...]
+    def to_heads(x):
+        return x.to(dtype).transpose(1, 2)                 # [B, H, T, ...]
     q, k, v, g = (to_heads(x) for x in (q, k, v, g))
     beta = beta.to(dtype).transpose(1, 2)
     q = q * scale

@@ -24,10 +24,11 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from npusim import Precision
+from npusim.model.schedule import single_pass
 from npusim.record.graph import PhaseGraph
 from npusim.record.precision import dtype_name, itemsize
 
-from kda.api import Execution, execute
+from kda.driver.execute import Execution, Types, execute
 from kda.reference.parity import compare
 
 STATE = "state"
@@ -50,7 +51,8 @@ class Item:
         return max(self.o_err, self.state_err)
 
     def to_dict(self) -> dict:
-        f = lambda x: x if math.isfinite(x) else None
+        def f(x):
+            return x if math.isfinite(x) else None
         return {"name": self.name, "where": self.where, "dtype": self.dtype, "bytes": self.nbytes,
                 "o_rel_rms_err": f(self.o_err), "state_rel_rms_err": f(self.state_err), "overflow": self.overflow}
 
@@ -124,9 +126,11 @@ def attribute(execution: Execution, ref_o: torch.Tensor, ref_state: torch.Tensor
     `ref_o`, `ref_state`: the fp64 recurrence on `execution.inputs_as_stored`."""
     pol = execution.precision
     q, k, v, g, beta, h0 = execution.inputs_as_stored
-    run = lambda p: execute(q, k, v, g, beta, None, h0, chunk_size=execution.chunk_size, precision=p,
-                            program=program)
-    measure = lambda name, where, dt, nb, p: _measure(name, where, dt, nb, run(p), ref_o, ref_state)
+    def run(p):
+        return execute(q, k, v, g, beta, None, h0, chunk_size=execution.chunk_size, types=Types(policy=p),
+                       design=single_pass(program))
+    def measure(name, where, dt, nb, p):
+        return _measure(name, where, dt, nb, run(p), ref_o, ref_state)
     graph = execution.graph
     total = sum(graph.sync_bytes) + (graph.state.nbytes if graph.state else 0)
     full = _measure("all", "as run", pol.describe(), total, execution, ref_o, ref_state)
@@ -196,8 +200,9 @@ def find_policy(inputs, program, base: Precision, target: float, chunk_size: int
     under bf16 transfers, 8x finer; then fp32), until max(output, state) rel RMS <= target; then undo or
     cheapen every change the target does not need. `fp32_only`: fp32 is the only finer type tried."""
     x = inputs
-    run = lambda types: execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, chunk_size=chunk_size,
-                                precision=_apply(base, types), program=program)
+    def run(types):
+        return execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, chunk_size=chunk_size,
+                       types=Types(policy=_apply(base, types)), design=single_pass(program))
     first = run({})
     if ref is None:
         from kda.studies.oracle import reference
@@ -258,7 +263,7 @@ def one_thread():
         torch.set_num_threads(before)
 
 
-def _e(x: float) -> str:
+def sci(x: float) -> str:
     return f"{x:.2e}" if math.isfinite(x) else "inf/NaN"
 
 
@@ -271,14 +276,14 @@ def attribution_table(a: Attribution, title: str = ""):
               title_justify="left")
     for col in ("rank", "rounded alone", "where", "type", "KiB", "output", "final state", "overflow"):
         t.add_column(col, justify="right" if col in ("rank", "KiB", "output", "final state") else "left")
-    t.add_row("", "nothing (exact)", "", a.exact.dtype, "", _e(a.exact.o_err), _e(a.exact.state_err), "")
+    t.add_row("", "nothing (exact)", "", a.exact.dtype, "", sci(a.exact.o_err), sci(a.exact.state_err), "")
     for n, i in enumerate(a.payloads, 1):
-        t.add_row(str(n), i.name, i.where, i.dtype, f"{i.nbytes / 1024:g}", _e(i.o_err), _e(i.state_err),
+        t.add_row(str(n), i.name, i.where, i.dtype, f"{i.nbytes / 1024:g}", sci(i.o_err), sci(i.state_err),
                   i.overflow or "")
     for i in a.syncs:
-        t.add_row("", i.name + " whole", i.where, i.dtype, f"{i.nbytes / 1024:g}", _e(i.o_err), _e(i.state_err),
+        t.add_row("", i.name + " whole", i.where, i.dtype, f"{i.nbytes / 1024:g}", sci(i.o_err), sci(i.state_err),
                   i.overflow or "")
-    t.add_row("", "everything (as run)", "", "", f"{a.full.nbytes / 1024:g}", _e(a.full.o_err),
-              _e(a.full.state_err), a.full.overflow or "", end_section=True)
-    t.add_row("", "quadrature sum", "", "", "", _e(a.quadrature), "", "")
+    t.add_row("", "everything (as run)", "", "", f"{a.full.nbytes / 1024:g}", sci(a.full.o_err),
+              sci(a.full.state_err), a.full.overflow or "", end_section=True)
+    t.add_row("", "quadrature sum", "", "", "", sci(a.quadrature), "", "")
     return t

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from npusim import Precision
 
-from kda.backward import backward_design, execute_backward, record_backward_graphs
-from kda.multipass import stored_types
+from kda.driver.backward import backward_design, execute_backward, record_backward_graphs
+from kda.driver.multipass import stored_types
 from kda.reference.parity import compare, tolerance
 from kda.reference.recurrence_bwd import GRADS, recurrent_kda_grads
 

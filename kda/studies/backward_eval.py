@@ -15,16 +15,20 @@ from dataclasses import dataclass, replace
 import torch
 
 from npusim import Profile
-from npusim.output.design_report import DesignReport, build_design_report
 from npusim.model.multipass import simulate_design, templates
+from npusim.output.report import DesignReport, build_design_report
 from npusim.record.precision import itemsize
 
-from kda.api import KdaInputError
-from kda.backward import BackwardExecution, backward_design, execute_backward, kept_bytes, record_backward_graphs
-from kda.studies.evaluate import Settings, _cu, evaluate, make_settings_inputs, on_device, precision_for, profile_for
-from kda.inputs import KdaInputs
+from kda.driver.backward import BackwardExecution, backward_design, execute_backward, kept_bytes, record_backward_graphs
+from kda.driver.checks import KdaInputError
+from kda.driver.inputs import KdaInputs
 from kda.reference.parity import Parity, compare, tolerance
 from kda.reference.recurrence_bwd import GRADS, recurrent_kda_grads
+from kda.settings import Settings
+from kda.settings.inputs import cu_seqlens, make_settings_inputs, on_device
+from kda.settings.precision import precision_for
+from kda.settings.profile import checked_profile
+from kda.studies.evaluate import evaluate
 from kda.studies.timing import chunk_counts
 
 
@@ -97,10 +101,12 @@ def grad_outputs(x: KdaInputs, seed: int, sequences: int | None = None) -> tuple
 
 def evaluate_backward(version: str, settings: Settings, states: str = "recompute", inputs: KdaInputs | None = None,
                       do: torch.Tensor | None = None, dht: torch.Tensor | None = None, *,
-                      forward: bool = True, progress=None, check_names: bool = True) -> BackwardResult:
-    """Numerics (unless settings.numerics is off), parity of every gradient, and the timing."""
+                      forward: bool = True, progress=None, check_names: bool = True,
+                      profile: Profile | None = None) -> BackwardResult:
+    """Numerics (unless settings.numerics is off), parity of every gradient, and the timing. `profile`: the
+    run's, loaded and its work checked once by the caller (kda.settings.profile.checked_profile); else here."""
     design = backward_design(version, states)
-    profile = profile_for(settings)
+    profile = profile or checked_profile(settings)
     C = settings.chunk_size
     precision = precision_for(settings, design.reverse_state_pass.program)
     if check_names:
@@ -111,11 +117,12 @@ def evaluate_backward(version: str, settings: Settings, states: str = "recompute
         if do is None:
             do, dht_seeded = grad_outputs(x, settings.seed, len(settings.seqlens) if settings.seqlens else None)
             dht = dht_seeded if dht is None else dht
-        to_dev = lambda t: None if t is None else t.to(x.q.device)
+        def to_dev(t):
+            return None if t is None else t.to(x.q.device)
         do, dht = to_dev(do), to_dev(dht)
         ex = execute_backward(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, do, dht, version=version,
                               chunk_size=C, precision=precision, states=states, progress=progress,
-                              cu_seqlens=_cu(settings))
+                              cu_seqlens=cu_seqlens(settings))
         ref = reference_grads(x, do, dht, ex.precision, settings.seqlens)
         tol = {n: tolerance(n, ex.precision.transfer) for n in GRADS}
         parity = {n: compare(ref[n], ex.grads[n], tol[n]) for n in GRADS}
@@ -130,7 +137,8 @@ def evaluate_backward(version: str, settings: Settings, states: str = "recompute
     report, run, serial = time_backward(design, graphs, profile, settings, precision.transfer)
     fwd = None
     if forward:
-        fwd = evaluate(version, replace(settings, numerics=False, keep_trace=False, attribution=False)).design_report
+        fwd = evaluate(version, replace(settings, numerics=False, keep_trace=False, attribution=False),
+                       profile=profile).design_report
     counts = chunk_counts(settings)
     kept = kept_bytes(version, states, sum(counts), 1, settings.d_k, settings.d_v, precision, C)
     return BackwardResult(version, states, settings, profile, ex, parity, tol, report, fwd, kept, tuple(graphs),
@@ -152,16 +160,20 @@ def reference_grads(x: KdaInputs, do, dht, precision, seqlens=None) -> dict[str,
     """The fp64 autograd gradients on the inputs as the NPU's GM held them; with `seqlens` (FLA's varlen
     layout [1, total, ...]) each sequence through the recurrence on its own, put back in place."""
     cd = precision.compute
-    stored = lambda t: precision.round(t.to(cd), precision.transfer)
-    state = lambda t: None if t is None else precision.round(t.to(cd), precision.state_type)
+    def stored(t):
+        return precision.round(t.to(cd), precision.transfer)
+    def state(t):
+        return None if t is None else precision.round(t.to(cd), precision.state_type)
     args = (stored(x.q), stored(x.k), stored(x.v), x.g.to(cd), x.beta.to(cd))
     h0, dO, dS = state(x.initial_state), stored(do), state(dht)
     if not seqlens:
         return recurrent_kda_grads(*args, None, h0, dO, dS)
     parts, start = [], 0
     for i, n in enumerate(seqlens):
-        cut = lambda t: t[:, start:start + n]
-        one = lambda t: None if t is None else t[i:i + 1]
+        def cut(t):
+            return t[:, start:start + n]
+        def one(t):
+            return None if t is None else t[i:i + 1]
         parts.append(recurrent_kda_grads(*(cut(t) for t in args), None, one(h0), cut(dO), one(dS)))
         start += n
     return {g: torch.cat([p[g] for p in parts], 0 if g == "dh0" else 1) for g in GRADS}

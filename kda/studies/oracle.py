@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kda.api import Execution
+from kda.driver.execute import Execution
 from kda.reference.recurrence import naive_recurrent_kda
 
 
@@ -15,7 +15,7 @@ from kda.reference.recurrence import naive_recurrent_kda
 class Reference:
     o: torch.Tensor                  # fp64
     state: torch.Tensor              # fp64
-    key: tuple = ()                  # what the stored inputs depend on (see _reference_key)
+    key: tuple = ()                  # what the stored inputs depend on (see reference_key)
 
 
 def reference(ex: Execution) -> Reference:
@@ -26,27 +26,29 @@ def reference(ex: Execution) -> Reference:
     if q.device.type == "npu":          # Ascend has no fp64 matmul: the ground truth runs on the host
         q, k, v, g, beta, h0 = (None if x is None else x.cpu() for x in (q, k, v, g, beta, h0))
     o, S = naive_recurrent_kda(q, k, v, g, beta, None, h0, True, dtype=torch.float64)
-    return Reference(o, S, _reference_key(ex))
+    return Reference(o, S, reference_key(ex))
 
 
 def _varlen_reference(ex: Execution) -> Reference:
     """The recurrence over each sequence of a variable-length batch on its own."""
     q, k, v, g, beta, h0 = ex.inputs
     p, cd = ex.precision, ex.precision.compute
-    stored = lambda x: p.round(x.to(cd), p.transfer)
+    def stored(x):
+        return p.round(x.to(cd), p.transfer)
     outs, states, a = [], [], 0
     for i, n in enumerate(ex.seqlens):
-        part = lambda x: x[:, a:a + n]
+        def part(x):
+            return x[:, a:a + n]
         init = None if h0 is None else p.round(h0[i:i + 1].to(cd), p.state_type)
         o, S = naive_recurrent_kda(stored(part(q)), stored(part(k)), stored(part(v)), part(g).to(cd),
                                    part(beta).to(cd), None, init, True, dtype=torch.float64)
         outs.append(o)
         states.append(S)
         a += n
-    return Reference(torch.cat(outs, 1), torch.cat(states, 0), _reference_key(ex))
+    return Reference(torch.cat(outs, 1), torch.cat(states, 0), reference_key(ex))
 
 
-def _reference_key(ex: Execution) -> tuple:
+def reference_key(ex: Execution) -> tuple:
     """GM holds q, k, v in the transfer type and the initial state in the state type: a reference made
     for one policy serves another only if these agree (v4 keeps its state in fp32 by default)."""
     has_h0 = ex.inputs is not None and ex.inputs[5] is not None

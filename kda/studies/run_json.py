@@ -16,6 +16,12 @@ both tables of `--version all` show it). For a one-pass design it is its phase p
 design document's; fla has 9 over its six passes, v5 7 over two."""
 from __future__ import annotations
 
+import math
+
+from npusim.record.precision import NAMES
+
+from kda.settings.precision import uniform_bytes
+
 SCHEMA_VERSION = 1
 
 
@@ -27,7 +33,7 @@ def schema() -> dict:
 
 
 def layer_json(dr, tokens: int, heads: int, ai_cores: int) -> dict:
-    """The layer on the chip from a DesignReport (npusim/output/design_report.py)."""
+    """The layer on the chip from a DesignReport (npusim/output/report.py)."""
     d = dr.to_dict()
     passes = d.pop("passes")
     for k in ("design", "profile", "interleave"):      # the settings say these
@@ -59,7 +65,7 @@ def pipeline_json(r) -> dict:
         "overlap": None,
     }
     if r.pipelined is not None and r.pipelined.trace is not None:
-        from npusim.output.overlap import analyse      # interval-merging metrics of the pipelined run
+        from npusim.output.overlap import analyse  # interval-merging metrics of the pipelined run
         out["overlap"] = analyse(r.pipelined).to_dict()
     return out
 
@@ -73,3 +79,68 @@ def programs_json(r) -> list[dict]:
              "redundant_bytes_per_chunk": g.redundant_bytes, "unused_bytes_per_chunk": g.unused_bytes,
              "macs_by_phase": g.macs_by_phase(), "element_ops_by_phase": g.element_ops_by_phase()}
             for name, g in zip(names, graphs)]
+
+
+def result_json(r) -> dict:
+    """An evaluation (kda.studies.evaluate.VersionResult) in the shape of kda/schema/run.schema.json."""
+    s, ex = r.settings, r.execution
+    dr = r.design_report
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "version": r.version, "chunks": ex.chunks, "tokens": s.T, "batch": s.batch, "heads": s.heads,
+        "value_heads": s.v_heads,
+        "chunk_size": s.chunk_size, "d_k": s.d_k, "d_v": s.d_v, "dtype": s.dtype, "gates": s.gates,
+        "seed": s.seed, "profile": r.profile.name, "interleave": s.interleave,
+        "seqlens": list(s.seqlens) if s.seqlens else None,
+        "numerics": r.parity_o is not None,
+        "layer": None if dr is None else layer_json(dr, s.batch * s.T, s.v_heads, r.profile.chip.ai_cores),
+        "pipeline": None if r.report is None else pipeline_json(r),      # a one-pass design's detail
+        "programs": programs_json(r),
+        "parity": None if r.parity_o is None else {
+            **r.parity_o.to_dict(), "state": r.parity_state.to_dict(), "pass": r.passed,
+            "first_failing_chunk": r.first_failing_chunk, "note": r.note},
+        "errors": None if r.parity_o is None else {
+            "o": _json_err(r.parity_o.rel_rms_err), "final_state": _json_err(r.parity_state.rel_rms_err),
+            "o_per_chunk": [_json_err(e) for e in r.chunk_errors]},
+        "overflow": _overflow(ex),
+        "workspace_error": r.workspace_error,
+        "capacity_error": r.capacity_error,
+        "precision": _policy_json(ex),
+        "attribution": r.attribution.to_dict() if r.attribution is not None else None,
+        "memory": plans_json(r) if dr is not None else None,
+    }
+
+
+def plans_of(r) -> list[tuple]:
+    """(pass name, plan) of every phase of the design's passes ("" for a one-pass design)."""
+    dr = r.design_run
+    if dr is None:
+        return []
+    single = len(dr.passes) == 1
+    return [("" if single else pr.pass_.name, p) for pr in dr.passes for p in pr.run.template.plans]
+
+
+def plans_json(r) -> list[dict]:
+    return [{**({"pass": name} if name else {}), **p.to_dict()} for name, p in plans_of(r)]
+
+
+def _overflow(ex) -> dict | None:
+    nf = ex.nonfinite
+    if nf is None:
+        return None
+    meta = ex.graph.tensors.get(nf.tensor)
+    phase = meta.producer if meta is not None else None
+    return {"phase": phase, "tensor": nf.tensor, "where": nf.where, "chunk": nf.chunk, "sequence": nf.sequence}
+
+
+def _json_err(x: float):
+    return x if math.isfinite(x) else None
+
+
+def _policy_json(ex) -> dict:
+    p, g = ex.precision, ex.graph
+    uniform = uniform_bytes(g, p.transfer)
+    return {"transfer": p.transfer, "payloads": {x.name: x.dtype for s in g.syncs for x in s.payload},
+            "state": p.state_type, "accumulate": p.accumulate or NAMES[p.compute],
+            "bytes_per_chunk": {"syncs": sum(g.sync_bytes), "state": g.state.nbytes if g.state else 0,
+                                "uniform_transfer": uniform}}

@@ -22,11 +22,14 @@ import torch
 
 from npusim import Precision
 
-from kda.api import Execution
-from kda.studies.evaluate import Reference, Settings, evaluate, make_settings_inputs, reference
-from kda.inputs import GATES, KdaInputs
-from kda.reference.parity import RATIO
+from kda.driver.execute import Execution
+from kda.driver.inputs import GATES, KdaInputs
 from kda.programs import PROGRAMS
+from kda.reference.parity import RATIO
+from kda.settings import Settings
+from kda.settings.inputs import make_settings_inputs
+from kda.studies.evaluate import evaluate
+from kda.studies.oracle import Reference, reference
 
 TRANSFERS = ("fp32", "bf16", "fp16")
 PASS, FAIL, OVERFLOW = "pass", "fail", "overflow"
@@ -210,7 +213,8 @@ def threshold_table(ths: list[Threshold]):
                     "to 0.01 nats)", box=box.SIMPLE_HEAD, title_justify="left")
     for col in ("version", "transfer", "first failure at N", "how", "first overflow at N", "where"):
         t.add_column(col, justify="right" if col.endswith("at N") else "left")
-    at = lambda th: f"none up to {th.max_nats:g}" if th.nats is None else f"{th.nats:.2f}"
+    def at(th):
+        return f"none up to {th.max_nats:g}" if th.nats is None else f"{th.nats:.2f}"
     pairs = {}
     for th in ths:
         pairs.setdefault((th.version, th.dtype), {})[th.kind] = th

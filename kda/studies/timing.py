@@ -3,12 +3,10 @@ report with the chip's HBM floor. evaluate.py calls it after the numerics (or on
 random inputs, for a timing-only run)."""
 from __future__ import annotations
 
-from dataclasses import replace
-
-from npusim import WorkspaceError, build_report, simulate
+from npusim import WorkspaceError
 from npusim.chip.capacity import CapacityError
-from npusim.output.design_report import build_design_report
-from npusim.model.multipass import DesignRun, PassRun, simulate_design, templates
+from npusim.model.multipass import simulate_design, templates
+from npusim.output.report import build_design_report
 from npusim.record.precision import itemsize
 
 
@@ -42,25 +40,21 @@ def timing_design(design, settings):
     return with_in_kernel(design, options, lower_bound=getattr(settings, "gate_lower_bound", None))
 
 
-def grouped_graphs(ex, settings, design):
-    """The Execution with its graphs recorded for the timing (kda.api.record_graphs): for grouped value heads
+def timed_graphs(design, settings, precision) -> tuple:
+    """(the design the run times, its graphs, the policy used): recorded once, on random inputs of the run's
+    shapes (kda.driver.execute.record_graphs), where a full run's numerics graphs do not serve: with grouped value heads
     (group=G) a work item is one q/k head with the G value heads that share it, so its chunk loads the q/k
-    tile from GM once for all G (the same numbers: the numerics ran each value head with its group's q and
-    k); with in-kernel options, their pass in front (timing_design; the numerics applied the same formulas
-    to the inputs)."""
-    from kda.api import record_graphs
+    tile from GM once for all G; with in-kernel options, their pass in front (timing_design)."""
+    from kda.driver.execute import record_graphs
     timed = timing_design(design, settings)
-    graphs, _ = record_graphs(timed, chunk_size=ex.chunk_size, d_k=settings.d_k, d_v=settings.d_v,
-                              precision=ex.precision, group=settings.group)
-    if timed.single:
-        return replace(ex, graph=graphs[0], graphs=())
-    main = [p.program.name for p in timed.passes].index(ex.graph.program)
-    return replace(ex, graph=graphs[main], graphs=tuple(graphs), design=timed)
+    graphs, precision = record_graphs(timed, chunk_size=settings.chunk_size, d_k=settings.d_k, d_v=settings.d_v,
+                                      precision=precision, group=settings.group)
+    return timed, graphs, precision
 
 
 def time_result(result) -> None:
-    """Fill result.design_run / design_serial / design_report (and, for one-pass designs, the per-chunk
-    report, pipelined and serial runs as before)."""
+    """Fill result.design_run / design_serial / design_report: every design, one pass or several, replayed
+    pass after pass, pipelined and serial; each pass of the report carries its per-chunk detail."""
     s, profile, ex, design = result.settings, result.profile, result.execution, result.design
     counts = chunk_counts(s)
     floor = floor_bytes(s, ex.precision.transfer)
@@ -72,22 +66,7 @@ def time_result(result) -> None:
     except CapacityError as err:         # the run's numerics stay; the CLI reports it and exits 2
         result.capacity_error = str(err)
         return
-    if design.single:
-        tpl = tpls[0]
-        uniform = len(set(counts)) == 1
-        kw = dict(chunks=counts[0] if uniform else counts, sequences=len(counts), trace=s.keep_trace,
-                  interleave=s.interleave, record=getattr(s, "record", False))
-        result.pipelined = simulate(tpl, profile, **kw)
-        result.serial = simulate(tpl, profile, serial=True, **kw)
-        result.report = build_report(result.pipelined, result.serial)
-        launch = profile.chip.launch_overhead_us
-        wrap = lambda run: DesignRun(design, profile, [PassRun(design.passes[0], run, launch, launch)], run.serial,
-                                     tuple(counts), s.interleave)
-        result.design_run, result.design_serial = wrap(result.pipelined), wrap(result.serial)
-    else:
-        record = getattr(s, "record", False)
-        result.design_run = simulate_design(design, tpls, profile, counts, interleave=s.interleave,
-                                            trace=s.keep_trace, record=record)
-        result.design_serial = simulate_design(design, tpls, profile, counts, serial=True, interleave=s.interleave,
-                                               trace=s.keep_trace, record=record)
+    kw = dict(interleave=s.interleave, trace=s.keep_trace, record=s.record)
+    result.design_run = simulate_design(design, tpls, profile, counts, **kw)
+    result.design_serial = simulate_design(design, tpls, profile, counts, serial=True, **kw)
     result.design_report = build_design_report(result.design_run, result.design_serial, floor)

@@ -13,9 +13,16 @@ from typing import Callable
 
 import numpy as np
 
-from npusim.fit.uncertainty import (Assumption, Influence, Interval, assumptions, interval, rank_influences,
-                                sample_profiles, sample_values)
-
+from npusim.fit.uncertainty import (
+    Assumption,
+    Influence,
+    Interval,
+    assumptions,
+    interval,
+    rank_influences,
+    sample_profiles,
+    sample_values,
+)
 from npusim.model.limits import MAX_SAMPLES, check
 from npusim.model.whatif import Ways
 

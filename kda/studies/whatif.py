@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from npusim.chip.profile import Profile
 from npusim.model.whatif import DesignTimer, Timings
-from npusim.output.design_report import _pass_bound
+from npusim.output.report import pass_bound
 
 from kda.studies.timing import chunk_counts
 
@@ -17,7 +17,7 @@ def timer(result) -> DesignTimer:
     runs = {k: v for k, v in runs.items() if v is not None and all(p.run.log is not None for p in v.passes)}
     return DesignTimer(result.design, result.execution.pass_graphs, result.profile, chunk_counts(s),
                        state_handoff=s.state_handoff, capacity=s.capacity, interleave=s.interleave, runs=runs,
-                       bound_of=_pass_bound)
+                       bound_of=pass_bound)
 
 
 def time_profiles(result, profiles: list[Profile], *, serial: bool = True, bound: bool = True) -> Timings:

@@ -8,8 +8,9 @@ import math
 from npusim import NpuSimError
 from npusim.model.workspace import analyse as workspace_use
 
-from kda.api import KdaInputError
-from kda.studies.evaluate import Settings, evaluate
+from kda.driver.checks import KdaInputError
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
 
 OK, FAILED = "ok", "failed"
 

@@ -12,7 +12,7 @@
     heads = 32
     tokens = 131072
 
-Option values go through kda.cli.run's own parser and `_settings`, so every option `kda.cli.run` grows is an axis
+Option values go through kda.cli.run's own parser and `settings_from_args`, so every option `kda.cli.run` grows is an axis
 here, checked the same way. A spec that names an unknown option, an empty axis or a value the option does
 not take is a `SpecError` (one line); a combination that fails only when run becomes an error row.
 """
@@ -28,10 +28,13 @@ from pathlib import Path
 from npusim import NpuSimError
 from npusim.model.limits import MAX_POINTS, check
 
-from kda.api import KdaInputError
-from kda.studies.evaluate import Settings, profile_for
+from kda.driver.checks import KdaInputError
+from kda.settings import Settings
+from kda.settings.profile import profile_for
 from kda.programs import DESIGNS
-from kda.cli.run import _settings, build_parser, parse_args
+from kda.cli.checks import check_args
+from kda.cli.run import build_parser, parse_args
+from kda.cli.run_options import settings_from_args
 
 # kda.cli.run options that shape output, not the run: not axes
 NOT_AXES = {"json": "an output format", "trace": "an output file", "plot": "an output file",
@@ -133,7 +136,8 @@ def argv(options: dict, numerics: bool = True) -> list[str]:
 def point_settings(options: dict, numerics: bool = True, keep_trace: bool = True) -> Settings:
     """Settings of one point, as `python -m kda.run` would build them from the same options."""
     args = parse_args(argv(options, numerics), _parser())
-    settings = _settings(args)
+    check_args(args)
+    settings = settings_from_args(args)
     return settings if keep_trace else replace(settings, keep_trace=False)
 
 

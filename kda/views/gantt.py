@@ -29,7 +29,6 @@ STATE_COLOR, ARROW_COLOR, BOTH_COLOR = "#c0392b", "#333333", "#7b3fa0"
 LINKS = ("link:cube->vec", "link:vec->cube")
 BOTH = "both"
 ROW_NAME = {CUBE: "Cube", "link:cube->vec": "Cube→Vec", "link:vec->cube": "Vec→Cube", BOTH: "Cube‖Vec"}
-FORMATS = (".png", ".svg", ".pdf")
 
 
 @dataclass(frozen=True)
@@ -71,11 +70,11 @@ def rows_for(run: Run, cores: Sequence[int], both_busy: bool = False, pipes: boo
     return rows
 
 
-def _cores(run: Run, max_cores: int) -> list[int]:
+def shown_cores(run: Run, max_cores: int) -> list[int]:
     return list(range(min(run.cores_used, max_cores)))
 
 
-def _window(run: Run, detail_chunks: int, window_chunks: int) -> tuple[float, float, tuple[int, int]] | None:
+def zoom_window(run: Run, detail_chunks: int, window_chunks: int) -> tuple[float, float, tuple[int, int]] | None:
     """None: draw everything. Else a time range covering `window_chunks` chunks from the steady state."""
     if run.chunks <= detail_chunks:
         return None
@@ -90,7 +89,7 @@ def draw_gantt(ax, run: Run, *, cores: Sequence[int] | None = None, t_range: tup
                max_cores: int = 2, arrow_alpha: float = 0.8) -> dict:
     """Bars and arrows of `run` on `ax`. Returns {(core, unit, vec index): bars drawn} for phases and syncs
     (syncs: one bar each, its transfer; the latency after it is drawn lighter and not counted)."""
-    cores = list(cores) if cores is not None else _cores(run, max_cores)
+    cores = list(cores) if cores is not None else shown_cores(run, max_cores)
     pipes = has_pipes(run)
     rows = rows_for(run, cores, both_busy, pipes)
     row_of = {(r.core, r.unit, r.vec_index): r for r in rows}
@@ -249,10 +248,10 @@ def draw_utilisation(ax, run: Run, *, cores: Sequence[int] | None = None, max_bi
     """The whole run as busy fraction per time bin and row (for runs too long for bars): the coloured part of
     each grey band is the busy share of that bin; a bin ends where a chunk of sequence 0 ends, so each holds
     whole chunks and the steady state reads flat; the right edge gives each row's busy share over the run."""
-    cores = list(cores) if cores is not None else _cores(run, max_cores)
+    cores = list(cores) if cores is not None else shown_cores(run, max_cores)
     rows = rows_for(run, cores)
     busy = busy_intervals(run)
-    ends = sorted(_chunk_ends(run, seq=0))
+    ends = sorted(chunk_ends(run, seq=0))
     step = max(1, -(-len(ends) // max_bins))
     edges = np.array(sorted({0.0, *ends[step - 1::step], run.makespan_us}))
     shares = []
@@ -297,7 +296,7 @@ def legend_handles(run: Run, both_busy: bool = False) -> list:
         h.append(Patch(color=BOTH_COLOR, label="Cube and Vector both busy"))
     return h
 
-def _chunk_ends(run: Run, seq: int | None = None) -> list[float]:
+def chunk_ends(run: Run, seq: int | None = None) -> list[float]:
     """When each chunk's last node ends (of one sequence, or of all)."""
     ends: dict = {}
     for e in run.trace.events():

@@ -8,7 +8,6 @@ A Vector phase runs on all the core's Vector units in lockstep, so "Vector" is o
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -16,8 +15,6 @@ import numpy as np
 from npusim.record.graph import CUBE, VEC
 from npusim.model.multipass import DesignRun
 from npusim.model.template import PHASE
-
-from kda.views.plots import save
 
 UNITS = {CUBE: "Cube", VEC: "Vector"}
 
@@ -78,27 +75,30 @@ def draw_passes(ax, dr: DesignRun) -> None:
     ax.set_xlim(0, dr.latency_us / 1e3)
 
 
-def figure_designs(results: Sequence, bins: int = 400, width: float = 14.0, serial: bool = False):
-    """Per result (kda.studies.evaluate.Result with a traced design_run, or design_serial with `serial`): the pass
-    strip, Cube and Vector heat maps."""
+def figure_designs(results: Sequence, bins: int = 400, width: float = 14.0, serial: bool = False,
+                   labels: Sequence[str] | None = None):
+    """Per result with a traced design_run (design_serial with `serial`): the pass strip, Cube and Vector
+    heat maps, titled with its label (default: its version, and "serial")."""
     import matplotlib.pyplot as plt
     run_of = (lambda r: r.design_serial) if serial else (lambda r: r.design_run)
-    rows = [r for r in results if run_of(r) is not None]
+    named = [(r, f"{r.version}{' serial' if serial else ''}" if labels is None else labels[i])
+             for i, r in enumerate(results)]
+    rows = [(r, label) for r, label in named if run_of(r) is not None]
     if not rows:
         raise ValueError("no design run to plot")
     ratios = []
-    for r in rows:
+    for r, _ in rows:
         cores = max(p.run.cores_used for p in run_of(r).passes)
         ratios += [0.5, max(1.0, cores / 8), max(1.0, cores / 8)]
     fig, axes = plt.subplots(len(ratios), 1, figsize=(width, sum(ratios) * 0.9 + 0.8 * len(rows)),
                              gridspec_kw={"height_ratios": ratios}, squeeze=False, layout="constrained")
     axes = axes[:, 0]
     im = None
-    for k, r in enumerate(rows):
+    for k, (r, label) in enumerate(rows):
         dr = run_of(r)
         strip, cube, vec = axes[3 * k: 3 * k + 3]
         draw_passes(strip, dr)
-        strip.set_title(f"{r.version}{' serial' if serial else ''}: {dr.latency_us / 1e3:,.3f} ms on {r.profile.name}, {dr.sequences} "
+        strip.set_title(f"{label}: {dr.latency_us / 1e3:,.3f} ms on {r.profile.name}, {dr.sequences} "
                         f"sequence(s), interleave {dr.interleave} · grey: launch, red: all-core barrier, "
                         "dashed: a pass starts", fontsize=10, loc="left")
         im = draw_heatmap(cube, dr, CUBE, bins)
@@ -110,8 +110,3 @@ def figure_designs(results: Sequence, bins: int = 400, width: float = 14.0, seri
             ax.set_xlim(0, dr.latency_us / 1e3)
     fig.colorbar(im, ax=list(axes), shrink=0.6, label="busy fraction")
     return fig
-
-
-def save_design_plot(path: str | Path, results: Sequence, **kw) -> Path:
-    """What `python -m kda.run --plot out.png` calls when a design has several passes."""
-    return save(figure_designs(results, **kw), path)

@@ -15,7 +15,7 @@ from typing import Sequence
 
 from npusim.model.schedule import CHUNKS
 
-from kda.views.gantt import _window, draw_gantt, legend_handles
+from kda.views.gantt import zoom_window, draw_gantt, legend_handles
 
 FORWARD, BACKWARD = "#1f77b4", "#d62728"
 
@@ -62,7 +62,7 @@ def figure_training(fwd, bwd, *, zoom_chunks: int = 2, width: float = 15.0):
                       f"sequence(s) · grey: launch, red: all-core barrier", fontsize=10, loc="left")
     for ax, (side, p) in zip(axes[1:], zooms):
         run = p.run
-        window = _window(run, 0, zoom_chunks)
+        window = zoom_window(run, 0, zoom_chunks)
         lo, hi, (c0, c1) = window if window else (0.0, run.makespan_us, (0, run.chunks - 1))
         draw_gantt(ax, run, cores=[0], t_range=(lo, hi))
         order = "from the last chunk to the first" if p.pass_.reverse else "in order"

@@ -10,11 +10,11 @@
 - `figure_versions(results)`: one panel per version on a shared time axis.
 - `figure_serial_vs_pipelined(r)`: serial above pipelined on one time axis, with the time Cube and Vector
   work at once marked, so the overlap shows.
-`save_plot(path, results)` is what `python -m kda.run --plot out.png` calls; the extension picks the format.
+`save_plot(path, results)` is what `python -m kda.run --plot out.png` calls, for every design (the heat maps
+of plot_occupancy.py for designs of several passes); the extension picks the format.
 """
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Sequence
 
@@ -30,7 +30,8 @@ from npusim.record.graph import CUBE  # noqa: E402
 from npusim.output.overlap import analyse  # noqa: E402
 from npusim.output.pipe_trace import has_pipes  # noqa: E402
 
-from kda.views.gantt import (COLORS, FORMATS, ROW_NAME, _chunk_ends, _cores, _window, draw_gantt,  # noqa: E402
+from kda.views.figure import png_bytes, save  # noqa: E402,F401  (plots.save, plots.png_bytes)
+from kda.views.gantt import (COLORS, ROW_NAME, chunk_ends, shown_cores, zoom_window, draw_gantt,  # noqa: E402
                     draw_utilisation, legend_handles)
 
 
@@ -60,9 +61,9 @@ def figure_run(run: Run, title: str = "", *, detail_chunks: int = 24, zoom_chunk
                max_cores: int = 2, width: float = 15.0):
     """One run: an overview (bars up to `detail_chunks` chunks, busy fractions beyond) above a zoom on
     `zoom_chunks` chunks from the steady state, where every phase is labelled and every hand-off drawn."""
-    cores = _cores(run, max_cores)
+    cores = shown_cores(run, max_cores)
     h_rows = _rows_height(run, len(cores))
-    zoom = _window(run, zoom_chunks - 1, zoom_chunks) if run.chunks > zoom_chunks else None
+    zoom = zoom_window(run, zoom_chunks - 1, zoom_chunks) if run.chunks > zoom_chunks else None
     panels = 2 if zoom else 1
     fig, axes = plt.subplots(panels, 1, squeeze=False, figsize=(width, 1.6 + panels * (0.36 * h_rows + 0.9)))
     axes = list(axes[:, 0])
@@ -122,7 +123,7 @@ def figure_versions(results: Sequence, serial: bool = False, *, detail_chunks: i
     span = zoom_periods * max((o.period_us or run.makespan_us) for o, run in zip(ovs, runs))
     for i, (r, run) in enumerate(zip(results, runs)):
         ax = axes[i, 0]
-        cores = _cores(run, max_cores)
+        cores = shown_cores(run, max_cores)
         if run.chunks <= detail_chunks:
             draw_gantt(ax, run, cores=cores, t_range=(0.0, t_max), arrow_alpha=0.45)
         else:
@@ -167,7 +168,7 @@ def figure_serial_vs_pipelined(r, *, window_chunks: int = 3, width: float = 15.0
                                      gridspec_kw={"height_ratios": [0.5 * h, h - 1, h]})
     o_s, o_p = analyse(ser), analyse(pip)
     for run, color, name in ((ser, "#888888", "serial"), (pip, COLORS[CUBE][0], "pipelined")):
-        done = sorted(_chunk_ends(run))
+        done = sorted(chunk_ends(run))
         a0.step([0.0, *done], range(len(done) + 1), where="post", color=color, lw=1.6,
                 label=f"{name}: {run.latency_us:.1f} µs")
     a0.axvspan(*t_range, color="#ffd54f", alpha=0.35, lw=0)
@@ -203,33 +204,17 @@ def _bound_name(by: str) -> str:
     return ROW_NAME.get(by, by)
 
 
-def save(fig, path: str | Path, dpi: int = 110) -> Path:
-    """Write by extension (.png, .svg, .pdf) and close the figure."""
-    path = Path(path)
-    if path.suffix.lower() not in FORMATS:
-        plt.close(fig)
-        raise ValueError(f"{path}: a figure file must end in {', '.join(FORMATS)}")
-    meta = {"Software": None} if path.suffix.lower() == ".png" else {}
-    if path.suffix.lower() == ".svg":
-        meta = {"Date": None}
-    elif path.suffix.lower() == ".pdf":
-        meta = {"CreationDate": None, "ModDate": None}
-    fig.savefig(path, dpi=dpi, metadata=meta)
-    plt.close(fig)
-    return path
-
-
-def png_bytes(fig, dpi: int = 80) -> bytes:
-    """The figure as PNG bytes (no timestamp: the same figure gives the same bytes), and close it; for
-    notebooks: IPython.display.Image(png_bytes(fig))."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
-    plt.close(fig)
-    return buf.getvalue()
-
-
-def save_plot(path: str | Path, results: Sequence, serial: bool = False) -> Path:
-    """One result: its Gantt chart; several: the versions stacked on a shared time axis."""
+def save_plot(path: str | Path, results: Sequence, serial: bool = False, *, design_axis: bool | None = None,
+              labels: Sequence[str] | None = None) -> Path:
+    """What `python -m kda.run --plot out.png` calls, for every design. On the designs' time axis (with
+    `design_axis`; by default when one of them has several passes): each design's passes, launches and
+    barriers over occupancy heat maps of every core (plot_occupancy.py; `labels` name them). Otherwise the
+    Gantt chart of the one pass's chunks: one result's, or the versions stacked on a shared time axis."""
     results = list(results)
+    if design_axis is None:
+        design_axis = any(len(r.design.passes) > 1 for r in results)
+    if design_axis:
+        from kda.views.plot_occupancy import figure_designs
+        return save(figure_designs(results, serial=serial, labels=labels), path)
     fig = figure_result(results[0], serial) if len(results) == 1 else figure_versions(results, serial)
     return save(fig, path)

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from npusim.chip.pipes import PIPE_NAME
 
-from kda.studies.evaluate import plans_of
+from kda.studies.run_json import plans_of
 
 KIB = 1024
 

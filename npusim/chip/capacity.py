@@ -33,10 +33,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from npusim.chip.profile import Profile
 from npusim.errors import NpuSimError
 from npusim.record.graph import CUBE, UNIT_LABEL, Local, Phase
 from npusim.record.ops import MATMUL
-from npusim.chip.profile import Profile
 
 TILE, REFUSE = "tile", "refuse"
 CAPACITY_MODES = (TILE, REFUSE)
@@ -199,7 +199,8 @@ def fitting_tilings(phase: Phase, profile: Profile, buffers: int, program: str =
     top = max_tiles(phase)
     out = []
     for parts in (group_parts(group) if group_split else [1]):
-        fits = lambda n, parts=parts: footprint(phase, n, buffers, align, units, parts).nbytes <= cap
+        def fits(n, parts=parts):
+            return footprint(phase, n, buffers, align, units, parts).nbytes <= cap
         if not fits(top):
             continue
         lo, hi = 0, 1                  # fits(lo) is False (or lo = 0); find the first n that fits

@@ -10,10 +10,10 @@ With the profile's [isa] table (isa.py) an op costs what the measured instructio
 """
 from __future__ import annotations
 
+from npusim.chip import isa
+from npusim.chip.profile import Profile
 from npusim.record.graph import CUBE, Phase
 from npusim.record.ops import MATMUL, SEQUENTIAL
-from npusim.chip.profile import Profile
-from npusim.chip import isa
 
 
 def op_us(op, unit: str, profile: Profile) -> float:

@@ -23,11 +23,12 @@ from dataclasses import dataclass
 
 import simpy
 
-from npusim.record.graph import PhaseGraph
 from npusim.chip.profile import Profile
-from npusim.model.template import HBM, L2, OWN, PHASE, RIDE, STATE, SYNC, Node, Template, build_template, shared_rate
+from npusim.errors import NpuSimError
 from npusim.model.limits import check_replay
+from npusim.model.template import HBM, L2, OWN, PHASE, RIDE, STATE, SYNC, Node, Template, build_template, shared_rate
 from npusim.model.trace import Log, Trace, TraceEvent, copy_trace
+from npusim.record.graph import PhaseGraph
 
 __all__ = ["HBM", "L2", "OWN", "PHASE", "RIDE", "STATE", "SYNC", "Log", "Node", "Run", "Template", "Trace",
            "TraceEvent", "build_template", "simulate"]
@@ -53,6 +54,12 @@ class Run:
     @property
     def latency_us(self) -> float:
         return self.makespan_us + self.profile.chip.launch_overhead_us
+
+    def traced(self) -> Trace:
+        """The run's trace; a run simulated without one (trace=False) is refused by name."""
+        if self.trace is None:
+            raise NpuSimError("this run was simulated without a trace: simulate(..., trace=True) keeps one")
+        return self.trace
 
     def lanes(self, core: int) -> int:
         """Sequences `core` alternates at a time (it holds sequences core, core + cores_used, ...)."""
@@ -81,7 +88,8 @@ class _Share:
     __slots__ = ("rate", "ends", "active", "busy", "seen")
 
     def __init__(self, rate: float):
-        self.rate, self.ends, self.active, self.busy, self.seen = rate, [], 0, 0.0, -1
+        self.ends: list[tuple[float, int]] = []
+        self.rate, self.active, self.busy, self.seen = rate, 0, 0.0, -1
 
     def transfer_us(self, now: float, nbytes: int, own_us: float, m: int) -> float:
         ends = self.ends
@@ -319,7 +327,8 @@ class _Model:
     def _occupancy(self, core: _Core, inst: int, delta: int) -> None:
         slot = max(core.slot_of[inst], 0)       # serial mode: one chunk at a time, in slot 0
         core.slot_bytes[slot] += delta
-        self.trace.occupancy.append((self.env.now, core.index, slot, core.slot_bytes[slot]))
+        if self.trace is not None:
+            self.trace.occupancy.append((self.env.now, core.index, slot, core.slot_bytes[slot]))
 
     def _record(self, core: _Core, i: int, node: Node, start: float, busy_end: float) -> None:
         if self.trace is not None:
@@ -412,6 +421,6 @@ def simulate(graph_or_template: PhaseGraph | Template, profile: Profile, *, chun
                 busy[(c, res)] = server.busy
     out = model.trace
     if out is not None and any(len(ms) > 1 for ms in members.values()):
-        out = copy_trace(model.trace, members)
+        out = copy_trace(out, members)
     return Run(tpl, profile, serial, max(counts), sequences, cores, model.env.now, busy, out,
                {r: share.busy for r, share in model.shares.items()}, tuple(counts), interleave, model.log)

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from npusim.chip import isa
 from npusim.chip.capacity import TILE
-from npusim.record.graph import CUBE, VEC, Phase, PhaseGraph, Sync
 from npusim.chip.pipes import PhasePlan, PipeTiming, plan_phase
 from npusim.chip.profile import Profile
 from npusim.model.workspace import WorkspaceUse, analyse, check_fits
+from npusim.record.graph import CUBE, VEC, Phase, PhaseGraph, Sync
 
 PHASE, SYNC, STATE = "phase", "sync", "state"
 RIDE, OWN = "ride", "own"
@@ -118,7 +118,8 @@ def build_template(graph: PhaseGraph, profile: Profile, state_handoff: str = RID
         if isinstance(s, Sync):
             syncs_into.setdefault(s.consumer, []).append(k)
     latency = profile.sync.latency_us
-    link_us = lambda nbytes, direction, payloads=None: _link_us(profile, nbytes, direction, payloads)
+    def link_us(nbytes, direction, payloads=None):
+        return _link_us(profile, nbytes, direction, payloads)
     nodes: list[Node] = []
     plans: list[PhasePlan] = []
     last_on_unit: dict[str, int] = {}
@@ -209,5 +210,7 @@ def _link_us(profile: Profile, nbytes: int, direction: str, payloads) -> float:
 
 def shared_rate(profile: Profile, shared: str | None) -> float:
     """Bytes per us of a chip-wide resource; inf where the profile models no contention."""
+    if shared is None:
+        return math.inf
     gbps = {HBM: profile.memory.chip_bandwidth_gbps, L2: profile.memory.l2_bandwidth_gbps}.get(shared, math.inf)
     return gbps * 1e3

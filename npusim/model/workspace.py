@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from npusim.chip.profile import Workspace
 from npusim.errors import WorkspaceError
 from npusim.record.graph import Phase, PhaseGraph, Sync
-from npusim.chip.profile import Workspace
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
-"""Reports and traces of what the event model ran.
+"""Reports and traces of what the event model ran: one shape for every design, of one pass or several.
 
-    report.py         hand-offs, serial and pipelined latency, utilisation, bound
-    design_report.py  the same for a design of several passes, with the HBM floor
+    report.py         a design's report: latency, bound, HBM floor, roofline; each pass's hand-offs, serial
+                      and pipelined latency, utilisation and bound per chunk
     overlap.py        how much a run overlaps (interval merging)
-    chrome_trace.py   Chrome Trace Event JSON (Perfetto, MindStudio Insight)
-    design_trace.py   Chrome traces of multi-pass designs
+    chrome_trace.py   Chrome Trace Event JSON (Perfetto, MindStudio Insight) of runs and designs
+    trace_events.py   the trace events of one pass's run
     pipe_trace.py     the data-movement segments as traces and Gantt charts draw them
+    trace_file.py     writing a trace, cutting it to a window
 """

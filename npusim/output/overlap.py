@@ -192,7 +192,7 @@ def analyse(run: Run) -> Overlap:
         return hit[2]
     result = _analyse(run)
     key = id(run)
-    _cache[key] = (weakref.ref(run, lambda _ref, key=key: _cache.pop(key, None)), len(run.trace), result)
+    _cache[key] = (weakref.ref(run, lambda _ref, key=key: _cache.pop(key, None)), len(run.traced()), result)
     return result
 
 
@@ -328,7 +328,7 @@ def critical_path(run: Run, events=None) -> CriticalPath:
     grant_from: dict[tuple[int, int], object] = {}
     if not run.serial and tpl.slot_release is not None:
         releases: dict[int, list] = {}
-        tr = run.trace
+        tr = run.traced()
         for k, core, seq, chunk in zip(tr.node, tr.core, tr.seq, tr.chunk):
             if k == tpl.slot_release:
                 releases.setdefault(core, []).append(at[(seq, chunk, k)])
@@ -414,6 +414,4 @@ def _unit_order(unit: str):
 
 
 def _events(run: Run):
-    if run.trace is None:
-        raise ValueError("overlap metrics need a run with a trace (simulate(..., trace=True))")
-    return run.trace.events()
+    return run.traced().events()

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from npusim.chip.pipes import PIPE_NAME
 from npusim.model.engine import PHASE, Run
 from npusim.record.graph import CUBE
-from npusim.chip.pipes import PIPE_NAME
 
 KIB = 1024
 
@@ -38,7 +38,7 @@ def has_pipes(run: Run) -> bool:
 
 def segments(run: Run, lo: float = -math.inf, hi: float = math.inf) -> list[Segment]:
     """Every load and store segment of the run's phases that end after `lo` and start before `hi`."""
-    nodes, tr = run.template.nodes, run.trace
+    nodes, tr = run.template.nodes, run.traced()
     out: list[Segment] = []
     for k, c, s, t, st, be, x in zip(tr.node, tr.core, tr.seq, tr.chunk, tr.start, tr.busy_end, tr.stretch):
         nd = nodes[k]
@@ -55,7 +55,7 @@ def memory_samples(run: Run) -> list[tuple[float, int, str, float, float]]:
     """(t, core, memory track, KiB held, KiB capacity) when each phase starts (its tiles' bytes per unit)
     and ends (0): the counter track of what the phases hold."""
     plans = {p.phase: p for p in run.template.plans}
-    nodes, tr = run.template.nodes, run.trace
+    nodes, tr = run.template.nodes, run.traced()
     out = []
     for k, c, st, be in zip(tr.node, tr.core, tr.start, tr.busy_end):
         nd = nodes[k]

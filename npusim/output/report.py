@@ -1,18 +1,28 @@
-"""What a run yields: hand-offs per chunk, serial and pipelined latency, utilisation, bound, efficiency.
+"""What a design's run yields, pass by pass and as a whole.
 
-The bound is a true lower bound on the pipelined latency: no schedule beats the busiest resource's total
-work, nor the longest dependency chain (which, over many chunks, runs through the state hand-off).
+    DesignReport  the design: latency against its bound, the chip's HBM floor and the Cube roofline;
+                  launches, barriers, hand-offs and HBM bytes; a PassLine per pass
+    Report        a pass's detail per chunk: hand-offs, serial and pipelined latency, utilisation, bound
+
+A pass's bound is a true lower bound on its pipelined latency: no schedule beats the busiest resource's
+total work, nor the longest dependency chain (which, over many chunks, runs through the state hand-off).
+The design's bound adds every launch and barrier; the floor is the least HBM traffic any design needs
+(inputs read once, outputs and final states written once) over the chip's HBM bandwidth; the roofline,
+all MACs of the design over the chip's Cube rate.
+
 Write-after-read edges and slot limits are design choices, not data dependencies: they are left out of
 the bound, so an efficiency below 1 shows what they cost.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
-from npusim.model.engine import RIDE, STATE, SYNC, Run, Template, simulate
-from npusim.record.graph import PhaseGraph
 from npusim.chip.lanes import larger
 from npusim.chip.profile import Profile
+from npusim.model.engine import RIDE, STATE, SYNC, Run, Template, simulate
+from npusim.model.multipass import DesignRun
+from npusim.model.schedule import CHUNKS
+from npusim.record.graph import PhaseGraph
 
 
 @dataclass(frozen=True)
@@ -201,3 +211,123 @@ def run_and_report(graph: PhaseGraph, profile: Profile, *, chunks: int, sequence
     piped = simulate(tpl, profile, chunks=chunks, sequences=sequences, trace=trace)
     serial = simulate(tpl, profile, chunks=chunks, sequences=sequences, serial=True, trace=trace)
     return build_report(piped, serial), piped, serial
+
+
+@dataclass(frozen=True)
+class PassLine:
+    name: str
+    program: str
+    layout: str
+    boundary: str
+    boundary_us: float
+    items: int                     # (sequence, chunk) instances
+    cores: int
+    makespan_us: float
+    bound_us: float
+    syncs_per_item: int
+    sync_bytes_per_item: int
+    hbm_bytes: int
+    macs: int
+    detail: Report | None = field(default=None, compare=False, repr=False)   # per chunk (None: no serial run)
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "detail"}
+
+
+@dataclass
+class DesignReport:
+    design: str
+    profile: str
+    passes: list[PassLine]
+    latency_us: float
+    serial_us: float | None
+    bound_us: float
+    floor_us: float
+    floor_bytes: int
+    roofline_us: float
+    launches: int
+    barriers: int
+    hbm_bytes: int
+    interleave: int
+
+    @property
+    def efficiency(self) -> float:
+        """bound / latency: what the schedule leaves on the table for these passes."""
+        return self.bound_us / self.latency_us if self.latency_us else 0.0
+
+    @property
+    def floor_ratio(self) -> float:
+        """latency / floor: how many times the chip's HBM floor the design takes."""
+        return self.latency_us / self.floor_us if self.floor_us else float("inf")
+
+    @property
+    def roofline_efficiency(self) -> float:
+        return self.roofline_us / self.latency_us if self.latency_us else 0.0
+
+    @property
+    def syncs_per_chunk(self) -> int:
+        """Cross-core hand-offs per (sequence, chunk), summed over the passes."""
+        return sum(p.syncs_per_item for p in self.passes)
+
+    @property
+    def sync_bytes_per_chunk(self) -> int:
+        return sum(p.sync_bytes_per_item for p in self.passes)
+
+    def to_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["passes"] = [p.to_dict() for p in self.passes]
+        d.update(efficiency=self.efficiency, floor_ratio=self.floor_ratio,
+                 roofline_efficiency=self.roofline_efficiency, syncs_per_chunk=self.syncs_per_chunk,
+                 sync_bytes_per_chunk=self.sync_bytes_per_chunk)
+        return d
+
+
+def pass_bound(pr, counts: tuple[int, ...]) -> float:
+    run, tpl = pr.run, pr.run.template
+    cores = run.cores_used
+    if pr.pass_.layout == CHUNKS:
+        per_core = [(run.instances + cores - 1 - c) // cores for c in range(cores)]
+        load = max(per_core) * larger(*_per_instance(tpl, later=False).values())
+        return larger(load, chain_us(tpl, 1))
+    loads = []
+    for c in range(cores):
+        seqs = range(c, len(counts), cores)
+        per_res: dict[str, float] = {}
+        for res, first in _per_instance(tpl, later=False).items():
+            later = _per_instance(tpl, later=True)[res]
+            per_res[res] = sum(first + (counts[s] - 1) * later for s in seqs)
+        loads.append(larger(*per_res.values()))
+    return larger(*loads, chain_us(tpl, max(counts)))
+
+
+def _per_instance(tpl, later: bool) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for node in tpl.nodes:
+        out[node.resource] = out.get(node.resource, 0.0) + (node.busy_us if later else node.busy_first_us)
+    return out
+
+
+def build_design_report(run: DesignRun, serial: DesignRun | None, floor_bytes: int) -> DesignReport:
+    """The design's report; each pass's line carries its per-chunk detail when `serial` is given."""
+    profile = run.profile
+    lines = []
+    roofline_us = 0.0
+    serial_runs = [p.run for p in serial.passes] if serial is not None else [None] * len(run.passes)
+    for pr, ser in zip(run.passes, serial_runs):
+        g = pr.run.template.graph
+        gm = sum(ph.gm_read_bytes + ph.gm_write_bytes for ph in g.phases)
+        macs = sum(op.macs for ph in g.phases for op in ph.ops)
+        roofline_us += sum(op.macs / profile.cube_macs_per_us(op.operand_bytes)
+                           for ph in g.phases if ph.unit == "cube" for op in ph.ops if op.macs) * pr.items
+        lines.append(PassLine(pr.pass_.name, g.program, pr.pass_.layout, pr.pass_.boundary, pr.boundary_us,
+                              pr.items, pr.run.cores_used, pr.run.makespan_us,
+                              pass_bound(pr, run.chunk_counts), len(g.syncs), sum(g.sync_bytes),
+                              gm * pr.items, macs, build_report(pr.run, ser) if ser is not None else None))
+    rate = profile.memory.chip_bandwidth_gbps * 1e3
+    floor = floor_bytes / rate if rate != float("inf") else 0.0
+    return DesignReport(
+        design=run.design.name, profile=profile.name, passes=lines, latency_us=run.latency_us,
+        serial_us=serial.latency_us if serial is not None else None,
+        bound_us=sum(p.bound_us + p.boundary_us for p in lines), floor_us=floor, floor_bytes=floor_bytes,
+        roofline_us=roofline_us / profile.chip.ai_cores, launches=run.design.launches,
+        barriers=run.design.barriers, hbm_bytes=run.hbm_bytes, interleave=run.interleave)

@@ -122,7 +122,8 @@ class BatchedReplay:
         """The block tape for b chunks, captured on the meta device (no memory, no arithmetic), with, per
         boundary slot, whether the walk reads it row by row; and when ahead values are last read."""
         if b not in self.tapes:
-            meta = lambda x: x.to("meta") if isinstance(x, torch.Tensor) else x
+            def meta(x):
+                return x.to("meta") if isinstance(x, torch.Tensor) else x
             inputs = {k: meta(v) for k, v in self.inputs_of(0).items()}
             inputs = {k: (v[None].expand(b, *v.shape) if isinstance(v, torch.Tensor) else v)
                       for k, v in inputs.items()}
@@ -192,8 +193,7 @@ class BatchedReplay:
                     if hit.numel():
                         return pending[int(hit[0, 0])][:2]
                     pending = []
-            get = lambda r: values[r.i] if isinstance(r, _Slot) else r
-            outputs = {k: get(v) for k, v in tape.outputs.items()}
+            outputs = {k: values[v.i] if isinstance(v, _Slot) else v for k, v in tape.outputs.items()}
             del values
             if self.io is not None:
                 self.io.emit(t0, outputs)

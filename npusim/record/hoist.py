@@ -208,7 +208,8 @@ class Tape:
 
     # -- the split -------------------------------------------------------------------------------------
     def _split(self) -> None:
-        mem = lambda i: self.values[i].untyped_storage().data_ptr()
+        def mem(i):
+            return self.values[i].untyped_storage().data_ptr()
         dep: set[int] = set()
         dep_written: set[int] = set()     # memory a state-dependent call wrote
         dep_read: set[int] = set()        # memory a state-dependent call read
@@ -254,7 +255,8 @@ class Tape:
             values[self.state] = state
         for c in self.after:
             c.run(values)
-        get = lambda r: values[r.i] if isinstance(r, _Slot) else r
+        def get(r):
+            return values[r.i] if isinstance(r, _Slot) else r
         outputs = {k: get(v) for k, v in self.outputs.items()}
         return (outputs, None if self.new_state is None else get(self.new_state),
                 None if self.flag is None else get(self.flag))

@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))   # ascendc_stubs/ is a folder of the repository, not an installed package
 
 from ascendc_stubs import bridge  # noqa: E402
-from kda.studies.evaluate import Settings, evaluate  # noqa: E402
-from kda.inputs import make_inputs  # noqa: E402
+from kda.settings import Settings  # noqa: E402
+from kda.studies.evaluate import evaluate
+from kda.driver.inputs import make_inputs  # noqa: E402
 from kda.reference.parity import assert_close, compare  # noqa: E402
 from kda.reference.recurrence import naive_recurrent_kda  # noqa: E402
 

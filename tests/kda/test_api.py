@@ -3,9 +3,10 @@ import pytest
 import torch
 
 from kda import KdaInputError, chunk_kda, recurrent_kda
-from kda.inputs import make_inputs
+from kda.driver.inputs import make_inputs
 from kda.reference.parity import assert_close
 from kda.reference.recurrence import naive_recurrent_kda
+from kda.driver.execute import Types
 
 
 @pytest.mark.parametrize("version", ["v2", "v3"])
@@ -35,7 +36,7 @@ def test_transfer_type_follows_the_inputs_unless_given():
     x = make_inputs(tokens=64, d_k=16, d_v=16)
     assert execute(x.q, x.k, x.v, x.g, x.beta).graph.transfer_dtype == "fp32"
     assert execute(x.q.half(), x.k.half(), x.v.half(), x.g, x.beta).graph.transfer_dtype == "fp16"
-    assert execute(x.q, x.k, x.v, x.g, x.beta, transfer_dtype="bf16").graph.transfer_dtype == "bf16"
+    assert execute(x.q, x.k, x.v, x.g, x.beta, types=Types(transfer="bf16")).graph.transfer_dtype == "bf16"
 
 
 def test_bad_inputs_get_one_line_errors():

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import kda
-from kda.api import KdaInputError, KdaOverflowWarning
-from kda.inputs import make_inputs
+from kda.driver.checks import KdaInputError, KdaOverflowWarning
+from kda.driver.inputs import make_inputs
 
 
 @pytest.fixture

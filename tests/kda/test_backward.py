@@ -9,10 +9,10 @@ from torch.overrides import TorchFunctionMode
 
 import kda
 from kda import KdaInputError
-from kda.backward import execute_backward, kept_bytes
+from kda.driver.backward import execute_backward, kept_bytes
 from kda.studies.backward_eval import evaluate_backward
-from kda.studies.evaluate import Settings
-from kda.inputs import make_inputs
+from kda.settings import Settings
+from kda.driver.inputs import make_inputs
 from kda.reference.parity import assert_close, tolerance
 from kda.reference.recurrence_bwd import recurrent_kda_grads
 from kda.cli.run import main

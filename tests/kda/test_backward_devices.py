@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 
 import kda
-from kda.backward import execute_backward
-from kda.inputs import make_inputs
+from kda.driver.backward import execute_backward
+from kda.driver.inputs import make_inputs
 from kda.programs import BACKWARD
 from kda.reference.parity import assert_close, tolerance
 from kda.reference.recurrence_bwd import GRADS, recurrent_kda_grads

@@ -5,13 +5,13 @@ import pytest
 import torch
 
 import kda
-from kda.backward import execute_backward
-from kda.inputs import make_inputs
+from kda.driver.backward import execute_backward
+from kda.driver.inputs import make_inputs
 from kda.programs import get_backward_design
 from kda.reference.parity import assert_close, tolerance
 from kda.reference.recurrence_bwd import recurrent_kda_grads
 from kda.studies.backward_eval import evaluate_backward
-from kda.studies.evaluate import Settings
+from kda.settings import Settings
 
 from tests.kda.test_backward import GRADS, _ExpInputs, grad_outputs
 

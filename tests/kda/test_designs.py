@@ -6,8 +6,9 @@ import pytest
 import torch
 
 import kda
-from kda.studies.evaluate import Settings, evaluate
-from kda.inputs import make_inputs
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
+from kda.driver.inputs import make_inputs
 from kda.reference.parity import compare
 from kda.reference.recurrence import naive_recurrent_kda
 from kda.cli.run import main
@@ -119,7 +120,7 @@ def test_mform_keeps_its_state_on_the_cube_through_gm():
     GM -> L1 on A2) beside T and C_state, H stored. By hand, bf16, d = 128, one tile (loads, MACs and the
     FixPipe store one after another): MTE2 96 KiB at 57.6 GB/s, [128 x 256] @ [256 x 128] at 4096 MACs a
     cycle plus the 100-cycle matmul overhead at 1.8 GHz, FixPipe 32 KiB at 115.2 GB/s."""
-    from kda.api import record_graphs
+    from kda.driver.execute import record_graphs
     from kda.programs import get_design
     from npusim import build_template, load_profile
     graphs, _ = record_graphs(get_design("mform"), chunk_size=64, d_k=128, d_v=128, precision=Precision("bf16"))
@@ -136,7 +137,7 @@ def test_mform_keeps_its_state_on_the_cube_through_gm():
 
 def test_a_state_handed_between_units_is_not_reloaded():
     """v5's state pass hands its state over a link: no Cube phase loads it from GM as well."""
-    from kda.api import record_graphs
+    from kda.driver.execute import record_graphs
     from kda.programs import get_design
     graphs, _ = record_graphs(get_design("v5"), chunk_size=64, d_k=128, d_v=128,
                               precision=Precision("bf16", state="fp32"))
@@ -150,7 +151,7 @@ def test_v6_hands_off_six_payloads_that_fit_a_slot_each():
     K_left4 and Q_left4 4 x 3 x 4 x 128, K_right4 4 x 6 x 4 x 128 -> (3 + 3 + 6) x 2048 + (3 + 3 + 6) x
     2048 elements x 2 B = 96 KiB; ③ Ai_diag 4 x 16 x 16, A_neg, D_beta, A_qk 64 x 64, K_scaled, Q_scaled,
     K_decay 64 x 128 -> (1024 + 3 x 4096 + 3 x 8192) x 2 B = 74 KiB; both within the 128 KiB slot."""
-    from kda.api import record_graphs
+    from kda.driver.execute import record_graphs
     from kda.programs import get_design
     graphs, _ = record_graphs(get_design("v6"), chunk_size=64, d_k=128, d_v=128,
                               precision=Precision("bf16", state="fp32"))

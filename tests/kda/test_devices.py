@@ -13,10 +13,13 @@ import pytest
 import torch
 
 import kda
-from kda.api import KdaInputError, execute
-from kda.device import DeviceError, resolve_device
-from kda.studies.evaluate import Settings, evaluate, reference
-from kda.inputs import make_inputs
+from kda.driver.checks import KdaInputError
+from kda.driver.execute import ChunkLoop, Types, execute
+from kda.driver.device import DeviceError, resolve_device
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
+from kda.studies.oracle import reference
+from kda.driver.inputs import make_inputs
 from kda.cli.run import main
 
 HAS_CUDA = torch.cuda.is_available()
@@ -32,11 +35,9 @@ def _inputs(**kw):
 @pytest.mark.parametrize("fast", [True, False])
 def test_nothing_is_made_on_the_default_device(version, fast):
     x = _inputs()
-    want = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, version=version, fast=fast,
-                   transfer_dtype="bf16")
+    want = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, version=version, types=Types(transfer="bf16"), loop=ChunkLoop(fast=fast))
     with torch.device("meta"):
-        got = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, version=version, fast=fast,
-                      transfer_dtype="bf16")
+        got = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, version=version, types=Types(transfer="bf16"), loop=ChunkLoop(fast=fast))
         stored = got.inputs_as_stored
         ref = reference(got)
     assert got.o.device.type == "cpu" and got.final_state.device.type == "cpu"
@@ -106,11 +107,11 @@ def cuda(test):
 @pytest.mark.parametrize("version", ["v3", "v4", "fla", "v5"])
 def test_cuda_numerics_follow_the_inputs_and_match_the_cpu(version):
     x = _inputs(tokens=300)
-    cpu = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, version=version, transfer_dtype="fp32")
+    cpu = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, version=version, types=Types(transfer="fp32"))
     dev = [t.cuda() for t in (x.q, x.k, x.v, x.g, x.beta, x.initial_state)]
     runs = {}
     for mode, kw in (("runtime", dict(fast=False)), ("eager", dict(graphs=False)), ("graph", dict(graphs=True))):
-        gpu = runs[mode] = execute(*dev[:5], None, dev[5], version=version, transfer_dtype="fp32", **kw)
+        gpu = runs[mode] = execute(*dev[:5], None, dev[5], version=version, types=Types(transfer="fp32"), loop=ChunkLoop(**kw))
         assert gpu.o.device.type == "cuda" and gpu.final_state.device.type == "cuda"
         assert gpu.replay == {"runtime": "recording runtime", "eager": "eager", "graph": "cuda-graph"}[mode]
         torch.testing.assert_close(gpu.o.cpu(), cpu.o, rtol=1e-4, atol=1e-5)
@@ -128,5 +129,5 @@ def test_cuda_evaluate_and_the_watch():
     assert r.passed and r.execution.o.device.type == "cuda"
     from tests.kda.test_fast_numerics import _late_overflow
     q, k, v, g, beta = (t.cuda() for t in _late_overflow())
-    nf = execute(q, k, v, g, beta, transfer_dtype="fp16").nonfinite
+    nf = execute(q, k, v, g, beta, types=Types(transfer="fp16")).nonfinite
     assert (nf.chunk, nf.where, nf.tensor, nf.sequence) == (2, "sync ① (fp16)", "K_div", 1)

@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kda.api import execute
-from kda.inputs import make_inputs
+from kda.driver.execute import ChunkLoop, Types, execute
+from kda.driver.inputs import make_inputs
 from npusim import Precision
 
 
@@ -22,9 +22,10 @@ def same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.view(torch.int32), b.view(torch.int32))
 
 
-def _both(x, pipeline=None, **kw):
-    slow = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, fast=False, **kw)
-    fast = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, fast=True, pipeline=pipeline, **kw)
+def _both(x, pipeline=None, block=16, **kw):
+    slow = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, loop=ChunkLoop(fast=False, block=block), **kw)
+    fast = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state,
+                   loop=ChunkLoop(fast=True, pipeline=pipeline, block=block), **kw)
     return slow, fast
 
 
@@ -37,7 +38,7 @@ MODE = {False: "eager", True: "pipelined"}      # the step whole, or split over 
 def test_fast_path_gives_the_same_bits(version, dtype, pipeline):
     # 200 tokens: 4 chunks, the last one padded; blocks of 3 chunks cross a block boundary
     x = _inputs()
-    slow, fast = _both(x, pipeline, version=version, transfer_dtype=dtype, block=3)
+    slow, fast = _both(x, pipeline, version=version, types=Types(transfer=dtype), block=3)
     assert slow.replay == "recording runtime" and fast.replay == MODE[pipeline]
     assert same(slow.o, fast.o) and same(slow.final_state, fast.final_state)
     assert slow.nonfinite == fast.nonfinite
@@ -48,7 +49,7 @@ def test_fast_path_gives_the_same_bits(version, dtype, pipeline):
 @pytest.mark.parametrize("version", ["v1", "v2"])
 def test_fast_path_gives_the_same_bits_v1_v2(version):
     x = _inputs(tokens=128, heads=2, batch=1)
-    slow, fast = _both(x, True, version=version, transfer_dtype="bf16")
+    slow, fast = _both(x, True, version=version, types=Types(transfer="bf16"))
     assert fast.replay == "pipelined"
     assert same(slow.o, fast.o) and same(slow.final_state, fast.final_state)
 
@@ -56,7 +57,7 @@ def test_fast_path_gives_the_same_bits_v1_v2(version):
 def test_fast_path_with_a_policy_and_narrow_accumulation():
     x = _inputs(tokens=128)
     p = Precision("bf16", {"M": "fp16", "K_div": "fp32"}, state="fp32", accumulate="bf16")
-    slow, fast = _both(x, version="v3", precision=p)
+    slow, fast = _both(x, version="v3", types=Types(policy=p))
     assert same(slow.o, fast.o) and same(slow.final_state, fast.final_state)
 
 
@@ -64,8 +65,8 @@ def test_bf16_inputs_are_not_rounded_twice():
     # q, k, v already bf16 with bf16 transfers: the fast path skips the identity rounding, same bits
     x = _inputs(tokens=130)
     q, k, v = (t.to(torch.bfloat16) for t in (x.q, x.k, x.v))
-    slow = execute(q, k, v, x.g, x.beta, fast=False)
-    fast = execute(q, k, v, x.g, x.beta, fast=True)
+    slow = execute(q, k, v, x.g, x.beta, loop=ChunkLoop(fast=False))
+    fast = execute(q, k, v, x.g, x.beta, loop=ChunkLoop(fast=True))
     assert slow.o.dtype == torch.float32 and same(slow.o, fast.o)
 
 
@@ -89,9 +90,8 @@ def _late_overflow(tokens=5 * 64, heads=2):
 def test_the_watch_names_where_inf_first_appears(check_every, pipeline):
     q, k, v, g, beta = _late_overflow()
     assert 0.5 * 64 > math.log(65504)                  # the premise: e^32 is no fp16 number
-    slow = execute(q, k, v, g, beta, transfer_dtype="fp16", fast=False)
-    fast = execute(q, k, v, g, beta, transfer_dtype="fp16", fast=True, check_every=check_every,
-                   pipeline=pipeline)
+    slow = execute(q, k, v, g, beta, types=Types(transfer="fp16"), loop=ChunkLoop(fast=False))
+    fast = execute(q, k, v, g, beta, types=Types(transfer="fp16"), loop=ChunkLoop(fast=True, check_every=check_every, pipeline=pipeline))
     assert fast.replay == MODE[pipeline]
     nf = fast.nonfinite
     assert (nf.chunk, nf.where, nf.tensor, nf.sequence) == (2, "sync ① (fp16)", "K_div", 1)
@@ -103,7 +103,7 @@ def test_the_watch_names_where_inf_first_appears(check_every, pipeline):
 def test_the_watch_finds_an_overflow_inside_a_phase(pipeline):
     # FLA's -5*sigmoid gates: exp(-gc) overflows fp32 in Phase A of the first chunk (Gamma_inv)
     x = make_inputs(1, 128, 2, 32, 32, "kimi", 0)
-    slow, fast = _both(x, pipeline, version="v3", transfer_dtype="fp32")
+    slow, fast = _both(x, pipeline, version="v3", types=Types(transfer="fp32"))
     assert fast.nonfinite == slow.nonfinite
     assert fast.nonfinite.where == "Phase A" and fast.nonfinite.chunk == 0
 
@@ -113,7 +113,7 @@ def test_the_api_follows_the_fast_path():
     import kda
     x = _inputs(tokens=96)
     o, S = kda.chunk_kda(x.q, x.k, x.v, x.g, x.beta, initial_state=x.initial_state, output_final_state=True)
-    slow = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, fast=False)
+    slow = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, loop=ChunkLoop(fast=False))
     assert same(o, slow.o) and same(S, slow.final_state)
 
 
@@ -122,9 +122,9 @@ def test_list_indices_become_device_tensors_without_changing_a_bit():
     # tensors on the device (here the CPU) and reused; the results stay the same bits
     from npusim.record.replay import Replay, _DeviceIndices
     x = _inputs(tokens=64)
-    ex = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, version="v4", fast=False, transfer_dtype="bf16")
+    ex = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, version="v4", types=Types(transfer="bf16"), loop=ChunkLoop(fast=False))
     from npusim import Executor
-    from kda.api import _chunk_of
+    from kda.driver.execute import _chunk_of
     from kda.programs import get_program
     runner = Executor(get_program("v4"), ex.precision, input_types={"g": "fp32", "beta": "fp32"})
     B, T, H, K = x.q.shape
@@ -146,8 +146,8 @@ def test_list_indices_become_device_tensors_without_changing_a_bit():
 
 def test_a_graph_that_cannot_be_captured_says_why_and_runs_eagerly():
     x = _inputs(tokens=64)
-    ex = execute(x.q, x.k, x.v, x.g, x.beta, graphs=True)
-    want = execute(x.q, x.k, x.v, x.g, x.beta, fast=False)
+    ex = execute(x.q, x.k, x.v, x.g, x.beta, loop=ChunkLoop(graphs=True))
+    want = execute(x.q, x.k, x.v, x.g, x.beta, loop=ChunkLoop(fast=False))
     assert ex.replay.startswith("eager; CUDA graph capture failed (RuntimeError: ")
     assert same(ex.o, want.o)
 
@@ -158,7 +158,7 @@ def test_a_graph_that_cannot_be_captured_says_why_and_runs_eagerly():
 def test_multi_pass_designs_replay_their_state_pass_fast(version, dtype, pipeline):
     # the sequential (state) pass of a design of several passes runs through the fast replay: same bits
     x = _inputs(tokens=200)
-    slow, fast = _both(x, pipeline, version=version, transfer_dtype=dtype)
+    slow, fast = _both(x, pipeline, version=version, types=Types(transfer=dtype))
     assert fast.replay == MODE[pipeline] and slow.replay == "recording runtime"
     assert same(slow.o, fast.o) and same(slow.final_state, fast.final_state)
     assert slow.nonfinite == fast.nonfinite is None
@@ -167,7 +167,7 @@ def test_multi_pass_designs_replay_their_state_pass_fast(version, dtype, pipelin
 def test_both_paths_cut_the_same_chunks_in_the_same_layout():
     # the reference path cuts a chunk at a time, the fast path 16 at once: the same values, and the same
     # contiguous layout (on CUDA, cuBLAS picks its kernel, and with it the rounding, by the layout)
-    from kda.api import _chunk_of, _cut_block
+    from kda.driver.execute import _chunk_of, _cut_block
     x = _inputs(tokens=150, batch=1)          # 3 chunks of 64, the last 22 tokens zero-padded; with one
     #                                           sequence, a chunk of [1, T, H, d] is a view (not a copy) of it
     for t in (x.q, x.g, x.beta):

@@ -1,5 +1,5 @@
 """kda.chunk_kda's fla-core parameters against the fp64 recurrence (kda/reference/recurrence.py), each
-derived independently of kda/fla_options.py: grouped heads as q/k repeated by hand, the in-kernel l2norm,
+derived independently of kda/driver/fla_options.py: grouped heads as q/k repeated by hand, the in-kernel l2norm,
 gate and beta sigmoid as their formulas applied outside, the per-chunk states as the recurrence's final state
 over each prefix. The comparison with fla-core itself is tests/kda/test_fla_oracle.py."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import kda
-from kda.api import KdaInputError
+from kda.driver.checks import KdaInputError
 from kda.reference.recurrence import naive_recurrent_kda
 from npusim import Precision
 

@@ -20,7 +20,7 @@ if not fla_oracle.available():
     pytest.skip("fla-core (and einops) are not installed: pip install -e '.[dev]'", allow_module_level=True)
 
 import kda  # noqa: E402
-from kda.fla_options import FLA_KWARGS, FLA_PARAMETERS  # noqa: E402
+from kda.driver.fla_options import FLA_KWARGS, FLA_PARAMETERS  # noqa: E402
 
 B, T, H, K, V, C = 2, 48, 2, 16, 8, 32
 TOL = 2e-5            # fp32 on both sides: the chunked form against the token-by-token recurrence

@@ -1,6 +1,6 @@
 """return_intermediate_states (kda.chunk_kda): the states come from the one chunk loop (Execution.states,
 kept by Executor.run's on_state), bit for bit those of the chunk-at-a-time reference path
-(kda.fla_options._intermediate_states), and within tolerance of the fp64 recurrence."""
+(kda.driver.chunk_kda._intermediate_states), and within tolerance of the fp64 recurrence."""
 from __future__ import annotations
 
 import pytest
@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import kda
-from kda import fla_options as fo
+from kda.driver import chunk_kda as ck, fla_options as fo
 from kda.reference.recurrence import naive_recurrent_kda
 
 B, T, H, HV, K, V, C = 2, 150, 2, 4, 32, 32, 32      # 5 chunks, the last one partial; 2 value heads per q/k head
@@ -26,10 +26,10 @@ def _inputs(seed: int = 0, dtype=torch.bfloat16):
 
 def _slow(q, k, v, g, beta, h0, version, cu=None):
     """The reference path: one run per chunk, each from the state the one before left."""
-    seg = fo._segment_runner(None, version, C, None, None)
+    seg = ck._segment_runner(None, version, C, None, None)
     qe, ke = fo.expand_groups(q, HV // H), fo.expand_groups(k, HV // H)
     with torch.no_grad():
-        o, ht, h = fo._intermediate_states(seg, qe, ke, v, g, beta, h0, cu, C)
+        o, ht, h = ck._intermediate_states(seg, qe, ke, v, g, beta, h0, cu, C)
     return o, ht, h.to(k.dtype)
 
 

@@ -1,7 +1,8 @@
 """Parity of the versions on the document's test inputs, v1's defect, and overflow naming."""
 import pytest
 
-from kda.studies.evaluate import Settings, evaluate
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
 
 
 @pytest.mark.parametrize("version", ["v2", "v3"])

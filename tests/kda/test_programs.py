@@ -1,7 +1,8 @@
 """The v1/v2/v3 phase graphs: hand-offs, bytes and work, all measured from the recorded data flow."""
 import pytest
 
-from kda.studies.evaluate import Settings, evaluate
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
 from npusim import OWN, build_template, load_profile
 
 KIB = 1024

@@ -1,9 +1,10 @@
 """The references agree with each other: the document's chunk form equals the recurrence exactly in fp64."""
 import torch
 
-from kda.inputs import make_inputs
+from kda.driver.inputs import make_inputs
 from kda.reference.parity import assert_close, compare
 from kda.reference.recurrence import doc_chunk_kda, naive_recurrent_kda, unit_lower_inverse
+from kda.driver.execute import Types
 
 
 def test_doc_chunk_references_equal_the_recurrence_in_fp64():
@@ -52,7 +53,7 @@ def test_the_variable_length_reference_keeps_each_sequences_initial_state():
     x = make_inputs(batch=1, tokens=50, heads=2, d_k=8, d_v=4, initial_state=False)
     h0 = torch.randn(2, 2, 8, 4, generator=torch.Generator().manual_seed(3))      # two sequences
     k, g = torch.zeros_like(x.k), torch.zeros_like(x.g)
-    ex = kda.execute(x.q, k, x.v, g, x.beta, None, h0, transfer_dtype="fp32", cu_seqlens=[0, 20, 50])
+    ex = kda.execute(x.q, k, x.v, g, x.beta, None, h0, types=Types(transfer="fp32"), cu_seqlens=[0, 20, 50])
     ref = reference(ex)
     assert torch.allclose(ref.state, h0.double(), atol=1e-12)
     scale = 8 ** -0.5

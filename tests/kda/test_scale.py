@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from kda.studies.evaluate import Settings, evaluate
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
 from kda.cli.run import main
 
 

@@ -4,10 +4,12 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from kda import chunk_kda, execute
-from kda.studies.evaluate import Settings, evaluate
-from kda.inputs import make_inputs
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
+from kda.driver.inputs import make_inputs
 from kda.reference.parity import assert_close
 from kda.reference.recurrence import naive_recurrent_kda
+from kda.driver.execute import Types
 from npusim.record.ops import base_name
 
 KIB = 1024
@@ -38,7 +40,7 @@ class _ExpInputs(TorchFunctionMode):
 def test_every_exp_factor_of_v4_is_at_most_one(version, safe):
     x = make_inputs(tokens=128, d_k=32, d_v=32, gates="kimi")
     with _ExpInputs() as watch:
-        execute(x.q, x.k, x.v, x.g, x.beta, version=version, transfer_dtype="fp32")
+        execute(x.q, x.k, x.v, x.g, x.beta, version=version, types=Types(transfer="fp32"))
     assert (watch.largest <= 0.0) == safe        # v3's exp(-gc) reaches ~+160 with these gates
 
 
@@ -46,7 +48,7 @@ def test_v4_survives_any_decay_in_fp16():
     # 64 x 40 = 2560 nats per chunk: exp(-gc) would be e^2560; v4 only ever forms exp(<= 0)
     x = make_inputs(tokens=128, d_k=32, d_v=32)
     g = torch.full_like(x.g, -40.0)
-    ex = execute(x.q, x.k, x.v, g, x.beta, version="v4", transfer_dtype="fp16")
+    ex = execute(x.q, x.k, x.v, g, x.beta, version="v4", types=Types(transfer="fp16"))
     o_ref, _ = naive_recurrent_kda(x.q, x.k, x.v, g, x.beta, None, None, True, dtype=torch.float64)
     assert ex.nonfinite is None
     assert_close("o", o_ref, ex.o)
@@ -104,7 +106,7 @@ def test_v4_needs_whole_sub_chunks():
 
 def test_the_api_applies_v4s_default_state_type():
     from kda import execute
-    from kda.inputs import make_inputs
+    from kda.driver.inputs import make_inputs
     x = make_inputs(tokens=64, d_k=32, d_v=32)
     bf = [t.bfloat16() for t in (x.q, x.k, x.v)]
     assert execute(*bf, x.g, x.beta, version="v4").precision.state_type == "fp32"

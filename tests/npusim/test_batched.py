@@ -1,18 +1,18 @@
 """The fast replay with the chunk-parallel work batched over blocks of chunks (npusim/record/batched.py):
 the same bits as the chunk-by-chunk replay for the backward designs and a one-pass forward, blocks that do
 not divide the chunks, the inf/NaN watch naming the same place, the state's chain, and nothing made on the
-default device. The batched replay is what a GPU runs (kda/backward.py); here it is forced on the CPU."""
+default device. The batched replay is what a GPU runs (kda/driver/backward.py); here it is forced on the CPU."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 import kda
-import kda.backward as kda_backward
+import kda.driver.backward as kda_backward
 import npusim.record.batched as batched
-from kda.api import execute
-from kda.backward import execute_backward
-from kda.inputs import make_inputs
+from kda.driver.execute import ChunkLoop, Types, execute
+from kda.driver.backward import execute_backward
+from kda.driver.inputs import make_inputs
 from kda.programs import BACKWARD
 from kda.reference.recurrence_bwd import GRADS
 from npusim.record.batched import ChainTape
@@ -67,8 +67,8 @@ def test_autograd_and_variable_lengths_batched(monkeypatch, small_blocks):
 def test_a_one_pass_forward_gives_the_same_bits_batched(small_blocks, version):
     x, _, _ = _case(tokens=230, seed=3)
     args = (x.q, x.k, x.v, x.g, x.beta, None, x.initial_state)
-    want = execute(*args, version=version, transfer_dtype="bf16", pipeline=False, intermediate_states=True)
-    got = execute(*args, version=version, transfer_dtype="bf16", batched=True, intermediate_states=True)
+    want = execute(*args, version=version, types=Types(transfer="bf16"), loop=ChunkLoop(pipeline=False), intermediate_states=True)
+    got = execute(*args, version=version, types=Types(transfer="bf16"), loop=ChunkLoop(batched=True), intermediate_states=True)
     assert got.replay == "batched"
     assert torch.equal(got.o, want.o) and torch.equal(got.final_state, want.final_state)
     assert torch.equal(got.states, want.states)            # the state each chunk starts from, from the walk
@@ -125,8 +125,8 @@ def test_inf_in_the_forward_is_named_however_rarely_the_flags_are_read(small_blo
     x, _, _ = _case(seed=5)
     x.k[0, 100, 1, 2] = 1e30                   # chunk 3 of sequence 0 (head 1): the second block's first
     args = (x.q, x.k, x.v, x.g, x.beta, None, x.initial_state)
-    want = execute(*args, version="v6", chunk_size=32, pipeline=False)
-    got = execute(*args, version="v6", chunk_size=32, batched=True, check_every=check_every)
+    want = execute(*args, version="v6", chunk_size=32, loop=ChunkLoop(pipeline=False))
+    got = execute(*args, version="v6", chunk_size=32, loop=ChunkLoop(batched=True, check_every=check_every))
     assert want.nonfinite is not None and got.nonfinite == want.nonfinite
     assert "batched up to chunk 3" in got.replay
     assert torch.equal(got.o.nan_to_num(), want.o.nan_to_num())

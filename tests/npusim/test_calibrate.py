@@ -161,7 +161,8 @@ def test_written_profile_marks_fitted_fields_and_loads_back(tmp_path, capsys):
 def test_a_kernel_model_times_as_kda_run_does(design):
     """kda.kernels.registry (calibration, validation) and kda.cli.run's timing-only path give one latency for one shape,
     passes that declare their own state hand-off (v5's state pass) included."""
-    from kda.studies.evaluate import Settings, evaluate
+    from kda.settings import Settings
+    from kda.studies.evaluate import evaluate
     r = evaluate(design, Settings(heads=2, tokens=256, d_k=64, d_v=64, numerics=False, keep_trace=False,
                                   profile=BASE.name))
     assert model(f"kda_{design}", "1x256x2x64x64", "bf16").predict(BASE) == pytest.approx(r.design_report.latency_us,

@@ -7,9 +7,10 @@ from collections import Counter, defaultdict
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from kda.studies.evaluate import Settings, evaluate
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
 from kda.cli.run import main
-from npusim import build_template, simulate; from npusim.output import chrome_trace
+from npusim import build_template, simulate; from npusim.output import chrome_trace, trace_events
 from npusim.model.engine import PHASE, SYNC
 from tests.npusim.test_engine_properties import cases, graph_and_profile
 
@@ -156,7 +157,7 @@ def test_check_finds_partial_overlaps_truncation_and_unmatched_flows():
     assert any("flow 7" in p for p in chrome_trace.check(twice))
     # the exporter's timestamps survive truncation: every ts lands on its nanosecond
     for ns in (0, 1, 364, 999, 1001, 1023, 123456789):
-        assert int(chrome_trace._ts(ns) * 1000) == ns
+        assert int(trace_events.to_ts(ns) * 1000) == ns
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from npusim import build_template; from npusim.output import chrome_trace; from npusim.output import design_trace
+from npusim import build_template; from npusim.output import chrome_trace
 from npusim.record.graph import CUBE, VEC
 from npusim.model.multipass import simulate_design
 from npusim.model.schedule import BARRIER, CHUNKS, Design, Pass
@@ -22,7 +22,7 @@ def design_run(toy_profile):
 
 
 def test_the_schedule_track_shows_the_launch_the_passes_and_the_barrier(design_run, tmp_path):
-    trace = design_trace.write(tmp_path / "t.json", design_run, labels=["two"])
+    trace = chrome_trace.write(tmp_path / "t.json", design_run, labels=["two"])
     assert chrome_trace.check(trace) == []
     sched = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"].startswith("schedule")]
     spans = [(e["name"].split()[0], round(e["ts"]), round(e["ts"] + e["dur"])) for e in sched]

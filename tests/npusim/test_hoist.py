@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kda.api import execute
-from kda.inputs import make_inputs
+from kda.driver.execute import ChunkLoop, Types, execute
+from kda.driver.inputs import make_inputs
 from npusim.record.hoist import Tape, Untapeable
 
 
@@ -29,8 +29,7 @@ def _tape_of(version: str, dtype: str = "bf16") -> Tape:
     x = make_inputs(1, 192, 2, 32, 32, "slow", 0, initial_state=True)
     replay.Replay._pipeline = spy
     try:
-        ex = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, version=version, transfer_dtype=dtype,
-                     pipeline=True)
+        ex = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, version=version, types=Types(transfer=dtype), loop=ChunkLoop(pipeline=True))
     finally:
         replay.Replay._pipeline = original
     assert ex.replay == "pipelined"
@@ -112,14 +111,14 @@ def test_narrow_accumulation_says_why_it_is_not_pipelined():
     from npusim import Precision
     x = make_inputs(1, 128, 2, 32, 32, "slow", 0)
     p = Precision("bf16", accumulate="bf16")
-    ex = execute(x.q, x.k, x.v, x.g, x.beta, precision=p, pipeline=True)
+    ex = execute(x.q, x.k, x.v, x.g, x.beta, types=Types(policy=p), loop=ChunkLoop(pipeline=True))
     assert ex.replay == "eager; not pipelined: narrow accumulation"
 
 
 def test_the_pipeline_gives_torch_its_threads_back():
     x = make_inputs(1, 256, 2, 32, 32, "slow", 0)
     before = torch.get_num_threads()
-    execute(x.q, x.k, x.v, x.g, x.beta, pipeline=True)
+    execute(x.q, x.k, x.v, x.g, x.beta, loop=ChunkLoop(pipeline=True))
     assert torch.get_num_threads() == before
     # also when the run fails half-way: chunk 2's inputs cannot be cut
     from npusim.record.pipeline import Pipeline
@@ -141,11 +140,11 @@ def test_the_pipeline_gives_torch_its_threads_back():
 _FAULTS = """
 import resource, sys, torch
 import npusim
-from kda.inputs import make_inputs
-from kda.api import execute
+from kda.driver.inputs import make_inputs
+from kda.driver.execute import ChunkLoop, Types, execute
 kept = npusim.keep_freed_memory() if sys.argv[1] == "keep" else None
 x = make_inputs(1, 512, 8, 128, 128, "slow", 0)
-run = lambda: execute(x.q, x.k, x.v, x.g, x.beta, transfer_dtype="bf16", pipeline=True)
+run = lambda: execute(x.q, x.k, x.v, x.g, x.beta, types=Types(transfer="bf16"), loop=ChunkLoop(pipeline=True))
 run()
 run()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

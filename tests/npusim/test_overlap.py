@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kda.studies.evaluate import Settings, evaluate
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
 from npusim import build_template, simulate
 from npusim.output.overlap import analyse, gaps, intersect, merge, subtract, total
 from tests.npusim.test_engine import toy

@@ -6,7 +6,9 @@ import math
 import pytest
 
 from kda.studies.attribution import find_policy
-from kda.studies.evaluate import Settings, evaluate, make_settings_inputs
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
+from kda.settings.inputs import make_settings_inputs
 from kda.programs import get_program
 from kda.cli.run import main
 from npusim import Precision

@@ -9,7 +9,8 @@ import random
 import numpy as np
 import pytest
 
-from kda.studies.evaluate import Settings, evaluate, retime
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate, retime
 from kda.studies.uncertainty import _metrics, design_fields
 from kda.studies.whatif import timer
 from npusim import load_profile, simulate

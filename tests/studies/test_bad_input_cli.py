@@ -134,7 +134,7 @@ def test_one_verdict_per_run(capsys):
 @pytest.mark.parametrize("value, needle", [("list", "list"), ("sparse", "sparse")])
 def test_inputs_that_are_not_dense_tensors_are_one_line(capsys, tmp_path, value, needle):
     import torch
-    from kda.inputs import make_inputs
+    from kda.driver.inputs import make_inputs
     x = make_inputs(1, 8, 1, 4, 4, "seed", 0, False)
     data = {"q": x.q, "k": x.k, "v": x.v, "g": x.g, "beta": x.beta}
     data["q"] = x.q.tolist() if value == "list" else x.q.reshape(8, 4).to_sparse()

@@ -83,7 +83,7 @@ def test_bad_input_is_one_line_and_exit_2(capsys, args, message):
 
 
 def _inputs(tmp_path, **change):
-    from kda.inputs import make_inputs
+    from kda.driver.inputs import make_inputs
     x = make_inputs(tokens=70, heads=2, d_k=16, d_v=16)
     data = {"q": x.q, "k": x.k, "v": x.v, "alpha": x.g.exp(), "beta": x.beta, **change}
     path = tmp_path / "in.pt"

@@ -7,7 +7,8 @@ import pytest
 from matplotlib.text import Annotation
 
 from kda.views import plots
-from kda.studies.evaluate import Settings, evaluate
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
 from kda.cli.run import main
 from npusim import simulate
 
@@ -113,12 +114,10 @@ def test_cli_plot(tmp_path, capsys):
 
 def test_long_versions_get_overviews_and_equal_windows(v3):
     from dataclasses import replace
-    from npusim import build_report
+    from kda.studies.evaluate import retime
     rs = []
     for r in (v3, evaluate("v2", Settings(chunks=1, profile="ascend-910b2", **SMALL))):
-        p = simulate(r.pipelined.template, r.profile, chunks=60)
-        s = simulate(r.pipelined.template, r.profile, chunks=60, serial=True)
-        rs.append(replace(r, pipelined=p, serial=s, report=build_report(p, s)))
+        rs.append(retime(replace(r, settings=replace(r.settings, chunks=60)), r.profile))
     fig = plots.figure_versions(rs)
     left = [ax for ax in fig.axes if ax.get_title(loc="left").startswith(("v2:", "v3:"))]
     right = [ax for ax in fig.axes if ax.get_title(loc="left").startswith("steady state")]

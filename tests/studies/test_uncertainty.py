@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from kda.studies.evaluate import Settings, evaluate
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
 from kda.cli.run import main
 from kda.studies.uncertainty import Uncertainty, lines, propagate
 from npusim import ProfileError, load_profile, shipped_profiles

@@ -8,7 +8,9 @@ import json
 import pytest
 
 from kda.cli.run import main
-from kda.studies.evaluate import Settings, evaluate, make_settings_inputs
+from kda.settings import Settings
+from kda.studies.evaluate import evaluate
+from kda.settings.inputs import make_settings_inputs
 from kda.studies.timing import chunk_counts, floor_bytes
 
 

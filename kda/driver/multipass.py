@@ -43,7 +43,7 @@ def record_passes(design: Design, pool: dict, state: torch.Tensor | None, precis
                   input_types: dict[str, str], shapes: dict[str, int],
                   whole: bool = False) -> tuple[list[PhaseGraph], list[Executor]]:
     """Record every pass on a probe (the first item of `pool`, one sequence's first chunk; `whole`: every
-    item's first chunk, e.g. one q/k head with its group of value heads, kda.api.record_graphs); the probe's
+    item's first chunk, e.g. one q/k head with its group of value heads, execute.record_graphs); the probe's
     outputs feed the next pass's probe."""
     graphs, executors = [], []
     n = None if whole else 1
@@ -67,15 +67,15 @@ def run_passes(design: Design, executors: list[Executor], pool: dict, state: tor
                graphs: bool | None = None, pipeline: bool | None = None,
                on_state=None) -> tuple[dict, torch.Tensor | None, Nonfinite | None]:
     """Run every pass over the pool; returns (pool with every pass's outputs, final state, first inf/NaN).
-    `fast`, `graphs` and `pipeline`: how the sequential passes replay their chunks (see _run_sequential);
+    `fast`, `graphs` and `pipeline`: how the sequential passes replay their chunks (see run_sequential);
     `on_state(t, state)`: the state each chunk of the state pass starts from (Executor.run)."""
     N, NT = pool["Q"].shape[:2]
     first: Nonfinite | None = None
     for p, ex in zip(design.passes, executors):
         if p.layout == CHUNKS:
-            outputs = _run_items(p, ex, pool, N, NT)
+            outputs = run_items(p, ex, pool, N, NT)
         else:
-            outputs, state = _run_sequential(p, ex, pool, state, NT, progress, fast, graphs, pipeline,
+            outputs, state = run_sequential(p, ex, pool, state, NT, progress, fast, graphs, pipeline,
                                              on_state=on_state if p.program.state is not None else None)
         for name, t in outputs.items():
             pool[name] = precision.round(t, precision.of(name))
@@ -97,7 +97,7 @@ def _args(p: Pass, pool: dict) -> dict:
     return {a: pool[a] for a in pass_args(p)}
 
 
-def _run_items(p: Pass, ex: Executor, pool: dict, N: int, NT: int) -> dict:
+def run_items(p: Pass, ex: Executor, pool: dict, N: int, NT: int) -> dict:
     """A CHUNKS pass: the N x NT items in groups, flat as [items, C, ...]."""
     flat = {a: (v.flatten(0, 1) if isinstance(v, torch.Tensor) else v) for a, v in _args(p, pool).items()}
     parts: dict[str, list] = {}
@@ -116,7 +116,7 @@ def _run_items(p: Pass, ex: Executor, pool: dict, N: int, NT: int) -> dict:
     return {name: torch.cat(ts).unflatten(0, (N, NT)) for name, ts in parts.items()}
 
 
-def _run_sequential(p: Pass, ex: Executor, pool: dict, state, NT: int, progress, fast: bool = True,
+def run_sequential(p: Pass, ex: Executor, pool: dict, state, NT: int, progress, fast: bool = True,
                     graphs: bool | None = None, pipeline: bool | None = None,
                     batched: bool = False, on_state=None) -> tuple[dict, torch.Tensor]:
     """A SEQUENTIAL pass: chunk after chunk through Executor.run (the fast replay unless `fast` is False; a

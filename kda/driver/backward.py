@@ -23,8 +23,9 @@ from npusim import Executor, Nonfinite, PhaseGraph, Precision
 from npusim.record.precision import itemsize
 from npusim.model.schedule import CHUNKS, Design
 
-from kda.api import KdaInputError, _blocks, _check, _chunked, _precision, design_precision, seqlens_of
-from kda.multipass import _run_items, _run_sequential, pass_args, record_passes
+from kda.driver.checks import KdaInputError, blocks, check_inputs, seqlens_of
+from kda.driver.execute import Types, chunked, design_precision, resolve_precision
+from kda.driver.multipass import pass_args, record_passes, run_items, run_sequential
 from kda.programs import STATES, get_backward_design
 
 GRADS = {"dQ": "dq", "dK": "dk", "dV": "dv", "dg": "dg", "dbeta": "dbeta"}
@@ -68,7 +69,7 @@ def check_grad_outputs(do, dht, B: int, T: int, H: int, K: int, V: int) -> None:
             raise KdaInputError(f"{name} must be a floating-point torch.Tensor")
         if list(x.shape) != shape:
             raise KdaInputError(f"{name} must have shape {shape} to match the output, got {list(x.shape)}")
-        if not all(bool(torch.isfinite(b).all()) for b in _blocks(x)):
+        if not all(bool(torch.isfinite(b).all()) for b in blocks(x)):
             raise KdaInputError(f"{name} contains NaN or inf")
 
 
@@ -90,20 +91,20 @@ def execute_backward(q, k, v, g, beta, scale=None, initial_state=None, do=None, 
         return _varlen(q, k, v, g, beta, scale, initial_state, do, dht, cu_seqlens, version=version,
                        chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
                        compute_dtype=compute_dtype, states=states, progress=progress)
-    B, T, H, K, V = _check(q, k, v, g, beta, initial_state, chunk_size)
+    B, T, H, K, V = check_inputs(q, k, v, g, beta, initial_state, chunk_size)
     check_grad_outputs(do, dht, B, T, H, K, V)
     check_backward_chunk_size(chunk_size)
     if states not in STATES:
         raise KdaInputError(f"states must be one of {', '.join(STATES)}, got {states!r}")
     backward_design(version, states)
     design = backward_design(version, "recompute")          # numerics: everything, recomputed
-    precision = design_precision(design, _precision(q, transfer_dtype, precision, compute_dtype,
-                                                    design.reverse_state_pass.program))
+    types = Types(transfer=transfer_dtype, policy=precision, compute=compute_dtype)
+    precision = design_precision(design, resolve_precision(q, types, design.reverse_state_pass.program))
     cd, C, dev = precision.compute, chunk_size, q.device
     scale = K ** -0.5 if scale is None else scale
     stored = lambda x: precision.round(x, precision.transfer)
-    pool = {"Q": _chunked(q, C, cd, stored), "K": _chunked(k, C, cd, stored), "V": _chunked(v, C, cd, stored),
-            "g": _chunked(g, C, cd), "beta": _chunked(beta, C, cd), "dO": _chunked(do, C, cd, stored),
+    pool = {"Q": chunked(q, C, cd, stored), "K": chunked(k, C, cd, stored), "V": chunked(v, C, cd, stored),
+            "g": chunked(g, C, cd), "beta": chunked(beta, C, cd), "dO": chunked(do, C, cd, stored),
             "scale": scale}
     NT = pool["Q"].shape[1]
     S = (torch.zeros(B * H, K, V, dtype=cd, device=dev) if initial_state is None
@@ -167,14 +168,14 @@ def run_backward_passes(design: Design, executors: list[Executor], pool: dict, S
              for i in range(len(design.passes))]
     for i, (p, ex) in enumerate(zip(design.passes, executors)):
         if p.layout == CHUNKS:
-            outputs = _run_items(p, ex, pool, N, NT)
+            outputs = run_items(p, ex, pool, N, NT)
         elif p.reverse:          # only what the pass reads is flipped (a copy): the Kimi layer's pool is GBs
             reads = {a: pool[a] for a in pass_args(p) if a in pool}
-            outputs, dS = _run_sequential(p, ex, flip(reads), dS, NT, progress, batched=batched)
+            outputs, dS = run_sequential(p, ex, flip(reads), dS, NT, progress, batched=batched)
             del reads
             outputs = flip(outputs)
         else:
-            outputs, S = _run_sequential(p, ex, pool, S, NT, None, batched=batched)
+            outputs, S = run_sequential(p, ex, pool, S, NT, None, batched=batched)
         for name, t in outputs.items():
             pool[name] = precision.round(t, precision.of(name))
         del outputs

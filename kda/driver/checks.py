@@ -1,4 +1,4 @@
-"""The checks of kda.chunk_kda's inputs (kda/api.py): every tensor, scale and cu_seqlens, one line
+"""The checks of kda.chunk_kda's inputs (execute.py): every tensor, scale and cu_seqlens, one line
 (KdaInputError) naming what is wrong, before any work; and a warning naming where an output went inf/NaN."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ class KdaInputError(ValueError):
     """Bad input to the KDA API; the message is one line naming what is wrong."""
 
 
-def _check(q, k, v, g, beta, initial_state, chunk_size, scale=None) -> tuple[int, int, int, int, int]:
+def check_inputs(q, k, v, g, beta, initial_state, chunk_size, scale=None) -> tuple[int, int, int, int, int]:
     for name, x in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("initial_state", initial_state)):
         if not isinstance(x, torch.Tensor) and not (name == "initial_state" and x is None):
             raise KdaInputError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
@@ -43,9 +43,9 @@ def _check(q, k, v, g, beta, initial_state, chunk_size, scale=None) -> tuple[int
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise KdaInputError(f"chunk_size must be a positive integer, got {chunk_size!r}")
     for name, x in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("initial_state", initial_state)):
-        if x is not None and not all(_finite(b) for b in _blocks(x)):
+        if x is not None and not all(finite(b) for b in blocks(x)):
             raise KdaInputError(f"{name} contains NaN or inf")
-    if any(bool(b.max() > 0) for b in _blocks(g)):
+    if any(bool(b.max() > 0) for b in blocks(g)):
         raise KdaInputError(f"g is the log decay and must be <= 0 (decay alpha = exp(g) in (0, 1]); "
                             f"max g = {float(g.max()):.4g}")
     return B, T, H, K, V
@@ -62,13 +62,13 @@ def warn_nonfinite(ex) -> None:
                       KdaOverflowWarning, stacklevel=3)
 
 
-def _finite(x: torch.Tensor) -> bool:
+def finite(x: torch.Tensor) -> bool:
     """No inf/NaN in x. One pass: a sum is finite unless an element is inf/NaN, or the sum overflows, and
     then the element-wise test decides."""
     return bool(torch.isfinite(x.sum())) or bool(torch.isfinite(x).all())
 
 
-def _blocks(x: torch.Tensor, elements: int = 1 << 24):
+def blocks(x: torch.Tensor, elements: int = 1 << 24):
     """x in slices along its second axis (tokens) of about `elements` each: checks of a whole layer's
     inputs then need no full-size temporaries."""
     if x.dim() < 2 or x.numel() <= elements:

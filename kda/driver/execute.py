@@ -1,12 +1,12 @@
-"""The public API, in flash-linear-attention's shape: `chunk_kda` runs a phase program on the simulated
-NPU, `recurrent_kda` is the token-by-token ground truth. Both take and return FLA's layout:
+"""The driver: `execute` runs a design on the simulated NPU over a whole batch, in flash-linear-attention's
+layout (kda.chunk_kda adds FLA's options and autograd around it):
 
     q, k [B, T, H, K]   v [B, T, H, V]   g [B, T, H, K] (log decay <= 0)   beta [B, T, H]
     initial_state / final state [B, H, K, V]
 
-`execute` is the full driver behind `chunk_kda`: it checks the inputs, rounds them to their GM types,
-cuts the sequence into chunks (padding the last one so that it changes nothing), records the phase
-graph once, and computes every chunk for all B x H sequences at once.
+It checks the inputs, rounds them to their GM types, cuts the sequence into chunks (padding the last one
+so that it changes nothing), records the phase graph once, and computes every chunk for all B x H
+sequences at once. `record_graphs`: a design's graphs on random inputs, for a timing-only run.
 """
 from __future__ import annotations
 
@@ -20,11 +20,37 @@ import torch.nn.functional as F
 from npusim import Executor, Nonfinite, PhaseGraph, Precision
 from npusim.record.precision import dtype_name
 
-from kda.input_checks import (KdaInputError, KdaOverflowWarning, _blocks, _check, _finite,  # noqa: F401 (re-exported)
-                              seqlens_of, warn_nonfinite)
-from kda.multipass import record_passes, run_passes, stored_types
+from npusim.model.schedule import Design
+
+from kda.driver.checks import KdaInputError, check_inputs, seqlens_of
+from kda.driver.multipass import record_passes, run_passes, stored_types
 from kda.programs import get_design
-from kda.reference.recurrence import naive_recurrent_kda
+
+
+@dataclass(frozen=True)
+class Types:
+    """The types a run computes and hands over in."""
+    transfer: str | torch.dtype | None = None    # q, k, v in GM and every hand-off (None: the inputs', as FLA)
+    policy: Precision | None = None              # a whole precision policy instead (per payload, state, ...)
+    compute: torch.dtype = torch.float32
+    out: torch.dtype | None = None               # the output's (None: the compute type)
+
+
+@dataclass(frozen=True)
+class ChunkLoop:
+    """How the chunks are computed: every choice gives the same numbers. `fast=False` runs every chunk
+    through the recording runtime (the reference path); `graphs` (default: on CUDA) captures the chunk step
+    as a CUDA graph; `block`: chunks cut from the inputs at a time; the inf/NaN flags are read every
+    `check_every` chunks (default: every chunk on the CPU, every 64 elsewhere, where each read waits for the
+    device); `pipeline` (default: on the CPU where torch has two threads or more) runs the chunk step's
+    state-independent calls ahead on a second thread; `batched` (one-pass designs) runs the chunk-parallel
+    work over blocks of chunks and walks only the state's chain chunk by chunk (npusim/record/batched.py)."""
+    fast: bool = True
+    graphs: bool | None = None
+    block: int = 16
+    check_every: int | None = None
+    pipeline: bool | None = None
+    batched: bool = False
 
 
 @dataclass
@@ -78,13 +104,16 @@ def program_default_state(program, transfer: str) -> str | None:
     return program.notes.get(f"state_for_{transfer}")
 
 
-def _precision(q, transfer_dtype, precision, compute_dtype, program) -> Precision:
-    if precision is not None:
-        return precision
+def resolve_precision(q, types: Types, program) -> Precision:
+    """The run's precision policy: `types.policy` as given, else every hand-off in `types.transfer` (as in
+    FLA, the inputs' type by default) and the state in the program's declared type for it."""
+    if types.policy is not None:
+        return types.policy
+    transfer_dtype = types.transfer
     if transfer_dtype is None:       # as in FLA: the transfer type follows the inputs
         transfer_dtype = q.dtype if q.dtype in (torch.bfloat16, torch.float16) else torch.float32
     transfer = dtype_name(transfer_dtype)
-    return Precision(transfer=transfer, compute=compute_dtype, state=program_default_state(program, transfer))
+    return Precision(transfer=transfer, compute=types.compute, state=program_default_state(program, transfer))
 
 
 def record_graph(program, *, chunk_size: int, d_k: int, d_v: int, precision: Precision,
@@ -172,41 +201,33 @@ def record_graphs(design, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
 
 
 def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = "v3", chunk_size: int = 64,
-            transfer_dtype: str | torch.dtype | None = None, precision: Precision | None = None,
-            compute_dtype: torch.dtype = torch.float32, program=None, out_dtype: torch.dtype | None = None,
-            progress: Callable[[int, int], None] | None = None, cu_seqlens=None, design=None, fast: bool = True,
-            graphs: bool | None = None, block: int = 16, check_every: int | None = None,
-            pipeline: bool | None = None, batched: bool = False, intermediate_states: bool = False) -> Execution:
-    """Run a KDA design over a whole batch; see the module docstring. Every tensor is made on the inputs'
-    device. For a one-pass design, chunks are cut from the inputs `block` at a time, so memory beyond the
-    inputs and the output stays at a few chunks' worth. `fast=False` runs every chunk through the recording
-    runtime (the reference path); `graphs` (default: on CUDA) captures the chunk step as a CUDA graph; the
-    inf/NaN flags are read every `check_every` chunks (default: every chunk on the CPU, every 64 elsewhere,
-    where each read waits for the device); `pipeline` (default: on the CPU where torch has two threads or
-    more) runs the chunk step's state-independent calls ahead on a second thread (npusim/pipeline.py), the
-    same bits. `batched` (one-pass designs) runs the chunk-parallel work over blocks of chunks and walks only
-    the state's chain chunk by chunk (npusim/record/batched.py; the training path asks for it off the CPU).
-    `cu_seqlens` (FLA's varlen: q is [1, sum of lengths, H, K]) gives each sequence's start and
-    end. `intermediate_states`: also keep the state each chunk starts from (Execution.states), copied out
-    of the same chunk loop."""
+            design: Design | None = None, cu_seqlens=None, types: Types = Types(), loop: ChunkLoop = ChunkLoop(),
+            progress: Callable[[int, int], None] | None = None, intermediate_states: bool = False) -> Execution:
+    """Run a KDA design (`design`, else the registered `version`) over a whole batch; see the module
+    docstring. Every tensor is made on the inputs' device. `types`: what the run computes and hands over in;
+    `loop`: how the chunks are computed (the same numbers every way). `cu_seqlens` (FLA's varlen: q is
+    [1, sum of lengths, H, K]) gives each sequence's start and end. `intermediate_states`: also keep the
+    state each chunk starts from (Execution.states), copied out of the same chunk loop."""
     if cu_seqlens is not None:
         return _execute_varlen(q, k, v, g, beta, scale, initial_state, cu_seqlens, version=version,
-                               chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
-                               compute_dtype=compute_dtype, program=program, out_dtype=out_dtype,
-                               progress=progress, design=design, batched=batched,
-                               intermediate_states=intermediate_states)
-    B, T, H, K, V = _check(q, k, v, g, beta, initial_state, chunk_size, scale)
-    device = q.device
-    if program is None:
-        design = design or get_design(version)
-        if not design.single:
-            return _execute_design(design, q, k, v, g, beta, scale, initial_state, chunk_size=chunk_size,
-                                   transfer_dtype=transfer_dtype, precision=precision,
-                                   compute_dtype=compute_dtype, out_dtype=out_dtype, progress=progress,
-                                   fast=fast, cuda_graphs=graphs, pipeline=pipeline,
-                                   intermediate_states=intermediate_states)
-        program = design.passes[0].program
-    precision = _precision(q, transfer_dtype, precision, compute_dtype, program)
+                               chunk_size=chunk_size, design=design, types=types, loop=loop,
+                               progress=progress, intermediate_states=intermediate_states)
+    check_inputs(q, k, v, g, beta, initial_state, chunk_size, scale)
+    design = design or get_design(version)
+    run = _execute_one_pass if design.single else _execute_design
+    return run(design, q, k, v, g, beta, scale, initial_state, chunk_size=chunk_size, types=types, loop=loop,
+               progress=progress, intermediate_states=intermediate_states)
+
+
+def _execute_one_pass(design: Design, q, k, v, g, beta, scale, initial_state, *, chunk_size: int, types: Types,
+                      loop: ChunkLoop, progress, intermediate_states: bool) -> Execution:
+    """A design of one pass: chunks are cut from the inputs `loop.block` at a time, so memory beyond the
+    inputs and the output stays at a few chunks' worth."""
+    program = design.passes[0].program
+    B, T, H, K = q.shape
+    V, device = v.shape[-1], q.device
+    fast, block = loop.fast, loop.block
+    precision = resolve_precision(q, types, program)
     cd = precision.compute
     if scale is None:
         scale = K ** -0.5
@@ -244,7 +265,7 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
          else precision.round(initial_state.to(cd), precision.state_type).reshape(B * H, K, V))
     ex = Executor(program, precision, input_types={"g": "fp32", "beta": "fp32"})
     graph = ex.record(probe(), S[:1].clone(), shapes={"chunk_size": C, "d_k": K, "d_v": V})
-    o = torch.empty(B, T, H, V, dtype=out_dtype or cd, device=device)
+    o = torch.empty(B, T, H, V, dtype=types.out or cd, device=device)
 
     def emit(t: int, result: dict) -> None:
         lo, hi = t * C, min(T, (t + 1) * C)
@@ -252,14 +273,12 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
         if progress is not None:
             progress(t + 1, NT)
 
-    if graphs is None:
-        graphs = fast and device.type == "cuda"
+    graphs = fast and device.type == "cuda" if loop.graphs is None else loop.graphs
+    check_every = (1 if device.type == "cpu" else 64) if loop.check_every is None else loop.check_every
     states, on_state = _state_keeper(intermediate_states, S, NT)
     with torch.no_grad():
-        if check_every is None:
-            check_every = 1 if device.type == "cpu" else 64
-        S = ex.run(chunk, S, NT, emit, fast=fast, graphs=graphs, check_every=check_every, pipeline=pipeline,
-                   batched=batched, on_state=on_state)
+        S = ex.run(chunk, S, NT, emit, fast=fast, graphs=graphs, check_every=check_every, pipeline=loop.pipeline,
+                   batched=loop.batched, on_state=on_state)
     result = Execution(o, S.reshape(B, H, K, V), graph, ex.first_nonfinite, precision, NT, C,
                        (q, k, v, g, beta, initial_state))
     result.replay = ex.replay_mode
@@ -283,26 +302,7 @@ def _states_out(states: torch.Tensor | None, B: int) -> torch.Tensor | None:
     return None if states is None else states.unflatten(0, (B, -1)).transpose(1, 2)
 
 
-def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,
-              version: str = "v3", chunk_size: int = 64, transfer_dtype=None, precision: Precision | None = None,
-              cu_seqlens=None):
-    """KDA computed by running a design on the simulated NPU. Returns (o, final_state or None); o has v's
-    dtype, the final state is fp32 (FLA's conventions). With `cu_seqlens` (FLA's varlen), q is
-    [1, total tokens, H, K] and the final state [number of sequences, H, K, V]."""
-    ex = execute(q, k, v, g, beta, scale, initial_state, version=version, chunk_size=chunk_size,
-                 transfer_dtype=transfer_dtype, precision=precision, out_dtype=v.dtype, cu_seqlens=cu_seqlens)
-    warn_nonfinite(ex)
-    return ex.o, (ex.final_state.to(torch.float32) if output_final_state else None)
-
-
-def recurrent_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False):
-    """The token-by-token recurrence (FLA's naive_recurrent_kda), in fp32. Returns (o, final_state or None)."""
-    _check(q, k, v, g, beta, initial_state, 1)
-    o, S = naive_recurrent_kda(q, k, v, g, beta, scale, initial_state, output_final_state, dtype=torch.float32)
-    return o.to(v.dtype), S
-
-
-def _chunked(x: torch.Tensor, C: int, dtype: torch.dtype, round_to=None) -> torch.Tensor:
+def chunked(x: torch.Tensor, C: int, dtype: torch.dtype, round_to=None) -> torch.Tensor:
     """x [B, T, H, ...] as [B*H, NT, C, ...] in `dtype`, zero-padded to NT x C tokens."""
     B, T, H = x.shape[:3]
     NT = -(-T // C)
@@ -315,28 +315,27 @@ def _chunked(x: torch.Tensor, C: int, dtype: torch.dtype, round_to=None) -> torc
     return x.reshape(B * H, NT, C, *x.shape[4:])
 
 
-def _execute_design(design, q, k, v, g, beta, scale, initial_state, *, chunk_size, transfer_dtype, precision,
-                    compute_dtype, out_dtype, progress, fast: bool = True, cuda_graphs: bool | None = None,
-                    pipeline: bool | None = None, intermediate_states: bool = False) -> Execution:
-    """A design of several passes (kda/multipass.py): every tensor between passes is kept for the whole batch."""
+def _execute_design(design: Design, q, k, v, g, beta, scale, initial_state, *, chunk_size: int, types: Types,
+                    loop: ChunkLoop, progress, intermediate_states: bool = False) -> Execution:
+    """A design of several passes (kda/driver/multipass.py): every tensor between passes is kept for the whole batch."""
     B, T, H, K, V = q.shape[0], q.shape[1], q.shape[2], q.shape[3], v.shape[-1]
     state_program = (design.state_pass or design.passes[0]).program
-    precision = design_precision(design, _precision(q, transfer_dtype, precision, compute_dtype, state_program))
+    precision = design_precision(design, resolve_precision(q, types, state_program))
     cd, C = precision.compute, chunk_size
     scale = K ** -0.5 if scale is None else scale
     stored = lambda x: precision.round(x, precision.transfer)
-    pool = {"Q": _chunked(q, C, cd, stored), "K": _chunked(k, C, cd, stored), "V": _chunked(v, C, cd, stored),
-            "g": _chunked(g, C, cd), "beta": _chunked(beta, C, cd), "scale": scale}
+    pool = {"Q": chunked(q, C, cd, stored), "K": chunked(k, C, cd, stored), "V": chunked(v, C, cd, stored),
+            "g": chunked(g, C, cd), "beta": chunked(beta, C, cd), "scale": scale}
     S = (torch.zeros(B * H, K, V, dtype=cd, device=q.device) if initial_state is None
          else precision.round(initial_state.to(cd), precision.state_type).reshape(B * H, K, V))
     graphs, executors = record_passes(design, pool, S, precision, {"g": "fp32", "beta": "fp32"},
                                       {"chunk_size": C, "d_k": K, "d_v": V})
     states, on_state = _state_keeper(intermediate_states, S, pool["Q"].shape[1])
     with torch.no_grad():
-        pool, S, nonfinite = run_passes(design, executors, pool, S, precision, progress, fast, cuda_graphs,
-                                        pipeline, on_state)
+        pool, S, nonfinite = run_passes(design, executors, pool, S, precision, progress, loop.fast, loop.graphs,
+                                        loop.pipeline, on_state)
     NT = pool["Q"].shape[1]
-    o = pool["O"].reshape(B, H, NT * C, V)[:, :, :T].transpose(1, 2).to(out_dtype or cd)
+    o = pool["O"].reshape(B, H, NT * C, V)[:, :, :T].transpose(1, 2).to(types.out or cd)
     main = next((g_ for g_, p in zip(graphs, design.passes) if p.program.state is not None), graphs[-1])
     result = Execution(o, S.reshape(B, H, K, V), main, nonfinite, precision, NT, C,
                        (q, k, v, g, beta, initial_state), graphs=tuple(graphs), design=design)
@@ -348,7 +347,7 @@ def _execute_design(design, q, k, v, g, beta, scale, initial_state, *, chunk_siz
 def _execute_varlen(q, k, v, g, beta, scale, initial_state, cu_seqlens, **kw) -> Execution:
     """FLA's variable-length batch: each sequence padded at its end to the longest one's chunks (zero k,
     beta and g change nothing), run as a batch, and cut back."""
-    _check(q, k, v, g, beta, None, kw["chunk_size"], scale)          # types before shapes are read
+    check_inputs(q, k, v, g, beta, None, kw["chunk_size"], scale)          # types before shapes are read
     if initial_state is not None and not isinstance(initial_state, torch.Tensor):
         raise KdaInputError(f"initial_state must be a torch.Tensor, got {type(initial_state).__name__}")
     if q.dim() != 4 or q.shape[0] != 1:

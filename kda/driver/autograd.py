@@ -1,10 +1,10 @@
-"""`kda.chunk_kda` under autograd: the forward runs a design on the simulated NPU (kda/api.py), the backward
-runs that design's backward phase program (kda/backward.py), the reverse walk over the chunks.
+"""`kda.chunk_kda` under autograd: the forward runs a design on the simulated NPU (execute.py), the backward
+runs that design's backward phase program (kda/driver/backward.py), the reverse walk over the chunks.
 
     o, ht = kda.chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True, version="v4")
     ((o * do).sum() + (ht * dht).sum()).backward()     # q.grad, ..., h0.grad from the simulated NPU
 
-Without gradients (no input requires one, or torch.no_grad) it is api.chunk_kda. With fp64 inputs both
+Without gradients (no input requires one, or torch.no_grad) it is execute.forward_kda. With fp64 inputs both
 directions compute and hand over in fp64 (the exactness check `torch.autograd.gradcheck` uses).
 """
 from __future__ import annotations
@@ -13,11 +13,11 @@ import torch
 
 from npusim import Precision
 
-from kda import api
-from kda.api import KdaInputError
-from kda import backward as kda_backward
-from kda.backward import backward_design, check_backward_chunk_size, execute_backward
-from kda.multipass import stored_types
+from kda.driver import backward as kda_backward
+from kda.driver.backward import backward_design, check_backward_chunk_size, execute_backward
+from kda.driver.checks import KdaInputError, warn_nonfinite
+from kda.driver.execute import ChunkLoop, Types, execute
+from kda.driver.multipass import stored_types
 from kda.programs import get_design
 
 
@@ -34,12 +34,12 @@ class ChunkKdaFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, g, beta, h0, scale, version, chunk_size, transfer_dtype, precision, cu_seqlens):
-        ex = api.execute(q, k, v, g, beta, scale, h0, version=version, chunk_size=chunk_size,
-                         transfer_dtype=transfer_dtype, precision=precision, out_dtype=v.dtype,
-                         compute_dtype=precision.compute if precision is not None else torch.float32,
-                         cu_seqlens=cu_seqlens, batched=kda_backward.BATCHED if kda_backward.BATCHED is not None
-                         else q.device.type != "cpu")        # as the backward's passes (kda/backward.py)
-        api.warn_nonfinite(ex)
+        compute = precision.compute if precision is not None else torch.float32
+        batched = kda_backward.BATCHED if kda_backward.BATCHED is not None else q.device.type != "cpu"
+        ex = execute(q, k, v, g, beta, scale, h0, version=version, chunk_size=chunk_size, cu_seqlens=cu_seqlens,
+                     types=Types(transfer=transfer_dtype, policy=precision, out=v.dtype, compute=compute),
+                     loop=ChunkLoop(batched=batched))        # as the backward's passes (backward.py)
+        warn_nonfinite(ex)
         ctx.save_for_backward(q, k, v, g, beta, h0)
         ctx.settings = (scale, version, chunk_size, transfer_dtype, precision, h0 is None, cu_seqlens)
         return ex.o, ex.final_state.to(torch.float64 if q.dtype == torch.float64 else torch.float32)
@@ -63,13 +63,26 @@ class ChunkKdaFunction(torch.autograd.Function):
                 None, None, None, None, None, None)
 
 
-def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,
+def forward_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,
+                version: str = "v3", chunk_size: int = 64, transfer_dtype=None, precision: Precision | None = None,
+                cu_seqlens=None):
+    """KDA's forward computed by running a design on the simulated NPU, without gradients. Returns (o,
+    final_state or None); o has v's dtype, the final state is fp32 (FLA's conventions). With `cu_seqlens` (FLA's varlen), q is
+    [1, total tokens, H, K] and the final state [number of sequences, H, K, V]."""
+    ex = execute(q, k, v, g, beta, scale, initial_state, version=version, chunk_size=chunk_size,
+                 types=Types(transfer=transfer_dtype, policy=precision, out=v.dtype), cu_seqlens=cu_seqlens)
+    warn_nonfinite(ex)
+    return ex.o, (ex.final_state.to(torch.float32) if output_final_state else None)
+
+
+def differentiable_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,
               version: str = "v3", chunk_size: int = 64, transfer_dtype=None, precision: Precision | None = None,
               cu_seqlens=None):
-    """FLA's chunk_kda on the simulated NPU, differentiable. Returns (o, final_state or None)."""
+    """KDA on the simulated NPU, differentiable (the core of kda.chunk_kda, without FLA's options). Returns
+    (o, final_state or None)."""
     tensors = [x for x in (q, k, v, g, beta, initial_state) if isinstance(x, torch.Tensor)]
     if not (torch.is_grad_enabled() and any(x.requires_grad for x in tensors)):
-        return api.chunk_kda(q, k, v, g, beta, scale, initial_state, output_final_state, version=version,
+        return forward_kda(q, k, v, g, beta, scale, initial_state, output_final_state, version=version,
                              chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
                              cu_seqlens=cu_seqlens)
     try:                                      # one line if the design has no backward program, before any work

@@ -1,0 +1,13 @@
+"""The numerics driver: a design's phase programs run over a whole batch, chunk by chunk, on torch.
+
+    chunk_kda.py     kda.chunk_kda: fla-core's whole signature, the public entry
+    fla_options.py   FLA's in-kernel options as exact formulas, and the checks of chunk_kda's parameters
+    autograd.py      differentiable_kda: the forward on the NPU under autograd, the backward design behind it
+    execute.py       execute: a design over a batch (one pass or several, variable lengths); forward_kda,
+                     record_graphs (a timing-only run's graphs), recurrent_kda (the ground truth)
+    multipass.py     the passes of a design, one after the other, every tensor between them kept
+    backward.py      execute_backward: a backward design's passes, every gradient
+    checks.py        the checks of the inputs (KdaInputError), the inf/NaN warning
+    inputs.py        seeded inputs (gate families)
+    device.py        the torch device of the numerics
+"""

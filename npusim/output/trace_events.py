@@ -1,0 +1,341 @@
+"""The Chrome Trace Event JSON events of one replayed run (chrome_trace.py puts runs and designs together).
+
+Layout (one process per AI core, and per run when several runs share a file):
+  - a thread per unit: Cube, Vec0, Vec1, ... The Vector units split every Vector phase and run in lockstep,
+    so each Vec thread shows the same slices. A phase is an X slice named like `D[c3]` (`D[s5 c3]` when
+    the run has several sequences), with its ops, MACs, element ops, bytes in and out and the sequence.
+  - a thread per hand-off link and direction (more lanes when hand-offs overlap there: a sync holds the
+    link for bytes / bandwidth, then its fixed latency passes while the next one may already be moving).
+  - workspace threads, one per ping/pong slot, with the chunk that holds it, and a counter track of the
+    workspace's occupancy in KiB (resident, ping, pong).
+  - where the profile gives the core's pipes: threads Cube MTE2, Cube FixPipe, Vec MTE2, Vec MTE3 with each
+    tile's load or store, and counter tracks of what the phases hold in UB (per AIV) and L1 against their
+    capacity (pipe_trace.py).
+  - an arrow per hand-off from the producing phase to the consuming one, and one per state hand-off from
+    the phase that makes the state to the next chunk's reader. A Perfetto flow binds one id per slice, and a
+    phase both receives and sends, so each phase slice holds small child slices, one per arrow end (at its
+    start for arrows in, at its end for arrows out, on Cube or Vec0), named with the hand-off's tensors
+    and bytes; flow_out sits on the producer's child, flow_in on the consumer's (v2 flow events).
+
+Times are in microseconds from the first node's start (the launch overhead is in the metadata, not drawn),
+on a 1 ns grid. Readers that convert ts x 1000 to integer nanoseconds by truncation (Perfetto does) would
+turn 0.364 into 363 ns and break the nesting of slices that touch, so every ts carries +0.1 ps; `check`
+(chrome_trace.py) verifies the nesting both in microseconds and in the nanoseconds such a reader computes.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable
+
+from npusim.model.engine import PHASE, STATE, SYNC, Run
+from npusim.output.pipe_trace import chrome_events
+from npusim.record.graph import CUBE, VEC
+
+UNIT_NAME = {CUBE: "Cube", VEC: "Vec"}
+LINK_NAME = {"link:vec->cube": "link Vec→Cube", "link:cube->vec": "link Cube→Vec"}
+PID_STRIDE = 1000                  # pid = 1 + run index x PID_STRIDE + core
+KIB = 1024
+
+
+def run_meta(run: Run, label: str) -> dict:
+    g = run.template.graph
+    return {"label": label, "version": g.program, "profile": run.profile.name, "dtype": g.transfer_dtype,
+            "mode": "serial" if run.serial else "pipelined", "chunks": run.chunks, "sequences": run.sequences,
+            "cores": run.cores_used, "vector_units_per_core": run.profile.chip.vec_per_core,
+            "makespan_us": run.makespan_us, "launch_us": run.profile.chip.launch_overhead_us,
+            "latency_us": run.latency_us, "shapes": dict(g.shapes)}
+
+
+def to_ns(t_us: float) -> int:
+    return int(round(t_us * 1000.0))
+
+
+def to_ts(ns: int) -> float:
+    """A timestamp on the 1 ns grid, +0.1 ps so that truncating readers land on `ns` (module docstring)."""
+    return float(f"{ns // 1000}.{ns % 1000:03d}0001") if ns >= 0 else ns / 1000.0
+
+
+def _dur(ns: int) -> float:
+    return ns / 1000.0
+
+
+def x_event(name: str, cat: str, pid: int, tid: int, s: int, e: int, args: dict, **extra) -> dict:
+    return {"name": name, "cat": cat, "ph": "X", "pid": pid, "tid": tid, "ts": to_ts(s), "dur": _dur(e - s),
+            "args": args, **extra}
+
+
+def meta_event(kind: str, pid: int, tid: int | None, **args) -> dict:
+    ev = {"name": kind, "ph": "M", "pid": pid, "args": args}
+    if tid is not None:
+        ev["tid"] = tid
+    return ev
+
+
+def _lanes(intervals: list[tuple[int, int, object]]) -> list[tuple[int, object]]:
+    """Greedy lanes so that no two intervals of one lane overlap: (lane, item) for each interval."""
+    lane_end: list[int] = []
+    out = []
+    for s, e, item in sorted(intervals, key=lambda x: (x[0], x[1])):
+        for i, end in enumerate(lane_end):
+            if end <= s:
+                lane_end[i] = e
+                out.append((i, item))
+                break
+        else:
+            lane_end.append(e)
+            out.append((len(lane_end) - 1, item))
+    return out
+
+
+def run_events(run: Run, label: str | None, pid_base: int, heads: int | None, flow_ids: Iterable[int]) -> list[dict]:
+    """Every event of one run, in the file's order before sorting: phases (with their arrow ends), hand-offs
+    on link lanes, the workspace's slots and occupancy, the pipes, then the names of processes and threads."""
+    r = _RunEvents(run, label, pid_base, heads)
+    ends_in, ends_out = r.flow_ends(flow_ids)
+    out = r.phase_events(ends_in, ends_out)
+    out += r.link_events()
+    out += r.workspace_events()
+    out += _counters(run, r.pid_of, r.slot_names, r.next_tid)
+    pipe_events, pipe_names = chrome_events(run, r.pid_of, r.next_tid + 1, x_event, to_ns, to_ts)  # MTE / FixPipe
+    return out + pipe_events + r.name_events(pipe_names)
+
+
+class _RunEvents:
+    """What the sections of one run's events share: its nodes and events, the tracks (a tid per track, the
+    same on every core) and the processes (a pid per core)."""
+
+    def __init__(self, run: Run, label: str | None, pid_base: int, heads: int | None):
+        self.run, self.label, self.heads = run, label, heads
+        self.tpl = tpl = run.template
+        self.g, self.nodes = tpl.graph, tpl.nodes
+        self.n_vec = run.profile.chip.vec_per_core
+        self.many = run.sequences > 1
+        self.events = run.traced().events()
+        self.at = {(e.seq, e.chunk, e.index): e for e in self.events}
+        self.consumers = defaultdict(list)            # node -> phase nodes that read it (same chunk)
+        for nd in self.nodes:
+            for d in nd.deps:
+                self.consumers[d].append(nd.index)
+        self.slot_names = _slot_names(run.slots)
+        self.tids = {("unit", CUBE): 1, **{("vec", i): 2 + i for i in range(self.n_vec)}}
+        self.next_tid = 2 + self.n_vec
+        self.cores = sorted({e.core for e in self.events})
+        self.pid_of = {c: pid_base + 1 + c for c in self.cores}
+        self.link_tids: dict = {}
+        self.ws_tids: dict = {}
+
+    def seq_args(self, seq: int) -> dict:
+        d = {"sequence": seq}
+        if self.heads:
+            d.update(batch=seq // self.heads, head=seq % self.heads)
+        return d
+
+    def tag(self, chunk: int, seq: int) -> str:
+        return f"[s{seq} c{chunk}]" if self.many else f"[c{chunk}]"
+
+    def flow_ends(self, flow_ids: Iterable[int]) -> tuple[dict, dict]:
+        """Each hand-off's arrow, and each state hand-off's: phase event -> [(flow id, text, cat, args)] of
+        the arrows it receives, and of those it sends."""
+        ends_in, ends_out = defaultdict(list), defaultdict(list)
+        for prod, cons, text, cat, args in self._syncs() + self._states():
+            fid = next(flow_ids)
+            ends_out[id(prod)].append((fid, text, cat, args))
+            ends_in[id(cons)].append((fid, text, cat, args))
+        return ends_in, ends_out
+
+    def _syncs(self) -> list[tuple]:
+        nodes, at, flows = self.nodes, self.at, []
+        syncs = {s.name: s for s in self.g.syncs}
+        for e in self.events:
+            nd = nodes[e.index]
+            if nd.kind != SYNC:
+                continue
+            s = syncs[nd.name]
+            prod = at[(e.seq, e.chunk, nd.deps[0])]
+            for c in self.consumers[e.index]:
+                rides = e.nbytes - nd.nbytes_first if e.chunk > 0 else 0
+                args = {"sync": nd.label, "direction": s.direction, "tensors": list(s.tensors),
+                        "bytes": e.nbytes, "state_bytes_riding": rides, "producer": s.producer,
+                        "consumer": nodes[c].name, "chunk": e.chunk, **self.seq_args(e.seq)}
+                text = f"{nd.label} {', '.join(s.tensors)}{' + S' if rides else ''} · {e.nbytes / KIB:g} KiB"
+                flows.append((prod, at[(e.seq, e.chunk, c)], text, "sync", args))
+        return flows
+
+    def _states(self) -> list[tuple]:
+        st, nodes, at, flows = self.g.state, self.nodes, self.at, []
+        if st is None:
+            return flows
+        for a, b in self.tpl.state_edges:
+            if nodes[b].kind == PHASE:                # the same unit keeps it: no hand-off
+                continue
+            how = f"rides on {nodes[b].label}" if nodes[b].kind == SYNC else "its own hand-off"
+            for e in self.events:
+                if e.index != b or e.chunk == 0:
+                    continue
+                prod = at[(e.seq, e.chunk - 1, a)]
+                for c in self.consumers[b]:
+                    args = {"state": f"{st.output_name} -> {st.input_name}", "bytes": st.nbytes, "how": how,
+                            "producer": nodes[a].name, "consumer": nodes[c].name,
+                            "from_chunk": e.chunk - 1, "chunk": e.chunk, **self.seq_args(e.seq)}
+                    text = f"S {st.output_name}→{st.input_name} · {st.nbytes / KIB:g} KiB ({how})"
+                    flows.append((prod, at[(e.seq, e.chunk, c)], text, "state", args))
+        return flows
+
+    def phase_events(self, ends_in: dict, ends_out: dict) -> list[dict]:
+        """A slice per phase on its unit's track (on every Vector unit for a Vector phase), with its arrow ends."""
+        nodes, at, tids, n_vec, out = self.nodes, self.at, self.tids, self.n_vec, []
+        phases = {p.name: p for p in self.g.phases}
+        for e in self.events:
+            nd = nodes[e.index]
+            if nd.kind != PHASE:
+                continue
+            p = phases[nd.name]
+            pid, s, t = self.pid_of[e.core], to_ns(e.start), to_ns(e.end)
+            sync_in = sum(at[(e.seq, e.chunk, d)].nbytes for d in nd.deps if nodes[d].kind != PHASE)
+            sync_out = sum(at[(e.seq, e.chunk, c)].nbytes for c in self.consumers[e.index] if nodes[c].kind != PHASE)
+            args = {"phase": p.name, "unit": UNIT_NAME.get(p.unit, p.unit), "chunk": e.chunk, **self.seq_args(e.seq),
+                    "ops": len(p.ops), "macs": p.macs, "element_ops": p.element_ops,
+                    "bytes_in": sync_in + p.gm_read_bytes, "bytes_out": sync_out + p.gm_write_bytes,
+                    "sync_bytes_in": sync_in, "sync_bytes_out": sync_out,
+                    "gm_read_bytes": p.gm_read_bytes, "gm_write_bytes": p.gm_write_bytes,
+                    "start_us": e.start, "end_us": e.end, "duration_us": e.end - e.start,
+                    "slot": self.slot_names[e.slot] if 0 <= e.slot < len(self.slot_names) else None}
+            name = f"{p.name}{self.tag(e.chunk, e.seq)}"
+            cat = f"phase,{p.unit}"
+            track_tids = [tids[("unit", CUBE)]] if p.unit == CUBE else [tids[("vec", i)] for i in range(n_vec)]
+            if p.unit not in (CUBE, VEC):
+                track_tids = [tids.setdefault(("unit", p.unit), 100 + len(tids))]
+            for i, tid in enumerate(track_tids):
+                a = dict(args)
+                if p.unit == VEC:
+                    a["vector_unit"] = f"{i} of {n_vec} (the units split the phase and run in lockstep)"
+                out.append(x_event(name, cat, pid, tid, s, t, a))
+            out += _anchors(pid, track_tids[0], s, t, ends_in[id(e)], ends_out[id(e)])
+        return out
+
+    def link_events(self) -> list[dict]:
+        """The hand-offs on link lanes (a lane more where they overlap on one link)."""
+        nodes, tids, g, out = self.nodes, self.tids, self.g, []
+        syncs = {s.name: s for s in g.syncs}
+        link_items = defaultdict(list)
+        for e in self.events:
+            nd = nodes[e.index]
+            if nd.kind == PHASE or (nd.kind == STATE and e.end <= e.start):
+                continue
+            link_items[(e.core, e.unit)].append((to_ns(e.start), to_ns(e.end), e))
+        for (core, unit) in sorted(link_items):
+            for lane, e in _lanes(link_items[(core, unit)]):
+                key = ("link", unit, lane)
+                if key not in tids:
+                    tids[key] = self.next_tid
+                    self.next_tid += 1
+                self.link_tids[key] = tids[key]
+                nd = nodes[e.index]
+                if nd.kind == SYNC:
+                    s_ = syncs[nd.name]
+                    args = {"sync": nd.label, "tensors": list(s_.tensors), "bytes": e.nbytes,
+                            "state_bytes_riding": e.nbytes - nd.nbytes_first if e.chunk > 0 else 0,
+                            "producer": s_.producer, "consumer": s_.consumer}
+                else:
+                    args = {"state": f"{g.state.output_name} -> {g.state.input_name}", "bytes": e.nbytes}
+                args.update(chunk=e.chunk, **self.seq_args(e.seq), transfer_us=e.busy_end - e.start,
+                            latency_us=e.end - e.busy_end, start_us=e.start, end_us=e.end)
+                out.append(x_event(f"{nd.label}{self.tag(e.chunk, e.seq)}", f"handoff,{nd.kind}",
+                                   self.pid_of[core], tids[key], to_ns(e.start), to_ns(e.end), args))
+        return out
+
+    def workspace_events(self) -> list[dict]:
+        """Which chunk holds each ping/pong slot, from its first node's start to the slot's release."""
+        tpl, run, out = self.tpl, self.run, []
+        if tpl.slot_release is None:
+            return out
+        for i, _ in enumerate(self.slot_names):
+            self.ws_tids[i] = self.next_tid + i
+        self.next_tid += len(self.slot_names)
+        for e in self.events:
+            if e.index != tpl.slot_release:
+                continue
+            first = self.at[(e.seq, e.chunk, 0)]
+            slot = max(e.slot, 0)
+            args = {"chunk": e.chunk, **self.seq_args(e.seq),
+                    "slot": self.slot_names[slot] if not run.serial else "serial",
+                    "from_us": first.start, "to_us": e.end}
+            out.append(x_event(f"c{e.chunk}" if not self.many else f"s{e.seq} c{e.chunk}", "workspace",
+                               self.pid_of[e.core], self.ws_tids[slot], to_ns(first.start), to_ns(e.end), args))
+        return out
+
+    def name_events(self, pipe_names: dict) -> list[dict]:
+        """The names and sort orders of each core's process and of its threads."""
+        run, g, tids, out = self.run, self.g, self.tids, []
+        mode = "serial" if run.serial else "pipelined"
+        title = f"{g.program} · {run.profile.name} · {g.transfer_dtype} · {mode}"
+        for c in self.cores:
+            pid = self.pid_of[c]
+            pname = f"{self.label} · AI core {c} ({run.profile.name} · {g.transfer_dtype} · {mode})" if self.label \
+                else f"AI core {c} · {title}"
+            out.append(meta_event("process_name", pid, None, name=pname))
+            out.append(meta_event("process_sort_index", pid, None, sort_index=pid))
+            out.append(meta_event("process_labels", pid, None, labels=title))
+            names = {tids[("unit", CUBE)]: "Cube"}
+            names.update({tids[("vec", i)]: f"Vec{i}" for i in range(self.n_vec)})
+            for (kind, *rest), tid in tids.items():
+                if kind == "link" and tid in self.link_tids.values():
+                    unit, lane = rest
+                    names[tid] = LINK_NAME.get(unit, unit) + (f" #{lane + 1}" if lane else "")
+                elif kind == "unit" and rest[0] not in (CUBE,):
+                    names[tid] = UNIT_NAME.get(rest[0], rest[0])
+            for i, tid in self.ws_tids.items():
+                names[tid] = f"workspace {self.slot_names[i]}" if not run.serial else "workspace (serial: one chunk)"
+            names.update(pipe_names)
+            for tid, tname in sorted(names.items()):
+                out.append(meta_event("thread_name", pid, tid, name=tname))
+                out.append(meta_event("thread_sort_index", pid, tid, sort_index=tid))
+        return out
+
+
+def _slot_names(slots: int) -> list[str]:
+    base = ["ping", "pong"]
+    return [base[i] if i < 2 else f"slot{i}" for i in range(max(slots, 1))]
+
+
+def _anchors(pid: int, tid: int, s: int, t: int, ins: list, outs: list) -> list[dict]:
+    """Child slices of a phase slice that carry its arrow ends: arrows in at its start, arrows out at its
+    end, each on its own child (a slice binds one flow). They stay 1 ns inside the phase's end."""
+    m = len(ins) + len(outs)
+    if not m:
+        return []
+    d = t - s
+    w = max(0, min((d - 1) // m, max(1, d // 4))) if d > 1 else 0
+    evs = []
+    for i, (fid, text, cat, args) in enumerate(ins):
+        a = s + i * w
+        evs.append(x_event(f"→ {text}", f"flow-in,{cat}", pid, tid, a, a + w, {**args, "end": "in"},
+                      bind_id=fid, flow_in=True))
+    for j, (fid, text, cat, args) in enumerate(outs):
+        b = (t - 1 - j * w) if w else s
+        evs.append(x_event(f"{text} →", f"flow-out,{cat}", pid, tid, b - w, b, {**args, "end": "out"},
+                      bind_id=fid, flow_out=True))
+    return evs
+
+
+def _counters(run: Run, pid_of: dict[int, int], slot_names: list[str], tid: int) -> list[dict]:
+    resident = {c: run.template.resident_bytes / KIB * max(run.lanes(c), 1) for c in pid_of}   # one a lane
+    values: dict[int, dict[str, float]] = {c: {"resident": resident[c], **{n: 0.0 for n in slot_names}}
+                                           for c in pid_of}
+    samples: dict[tuple[int, int], dict[str, float]] = {}
+    for c in pid_of:
+        samples[(c, 0)] = dict(values[c])
+    for t, core, slot, nbytes in sorted(run.traced().occupancy, key=lambda x: x[0]):
+        if core not in values:
+            continue
+        values[core][slot_names[min(slot, len(slot_names) - 1)]] = nbytes / KIB
+        samples[(core, to_ns(t))] = dict(values[core])       # the last value at an instant wins
+    end = to_ns(run.makespan_us)
+    for c in pid_of:
+        samples.setdefault((c, end), dict(values[c]))
+    out, last = [], {}
+    for (c, ns), v in sorted(samples.items()):
+        if last.get(c) != v or ns == end:                  # only changes, and the end of the run
+            out.append({"name": "workspace KiB", "ph": "C", "pid": pid_of[c], "tid": tid, "ts": to_ts(ns), "args": v})
+        last[c] = v
+    return out
