@@ -16,6 +16,7 @@ bench: .venv/.stamp
 	$(PY) -m pip --disable-pip-version-check -q install -e ".[bench]"
 	$(PY) benchmarks/scale.py
 	$(PY) benchmarks/replay_speed.py
+	$(PY) benchmarks/decode_speed.py
 	$(PY) benchmarks/uncertainty.py
 	$(PY) benchmarks/page_faults.py
 

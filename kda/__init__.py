@@ -6,12 +6,16 @@
                                                                           beta sigmoid, ...); differentiable
                                                                           (kda/driver/autograd.py)
     recurrent_kda(...)                              -> (o, final_state)   the ground truth
+    fused_recurrent_kda(q, k, v, g, beta, ...)      -> (o, final_state)   a decode step (FLA's shape) by a
+                                                                          decode design (kda/decode/)
     python -m kda.run --version v3 --chunks 16                            the command line
 """
 import npusim.command  # noqa: F401  (first: a command's Ctrl-C while the modules import is one line, exit 130)
 from kda.driver.checks import KdaInputError
 from kda.driver.chunk_kda import chunk_kda, recurrent_kda
 from kda.driver.execute import Execution, execute
+from kda.decode.api import fused_recurrent_kda
 from kda.programs import PROGRAMS, get_program
 
-__all__ = ["Execution", "KdaInputError", "PROGRAMS", "chunk_kda", "execute", "get_program", "recurrent_kda"]
+__all__ = ["Execution", "KdaInputError", "PROGRAMS", "chunk_kda", "execute", "fused_recurrent_kda", "get_program",
+           "recurrent_kda"]

@@ -42,6 +42,10 @@ def parse_args(argv: list[str] | None = None, parser: argparse.ArgumentParser | 
 
 @as_command
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--decode" in argv:               # the one-token recurrent step: kda/cli/decode.py (python -m kda.decode)
+        from kda.cli.decode import main as decode
+        return decode([a for a in argv if a != "--decode"])
     args = parse_args(argv)
     if args.version is None:
         from kda.cli.run_backward import DEFAULT_BACKWARD

@@ -5,6 +5,7 @@
     pto.py        MegaGDN-PTO's six stages and fused kernel, as their AscendC kernels run
     triton.py     vllm-ascend's Triton GDN stages, as their programs run
     recording.py  graphs of a design recorded for one kernel shape
+    decode.py     the measured decode kernels (kda/decode/kernels/): decode shapes, predicted step latency
 """
 from kda.kernels.registry import KERNELS, KernelShape, kernel_names, resolve
 

@@ -64,7 +64,8 @@ def stage_of(pass_name: str) -> str:
 
 
 def kernel_names() -> list[str]:
-    return list(KERNELS)
+    from kda.kernels.decode import DECODE_KERNELS
+    return list(KERNELS) + list(DECODE_KERNELS)
 
 
 @dataclass(frozen=True)
@@ -231,8 +232,12 @@ class KernelModel:
 
 
 def model(kernel: str, shape: str, dtype: str, form: str = "simple", stage: str = "") -> KernelModel:
-    """ValueError naming the kernel, stage or shape when it cannot be modelled."""
+    """ValueError naming the kernel, stage or shape when it cannot be modelled. Decode kernels (one step of the
+    recurrence) are kda/kernels/decode.py's, with their own shapes."""
+    from kda.kernels.decode import DECODE_KERNELS, decode_model
     kernel = ALIASES.get(kernel, kernel)
+    if kernel in DECODE_KERNELS:
+        return decode_model(kernel, shape, dtype, stage)
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r} (known: {', '.join(kernel_names())})")
     passes = list(dict.fromkeys(stage_of(p.name) for p in KERNELS[kernel][0].passes))

@@ -85,7 +85,7 @@ def test_the_reader_gives_each_row_its_stage_and_old_files_none():
 def test_every_shipped_file_is_package_data():
     """The wheel takes kda/validation/ files by pyproject's package-data globs: every .csv and .md there matches."""
     globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["kda"]
-    shipped = [p.relative_to(ROOT / "kda").as_posix() for p in (ROOT / "kda" / "validation").iterdir()]
+    shipped = [p.relative_to(ROOT / "kda").as_posix() for p in (ROOT / "kda" / "validation").rglob("*") if p.is_file()]
     assert {"validation/measurements.csv", "validation/megagdn.csv", "validation/README.md"} <= set(shipped)
     for name in shipped:
         assert any(fnmatch.fnmatch(name, g) for g in globs), name
@@ -102,7 +102,7 @@ class Fake:
     def predict(self, profile):
         return self.us * profile.value("sync.latency_us") / BASE.value("sync.latency_us")
 
-    def predict_many(self, profiles):
+    def predict_many(self, profiles):             # kda.validate times a kernel's samples at once
         return [self.predict(p) for p in profiles]
 
 
