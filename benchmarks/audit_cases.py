@@ -13,9 +13,9 @@ import itertools
 import os
 from pathlib import Path
 
-RUN, SWEEP, VALIDATE, CALIBRATE, ATTRIBUTION, STABILITY = (
+RUN, SWEEP, VALIDATE, CALIBRATE, ATTRIBUTION, STABILITY, DECODE = (
     "kda.cli.run", "kda.sweep.__main__", "kda.cli.validate", "npusim.fit.calibrate", "kda.cli.attribution",
-    "kda.cli.stability")
+    "kda.cli.stability", "kda.cli.decode")
 INT_BAD = ["0", "-1", "-100", "1e3", "abc", "", "3.5", "99999999999999999999", "nan", "0x10"]
 FLOAT_BAD = ["0", "-1", "nan", "inf", "-inf", "1e308", "abc", ""]
 SMALL = ["--no-numerics", "--chunks", "2", "--dk", "16", "--dv", "16"]
@@ -187,7 +187,7 @@ def _sweep_table(fx: Path) -> None:
 
 # ---- the command lines -----------------------------------------------------------------------------------
 def cli_cases() -> list[dict]:
-    return [*_run(), *_sweep(), *_plot(), *_validate(), *_calibrate(), *_attribution(), *_stability()]
+    return [*_run(), *_sweep(), *_plot(), *_validate(), *_calibrate(), *_attribution(), *_stability(), *_decode()]
 
 
 def _run() -> list[dict]:
@@ -407,6 +407,25 @@ def _stability() -> list[dict]:
                       "report" if val == "v3,,v4" else "refuse"))
     out.append(_c("stability-json", STABILITY, ["--versions", "v3", "--chunks", "1", "--no-thresholds", "--json"],
                   "report"))
+    return out
+
+
+def _decode() -> list[dict]:
+    out = []
+    small = ["--no-numerics", "--heads", "2", "--dk", "32", "--dv", "32"]
+    for opt in ("--batch", "--heads", "--dk", "--dv", "--tokens", "--value-heads", "--seed", "--prefill"):
+        for val in INT_BAD:
+            ok = (opt, val) in (("--seed", "0"), ("--prefill", "0"))
+            out.append(_c(f"decode{opt}={val or 'empty'}", DECODE, [*small, opt, val], "any" if ok else "refuse"))
+    for opt, val in [("--design", "nope"), ("--state-dtype", "fp16"), ("--dtype", "fp8"), ("--batch", "1:0"),
+                     ("--batch", "5-1"), ("--seqlens", "0,3"), ("--profile", "nope"), ("--set", "chip.nope=1"),
+                     ("--chunk-size", "64"), ("--backward", ""), ("--gate-lower-bound", "-1")]:
+        out.append(_c(f"decode{opt}={val or 'empty'}", DECODE, [*small, opt, *([val] if val else [])], "refuse"))
+    for name, val in [("dir", "{fx}/dir"), ("proc", "/proc/d.png"), ("txt", "{out}/d.txt"), ("full", "{fx}/full.png")]:
+        out.append(_c(f"decode--plot={name}", DECODE, [*small, "--plot", val], "refuse"))
+    out.append(_c("decode-same-file", DECODE, [*small, "--trace", "{out}/d.svg", "--plot", "{out}/d.svg"], "refuse"))
+    out.append(_c("decode-good", DECODE, [*small, "--batch", "8", "--trace", "{out}/d.json"], "report"))
+    out.append(_c("decode-sweep", DECODE, [*small, "--batch", "1:8", "--design", "all"], "any"))
     return out
 
 

@@ -11,12 +11,17 @@ import sys
 from pathlib import Path
 
 from npusim import NpuSimError
+from npusim.command import as_command
+from npusim.model.limits import check
+from npusim.output import files
+from npusim.output.files import same_file
 
 from kda.driver.checks import KdaInputError
 from kda.cli.checks import parse_overrides
-from kda.cli.common import Parser, console, fail, prog_name
+from kda.cli.common import Parser, console, fail, prog_name, seed_problem
 from kda.decode.programs.steps import BETA_SIGMOID, GATE, QK_L2NORM
 from kda.decode.study import ALL_DESIGNS, DecodeSettings, evaluate
+from kda.settings.work import MAX_NUMERIC_STEPS
 
 EXAMPLES = """examples:
   %(prog)s --design step --batch 32 --heads 32                  one step, its numerics and its bound
@@ -96,6 +101,12 @@ def settings_of(args) -> DecodeSettings:
     seqlens = _ints(args.seqlens, "--seqlens") if args.seqlens else None
     if args.prefill < 0:
         raise KdaInputError("--prefill must be >= 0")
+    check("--prefill: its chunks of 64 tokens, run before the step's check", -(-args.prefill // 64),
+          MAX_NUMERIC_STEPS)                  # the numerics' limit of kda.run (kda/settings/work.py)
+    if args.value_heads is not None and args.value_heads < 1:
+        raise KdaInputError(f"--value-heads must be >= 1, got {args.value_heads}")
+    if problem := seed_problem(args.seed):
+        raise KdaInputError(problem)
     return DecodeSettings(designs=designs, batches=_ints(args.batch, "--batch"), heads=args.heads,
                           value_heads=args.value_heads, tokens=_ints(args.tokens, "--tokens"), d_k=args.dk,
                           d_v=args.dv, dtype=args.dtype, state_dtypes=states, profile=args.profile, options=options,
@@ -104,6 +115,7 @@ def settings_of(args) -> DecodeSettings:
                           overrides=tuple(parse_overrides(args.set).items()))
 
 
+@as_command
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     prefill_only = next((a.split("=")[0] for a in argv if a.split("=")[0] in PREFILL_ONLY), None)
@@ -112,9 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         s = settings_of(args)
+        if args.trace is not None and args.plot is not None and same_file(args.trace, args.plot):
+            raise KdaInputError(f"--trace {args.trace} and --plot {args.plot} name one file: each needs its own")
         for flag, path in (("--trace", args.trace), ("--plot", args.plot)):
-            if path is not None and not path.parent.is_dir():
-                raise KdaInputError(f"{flag} {path}: no directory {path.parent}")
+            if path is not None:
+                files.check_writable(flag, path)    # before the work: files.OutputError, one line
         errors: list[str] = []
         results = evaluate(s, errors)
     except (KdaInputError, ValueError, NpuSimError) as err:
@@ -130,8 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         print_results(results, s, console())
     try:
         _write_files(args, results)
-    except OSError as err:
-        errors.append(f"cannot write {err.filename or ''} ({err.strerror or err})")
+    except (ValueError, NpuSimError) as err:          # files.OutputError names the option
+        errors.append(str(err))
     for e in errors:                   # after what was computed, so that nothing is lost
         fail(e)
     if errors:

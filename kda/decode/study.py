@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from npusim import NpuSimError, load_profile
+from npusim.model.limits import check_chunk
 
 from kda.driver.checks import KdaInputError
 from kda.decode.design import DecodeDesign
@@ -101,6 +102,7 @@ def check_settings(s: DecodeSettings) -> None:
                             f"more than {MAX_STATES:,} in one step")
     if min(s.d_k, s.d_v) < 1 or not s.tokens or min(s.tokens) < 1:
         raise KdaInputError("--dk, --dv and --tokens must be >= 1")
+    check_chunk(max(s.seqlens or s.tokens), s.d_k, s.d_v, 1, "one decode item (its tokens and its state)")
     bad = [o for o in s.options if o not in OPTIONS]
     if bad:
         raise KdaInputError(f"unknown in-kernel option {bad[0]!r}: choose from {', '.join(OPTIONS)}")

@@ -52,17 +52,19 @@ def trace_dict(r: DecodeResult) -> dict:
 
 
 def write_trace(path: str | Path, r: DecodeResult) -> None:
-    Path(path).write_text(json.dumps(trace_dict(r), separators=(",", ":")), encoding="utf-8")
+    """The Chrome trace, written whole or not at all (npusim/output/files.py)."""
+    from npusim.output import files
+    files.write_text("--trace", Path(path), json.dumps(trace_dict(r), separators=(",", ":")))
 
 
 def save_gantt(path: str | Path, r: DecodeResult, cores: int = 4) -> None:
     """The first `cores` cores' pipes, item by item."""
     path = Path(path)
     if path.suffix.lower() not in FORMATS:
-        raise OSError(0, f"the file must end in {', '.join(FORMATS)}", str(path))
-    import matplotlib
-    matplotlib.use("Agg")
+        raise ValueError(f"--plot {path}: the file must end in {', '.join(FORMATS)}")
     import matplotlib.pyplot as plt
+
+    from kda.views.figure import save
     events = [e for e in _events(r) if e.core < cores]
     rows = sorted({(e.core, e.unit) for e in events}, key=lambda cu: (cu[0], ORDER.index(cu[1]) if cu[1] in ORDER else 9))
     y = {row: i for i, row in enumerate(rows)}
@@ -77,5 +79,4 @@ def save_gantt(path: str | Path, r: DecodeResult, cores: int = 4) -> None:
     ax.set_title(f"{run.design.name} · {run.shape.text()} · state {run.types.state}: "
                  f"{run.latency_us:,.1f} µs ({run.bound}-bound)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)                    # no date stamp, fixed SVG ids, written whole or not at all

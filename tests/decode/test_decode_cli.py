@@ -28,6 +28,9 @@ from kda.reference.recurrence import naive_recurrent_kda
     (["--design", "sgl_kda_decode", "--dk", "64"], "K = V = 128 only"),
     (["--design", "chunked", "--tokens", "32"], "takes 1-16 tokens"),
     (["--set", "chip.nope=1"], "no field chip.nope"),
+    (["--seed", "-1"], "--seed must be in [0, 2**63)"),
+    (["--plot", "/proc/decode.png"], "--plot"),
+    (["--trace", "same.json", "--plot", "same.json"], "name one file"),
 ])
 def test_bad_input_is_one_line(capsys, argv, words):
     assert main(argv + ["--no-numerics"]) == 2
@@ -91,3 +94,14 @@ def test_fused_recurrent_kda_refuses(kwargs, words):
     with pytest.raises(kda.KdaInputError, match=None) as err:
         kda.fused_recurrent_kda(*x, **kwargs)
     assert words in str(err.value)
+
+
+def test_its_files_are_written_whole_and_the_same_bytes(tmp_path, capsys):
+    """The trace and the figure go out whole or not at all, and twice the same step gives the same bytes
+    (the SVG's ids fixed)."""
+    argv = ["--batch", "2", "--heads", "2", "--no-numerics"]
+    shots = []
+    for i in range(2):
+        assert main([*argv, "--trace", str(tmp_path / f"t{i}.json"), "--plot", str(tmp_path / f"g{i}.svg")]) == 0
+        shots.append(((tmp_path / f"t{i}.json").read_bytes(), (tmp_path / f"g{i}.svg").read_bytes()))
+    assert shots[0] == shots[1] and all(len(b) > 100 for b in shots[0])
