@@ -1,6 +1,7 @@
 """The docs site builds with warnings as errors (`make docs`), and every figure in README.md and docs/ is
 what its command prints now (scripts/docs_figures.py; `make docs-figures` refreshes them)."""
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,34 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "index.html").exists()
+    assert _links_to_no_file(tmp_path) == []
+
+
+def _links_to_no_file(site: Path) -> list[str]:
+    """Every relative link of the built pages that, opened from file://, would not land on a file (a folder
+    shows a directory listing). The 404 page is a web server's alone."""
+    bad = []
+    for page in site.rglob("*.html"):
+        if page.name == "404.html":
+            continue
+        for href in re.findall(r'href="([^"#?]+)', page.read_text()):
+            if "://" in href or href.startswith(("mailto:", "data:")):
+                continue
+            if not (page.parent / href).is_file():
+                bad.append(f"{page.relative_to(site)} -> {href}")
+    return bad
+
+
+def test_links_in_the_readme_and_docs_stay_inside_the_repository():
+    bad = []
+    for md in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]:
+        for target in re.findall(r"\]\(([^)#\s]+)", md.read_text()) + re.findall(r"`(\.\./shared/[^`]+)`", md.read_text()):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            path = (md.parent / target).resolve()
+            if not path.is_relative_to(ROOT) or not path.exists():
+                bad.append(f"{md.relative_to(ROOT)}: {target}")
+    assert bad == []
 
 
 def test_the_readme_stays_short():

@@ -30,7 +30,7 @@ def _main(argv: list[str] | None) -> int:
                "costs; find a policy for a target.", epilog=f"""examples:
   # v3's hand-offs, the costliest rounding first
   {prog} --version v3 --dtype bf16
-  # and a policy within 0.25 %% rel RMS error, the worst hand-offs in finer types
+  # and a policy within 0.25 % rel RMS error, the worst hand-offs in finer types
   {prog} --version v3 --dtype bf16 --target 0.0025""")
     p.add_argument("--version", default="v3", choices=list(PROGRAMS), help="the phase program")
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"), help="transfer type of every hand-off")

@@ -87,7 +87,7 @@ struct LaunchConfig {
     int blockDim = 1;
     uint64_t tilingKey = 0;
     int timeoutMs = 2000;               // a flag wait longer than this is reported as a hang
-    // Per-core buffers of A2/A3 (arch 2201), from CANN's platform config files (shared/reference/ascend.md:
+    // Per-core buffers of A2/A3 (arch 2201), from CANN's platform config files (docs/sources/ascend.md:
     // "UB 192 KB per AIV; L1 512 KB, L0A 64 KB, L0B 64 KB, L0C 128 KB per AIC").
     size_t ubBytes = 192 * 1024;        // Unified Buffer per AIV
     size_t l1Bytes = 512 * 1024;        // L1 per AIC
