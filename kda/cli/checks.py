@@ -180,7 +180,7 @@ def load_inputs(path: Path) -> KdaInputs:
         g = alpha.log()
     x = KdaInputs(data["q"], data["k"], data["v"], g, data["beta"], data.get("initial_state"))
     try:                                 # shapes and values as the API checks them
-        check_inputs(x.q, x.k, x.v, x.g, x.beta, x.initial_state, 1)
+        check_inputs(x.q, x.k, x.v, x.g, x.beta, None, 1)   # the state per sequence: check_inputs_seqlens
     except KdaInputError as err:
         raise KdaInputError(f"--inputs {path}: {err}") from None
     return x
