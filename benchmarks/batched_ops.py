@@ -1,4 +1,4 @@
-"""CPU proxies for the training numerics' speed on a GPU (issue 25): torch ops dispatched per chunk, and wall
+"""CPU proxies for the training numerics' speed on a GPU: torch ops dispatched per chunk, and wall
 time, of kda.chunk_kda forward + backward under autograd, chunk by chunk against batched (npusim/record/
 batched.py, what runs off the CPU; forced here). A benchmark, not a test.
 

@@ -1,7 +1,8 @@
 """python benchmarks/calibrate_910b2.py [--write] [--only chip|host]
 
 The FITTED fields of npusim/profiles/ascend-910b2.toml, from the measured data of kda/validation/megagdn.csv.
-Rows with L = 16384 or H = 48 (held out) and the fused kernel's rows never enter a fit.
+Rows with L = 16384 or H = 48 (held out), the fused kernel's rows and any measured KDA kernel's row (refused:
+kda/validation/kda.csv is validation only) never enter a fit.
 
 The chip: every MegaGDN-PTO stage row not held out (L = 4096 and 8192; H = 16, 32 and 64; 30 rows).
 The host ([host]: what a Python wrapper costs where the timed region holds it, npusim/model/host.py): the
@@ -9,7 +10,7 @@ part of the Triton rows not held out that does not grow with the sequence, 2 m(L
 each stage, chunk and H measured at both lengths (16 pairs), against the same of the model on the fitted
 chip. The host fit runs after the chip's and does not move it.
 
-Three fields no public table gives are fitted within wide priors (PRIORS below), every other field as the
+Four fields no public table gives are fitted within wide priors (PRIORS below), every other field as the
 profile has it (msKPP's tables, CANN's platform configuration): the bounded least squares of
 npusim/fit/least_squares.py on log(predicted / measured). Each fitted field's interval is its value
 x exp(+-2 standard errors) from the covariance of the residuals; `--write` puts the values, intervals and
@@ -29,7 +30,7 @@ from npusim import load_profile
 from npusim.fit.least_squares import fit
 from npusim.fit.uncertainty import Assumption
 
-from kda.kernels.registry import model
+from kda.kernels.registry import held_out, model
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "kda" / "validation" / "megagdn.csv"
@@ -41,6 +42,8 @@ PRIORS = {
     "isa.vec_dependent_cycles": (0.5, 100.0, "low: back-to-back issue (msKPP: 1 cycle a flag); high: a full "
                                  "pipe_barrier plus scalar address set-up"),
     "isa.gm_burst_cycles": (0.5, 100.0, "low: rows streamed back to back; high: a new GM transaction per row"),
+    "isa.scalar_access_cycles": (1.0, 100.0, "low: a load-use on an in-order scalar pipe; high: a UB access "
+                                 "serialised behind the Vector pipe's port and a flag round trip"),
 }
 HOST_PRIORS = {          # the low ends: what one call costs alone on a 910B2 host (triton-ascend issue #1675)
     "host.op_us": (12.1, 500.0, "low: an eager torch.add's host enqueue on a 910B2 (12.1 us, triton-ascend "
@@ -53,9 +56,18 @@ HOST_PRIORS = {          # the low ends: what one call costs alone on a 910B2 ho
 }
 
 
-def rows() -> list[dict]:
-    with open(DATA, encoding="utf-8") as f:
-        return [r for r in csv.DictReader(f) if r["kernel"] == "gdn_pto" and r["held_out"] == "no"]
+def read(path: Path = DATA) -> list[dict]:
+    """The rows of a measurement file, refusing any row of a measured KDA kernel (held out by rule)."""
+    with open(path, encoding="utf-8") as f:
+        data = list(csv.DictReader(f))
+    for i, r in enumerate(data, start=2):
+        if held_out(r["kernel"]):
+            raise SystemExit(f"{path} row {i}: {r['kernel']} is a measured KDA kernel: validation only, never fitted")
+    return data
+
+
+def rows(path: Path = DATA) -> list[dict]:
+    return [r for r in read(path) if r["kernel"] == "gdn_pto" and r["held_out"] == "no"]
 
 
 def main(argv=None) -> int:
@@ -77,6 +89,31 @@ def fit_chip(write_profile: bool) -> None:
     data = rows()
     models = [model(r["kernel"], r["shape"], r["dtype"], stage=r["stage"]) for r in data]
     measured = [float(r["measured_us"]) for r in data]
+    result, out = until_determined(base, priors, lambda pr: fit_fields(base, pr, models, measured))
+    if write_profile:
+        write(out, f"the {len(data)} gdn_pto stage rows of kda/validation/megagdn.csv not held out "
+                   f"(L = 4096, 8192; H = 16, 32, 64), bounded least squares on log(predicted / "
+                   f"measured), rms {result.rms_after:.2f} (benchmarks/calibrate_910b2.py)", PRIORS)
+
+
+def until_determined(base, priors: dict, fit_once):
+    """fit_once(priors) -> the fit's result, again and again: a field the rows cannot determine keeps the
+    profile's value (ASSUMED, its prior's range) and the others are fitted again without it. Returns the
+    last result and every field's (value, lo, hi, at_bound, determined, why)."""
+    priors, kept = dict(priors), {}
+    while True:
+        result = fit_once(priors)
+        out = report(result, priors)
+        loose = [f.field for f in result.fields if not f.determined]
+        if not loose or len(loose) == len(priors):
+            return result, {**out, **kept}
+        print(f"not determined: {', '.join(loose)}; kept at the profile's value, the others fitted again")
+        kept.update({k: (base.value(k), *priors[k][:2], False, False,
+                         f"{out[k][5]}; kept at the profile's value, its previous calibration") for k in loose})
+        priors = {k: v for k, v in priors.items() if k not in loose}
+
+
+def fit_fields(base, priors: dict, models, measured: list[float]):
     # the objective has local minima: the least squares start from the best point of a coarse grid over the
     # priors (4 log-spaced values each), never from the profile's value, so a rerun after --write gives
     # the same fit
@@ -85,18 +122,14 @@ def fit_chip(write_profile: bool) -> None:
     fields = [Assumption(k, start[k], lo, hi, why) for k, (lo, hi, why) in priors.items()]
     result = fit(base.replace(**{k.replace(".", "__"): v for k, v in start.items()}), fields,
                  [m.predict for m in models], measured)
-    print(f"{len(data)} rows; rms of log(predicted / measured): {result.rms_before:.3f} at the grid start -> {result.rms_after:.3f}")
-    out = report(result, priors)
-    if write_profile:
-        write(out, f"the {len(data)} gdn_pto stage rows of kda/validation/megagdn.csv not held out (L = 4096, "
-                   f"8192; H = 16, 32, 64), bounded least squares on log(predicted / measured), rms "
-                   f"{result.rms_after:.2f} (benchmarks/calibrate_910b2.py)", PRIORS)
+    print(f"{len(models)} rows; rms of log(predicted / measured): {result.rms_before:.3f} at the grid start -> "
+          f"{result.rms_after:.3f}")
+    return result
 
 
-def host_pairs() -> list[tuple[dict, dict]]:
+def host_pairs(path: Path = DATA) -> list[tuple[dict, dict]]:
     """(L = 4096, L = 8192) rows of one Triton kernel, stage and H, neither held out."""
-    with open(DATA, encoding="utf-8") as f:
-        data = [r for r in csv.DictReader(f) if r["kernel"].startswith("gdn_triton") and r["held_out"] == "no"]
+    data = [r for r in read(path) if r["kernel"].startswith("gdn_triton") and r["held_out"] == "no"]
     key = lambda r: (r["kernel"], r["stage"], r["shape"].replace("T=4096", "T=*").replace("T=8192", "T=*"))
     short = {key(r): r for r in data if ";T=4096;" in r["shape"]}
     return [(short[key(r)], r) for r in data if ";T=8192;" in r["shape"] and key(r) in short]
@@ -112,14 +145,18 @@ def fit_host(write_profile: bool) -> None:
         ka, kb = ma.kernel_us(base), mb.kernel_us(base)
         measured.append(2 * float(a["measured_us"]) - float(b["measured_us"]))
         predictors.append(lambda p, ma=ma, mb=mb, ka=ka, kb=kb: 2 * ma.around(ka, p) - mb.around(kb, p))
-    start = {k: math.sqrt(lo * hi) for k, (lo, hi, _) in HOST_PRIORS.items()}
-    fields = [Assumption(k, start[k], lo, hi, why) for k, (lo, hi, why) in HOST_PRIORS.items()]
-    result = fit(base.replace(**{k.replace(".", "__"): v for k, v in start.items()}), fields, predictors, measured)
-    print(f"host: {len(pairs)} pairs of Triton rows; rms of log(predicted / measured) of 2 m(4096) - m(8192): "
-          f"{result.rms_before:.3f} at the start -> {result.rms_after:.3f}")
-    for (a, _), y, yhat in zip(pairs, measured, result.after):
-        print(f"    {a['kernel']:14s} {a['stage']:11s} {a['shape'].split(';')[2]:5s} measured {y:7.0f} us, model {yhat:7.0f} us")
-    out = report(result, HOST_PRIORS)
+    def fit_once(priors: dict):
+        start = {k: math.sqrt(lo * hi) for k, (lo, hi, _) in priors.items()}
+        fields = [Assumption(k, start[k], lo, hi, why) for k, (lo, hi, why) in priors.items()]
+        result = fit(base.replace(**{k.replace(".", "__"): v for k, v in start.items()}), fields, predictors,
+                     measured)
+        print(f"host: {len(pairs)} pairs of Triton rows; rms of log(predicted / measured) of 2 m(4096) - m(8192): "
+              f"{result.rms_before:.3f} at the start -> {result.rms_after:.3f}")
+        for (a, _), y, yhat in zip(pairs, measured, result.after):
+            print(f"    {a['kernel']:14s} {a['stage']:11s} {a['shape'].split(';')[2]:5s} measured {y:7.0f} us, "
+                  f"model {yhat:7.0f} us")
+        return result
+    result, out = until_determined(base, HOST_PRIORS, fit_once)
     if write_profile:
         write(out, f"the part of the {2 * len(pairs)} vllm-ascend-triton rows of kda/validation/megagdn.csv not "
                    f"held out that does not grow with L, 2 m(L = 4096) - m(L = 8192) for {len(pairs)} (stage, chunk, "
@@ -159,8 +196,8 @@ def write(out: dict, rows_text: str, priors: dict) -> None:
         note = (f"; at the bound of its prior [{prior[0]:g}, {prior[1]:g}]: the data pin only an upper end"
                 if at_bound else f"; prior [{prior[0]:g}, {prior[1]:g}]")
         if not determined:      # the data cannot pin it: it stays an assumption, with its prior range
-            line = (f'{name} = {{ value = {value:.4g}, source = "ASSUMED: no public figure; fitted to {rows_text} it is '
-                    f'not determined ({why})", range = [{prior[0]:g}, {prior[1]:g}], range_reason = "{prior[2]}" }}')
+            line = (f'{name} = {{ value = {value:.4g}, source = "ASSUMED: no public figure; not determined by '
+                    f'{rows_text} ({why})", range = [{prior[0]:g}, {prior[1]:g}], range_reason = "{prior[2]}" }}')
         else:
             line = (f'{name} = {{ value = {value:.4g}, source = "FITTED: {rows_text}{note}", range = [{lo:.4g}, '
                     f'{hi:.4g}], range_reason = "the fit\'s 2-sd interval from the covariance of its residuals" }}')

@@ -1,5 +1,5 @@
-"""Does torch.compile (inductor, CPU) keep the numerics' bits? Issue 16 asks for CPU numerics 2x faster with
-the same bits as the current path; fusing the step's element-wise passes is the one lever left, and inductor is
+"""Does torch.compile (inductor, CPU) keep the numerics' bits? CPU numerics faster with the same bits
+as the current path: fusing the step's element-wise passes is the one lever left, and inductor is
 the fuser at hand. This compiles each kind of op the phase programs use, on a chunk-step-sized tensor
 (32 heads x 64 x 128, fp32), and compares the result with eager's bit for bit.
 

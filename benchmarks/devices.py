@@ -3,11 +3,11 @@
     python benchmarks/devices.py                                   # CPU: v3 bf16, 32 heads x 8192 tokens
     python benchmarks/devices.py --device cuda --out $OUT/devices.md   # GPU: the whole Kimi layer
 
-CPU: the fast path (`ChunkLoop(fast=True)`, npusim/replay.py), with the step whole (`pipeline=False`) and split
-over two threads (`pipeline=True`, npusim/pipeline.py), against the recording runtime (`fast=False`, the
-path before issue 16) on the same inputs, alternating, in one run; the outputs are checked to be the same
+CPU: the fast path (`ChunkLoop(fast=True)`, npusim/record/replay.py), with the step whole (`pipeline=False`) and split
+over two threads (`pipeline=True`, npusim/record/pipeline.py), against the recording runtime (`fast=False`, the
+phase programs run chunk by chunk) on the same inputs, alternating, in one run; the outputs are checked to be the same
 bits. `--threads N` sets torch's intra-op threads (default: torch's). Freed memory is kept for reuse
-(npusim/memory.py) for all three unless `--malloc-default`; the load average is printed with the figures.
+(npusim/record/memory.py) for all three unless `--malloc-default`; the load average is printed with the figures.
 
 CUDA: the whole Kimi Linear KDA layer, 32 heads x 131072 tokens of 128, bf16 inputs and transfers, for v3
 and v4 (and the multi-pass designs fla and v5): wall time of `kda.execute` (input checks, chunk cutting, CUDA
@@ -15,7 +15,7 @@ graph capture included), with the step captured as a CUDA graph and eagerly, and
 runtime for reference (`--no-slow` skips it); whether eager and the runtime give the graph's bits; FLA's
 Triton chunk_kda on the same inputs where fla-core is installed, and the rel RMS between them.
 
-`--backward` (issue 25): the layer's training numerics, forward + backward of kda.chunk_kda under autograd
+`--backward`: the layer's training numerics, forward + backward of kda.chunk_kda under autograd
 for v6, v4 and fla (bf16), wall time and peak memory, every gradient against FLA's Triton backward.
 """
 from __future__ import annotations
@@ -73,7 +73,7 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 CPU_PATHS = (("recording runtime (the path before)", dict(fast=False)),
              ("fast path, the step whole (one op over all threads)", dict(pipeline=False)),
-             ("fast path, the step split over two threads (npusim/pipeline.py)", dict(pipeline=True)))
+             ("fast path, the step split over two threads (npusim/record/pipeline.py)", dict(pipeline=True)))
 
 
 def cpu_case(tokens: int, repeats: int) -> list[tuple[str, str, str]]:
@@ -178,7 +178,7 @@ def _train_step(fn, x, do):
 
 
 def training_case(device: torch.device, tokens: int, versions=TRAINING) -> list[tuple[str, str, str]]:
-    """The whole layer's training numerics (issue 25): kda.chunk_kda forward + backward under autograd
+    """The whole layer's training numerics: kda.chunk_kda forward + backward under autograd
     (bf16 inputs and hand-offs, CUDA graphs on CUDA), wall time and peak memory, and every gradient against
     FLA's Triton chunk_kda backward on the same inputs where fla-core runs (worst rel RMS / FLA's tolerance)."""
     import kda
@@ -241,9 +241,9 @@ def main() -> None:
     p.add_argument("--no-slow", action="store_true", help="CUDA: skip the recording runtime")
     p.add_argument("--profile", action="store_true", help="CPU: where the fast path's time goes, per op")
     p.add_argument("--malloc-default", action="store_true", help="CPU: leave glibc's malloc thresholds as they "
-                   "are (by default freed memory is kept for reuse: npusim/memory.py)")
+                   "are (by default freed memory is kept for reuse: npusim/record/memory.py)")
     p.add_argument("--backward", action="store_true", help="the layer's training numerics instead: forward + "
-                   "backward of v6, v4 and fla under autograd, against FLA's Triton backward (issue 25)")
+                   "backward of v6, v4 and fla under autograd, against FLA's Triton backward")
     p.add_argument("--out", type=Path, help="default: benchmarks/results/devices_<device type>[_backward].md")
     a = p.parse_args()
     try:

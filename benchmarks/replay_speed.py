@@ -4,7 +4,7 @@
 
 The phase graph is recorded once (one chunk of one head); the event model then replays it for every chunk
 and head with no tensor math. "per core" simulates every AI core; "by class" simulates one core per
-class of cores holding the same number of heads (the default: npusim/engine.py) and copies its trace.
+class of cores holding the same number of heads (the default: npusim/model/engine.py) and copies its trace.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Scale benchmarks for issue 7: a whole Kimi Linear KDA layer (32 heads of d_k = d_v = 128) on an
+"""Scale benchmarks: a whole Kimi Linear KDA layer (32 heads of d_k = d_v = 128) on an
 Ascend 910B2 (24 AI cores). A benchmark, not a test: it prints a table and writes it to a file.
 
     python benchmarks/scale.py                    # all cases, about two minutes on a 2-core machine

@@ -1,4 +1,4 @@
-"""Benchmark of `python -m kda.sweep` (issue 14): 1000 timing-only points of the Kimi layer shape
+"""Benchmark of `python -m kda.sweep`: 1000 timing-only points of the Kimi layer shape
 (benchmarks/sweep_kimi.toml: 5 designs (v2, v3, v4, fla, v5) x 10 sync latencies x 4 chunk sizes x 5 interleave factors, 32 heads x
 131072 tokens each) on a Dask LocalCluster of 2 workers, against the same points run one after another in one
 process, and the scaling from 1 to 2 workers. A benchmark, not a test: it prints a table and writes it.

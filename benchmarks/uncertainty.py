@@ -1,4 +1,4 @@
-"""Speed of the uncertainty study (issue 12: "200 samples of the Kimi layer in a few minutes"). A benchmark,
+"""Speed of the uncertainty study (the aim: 200 samples of the Kimi layer in a few minutes). A benchmark,
 not a test: it prints a table and writes it to a file.
 
     python benchmarks/uncertainty.py                   # v3, 32 heads x 131072 tokens, 200 samples

@@ -9,6 +9,21 @@
     fused_recurrent_kda(q, k, v, g, beta, ...)      -> (o, final_state)   a decode step (FLA's shape) by a
                                                                           decode design (kda/decode/)
     python -m kda.run --version v3 --chunks 16                            the command line
+
+The folders, in layer order (tests/test_layering.py keeps imports going one way):
+
+programs/     the designs as phase programs, one file each
+reference/    the ground truth every design is held to
+driver/       the numerics driver: chunk_kda, execute, the backward and autograd
+kernels/      the real kernels' timed shapes and their models
+decode/       the one-token decode step: its designs, the measured decode kernels, the decode study
+settings/     a run's settings, built and checked once
+studies/      what one run, or many, says about a design
+views/        tables, plots and traces of the results
+cli/          the command lines
+sweep/        design-space sweeps
+schema/       the run JSON's schema; validation/: the measured Ascend timings (package data)
+run.py validate.py attribution.py stability.py   python -m kda.run (.validate, .attribution, .stability)
 """
 import npusim.command  # noqa: F401  (first: a command's Ctrl-C while the modules import is one line, exit 130)
 from kda.driver.checks import KdaInputError

@@ -1,25 +1,30 @@
 """npusim: a discrete-event model of an Ascend AI core's Cube and Vector units, the GM workspace between
 them and the cross-core syncs, that executes phase programs with real tensor math.
 
-    profile.py    hardware profiles (TOML)          ops.py        which unit runs an op, and its cost
-    program.py    phase programs, the Npu runtime   dataflow.py   where tensors live; hand-off checks
-    graph.py      the recorded per-chunk graph      workspace.py  resident region and ping/pong slots
-    cost.py       phase and sync durations          template.py   timed per-chunk nodes and edges
-    engine.py     the SimPy event model              trace.py      what the model ran
-    report.py     syncs, latency, utilisation, bound
+The folders, in layer order (tests/test_layering.py keeps imports going one way):
+
+record/       a phase program run once with real tensor math, recorded as a per-chunk graph
+chip/         the chip's profile numbers, and what a recorded phase costs on them
+model/        designs of passes laid out over the cores and replayed in SimPy
+output/       reports and traces of what the event model ran
+fit/          the model against measurements: the fitted profile and its uncertainty
+profiles/     the shipped hardware profiles (TOML, a source for every number)
+errors.py     the errors the runtime raises, each one line
+command.py    a command's process: Ctrl-C, closed pipes, SIGINT held while workers start
+calibrate.py  python -m npusim.calibrate
 """
 from npusim.command import quiet_while_starting
 
 quiet_while_starting()          # a command's Ctrl-C during these imports: one line, exit 130 (npusim/command.py)
 
+from npusim.chip.profile import Profile, load_profile, shipped_profiles  # noqa: E402
+from npusim.errors import DataflowError, NpuSimError, ProfileError, WorkspaceError  # noqa: E402
 from npusim.model.engine import OWN, RIDE, Run, Template, Trace, TraceEvent, build_template, simulate  # noqa: E402
-from npusim.errors import DataflowError, NpuSimError, ProfileError, WorkspaceError
-from npusim.record.memory import keep_freed_memory
-from npusim.record.graph import CUBE, VEC, Payload, Phase, PhaseGraph, StateSpec, Sync
-from npusim.record.precision import DTYPES, Precision
-from npusim.chip.profile import Profile, load_profile, shipped_profiles
-from npusim.record.program import Executor, Nonfinite, Npu, PhaseProgram, phase_program
-from npusim.output.report import Report, build_report, run_and_report
+from npusim.output.report import Report, build_report, run_and_report  # noqa: E402
+from npusim.record.graph import CUBE, VEC, Payload, Phase, PhaseGraph, StateSpec, Sync  # noqa: E402
+from npusim.record.memory import keep_freed_memory  # noqa: E402
+from npusim.record.precision import DTYPES, Precision  # noqa: E402
+from npusim.record.program import Executor, Nonfinite, Npu, PhaseProgram, phase_program  # noqa: E402
 
 __all__ = [
     "CUBE", "VEC", "OWN", "RIDE", "DTYPES",

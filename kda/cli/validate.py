@@ -1,8 +1,10 @@
 """python -m kda.validate: the model against measured Ascend timings (kda/studies/validate.py).
 
-By default both shipped files (kda/validation/measurements.csv: whole forwards; megagdn.csv: MegaGDN-PTO's
-stages one kernel at a time); `--data FILE` (repeatable) reads yours instead: a CSV with id, kernel, stage,
-shape, dtype, measured_us, implementation, held_out (kda/validation/README.md), or an msprof op summary.
+By default the shipped files (kda/validation/measurements.csv: whole forwards; megagdn.csv: MegaGDN-PTO's
+stages one kernel at a time; kda.csv: measured KDA kernels, all held out); `--data FILE` (repeatable) reads
+yours instead: a CSV with id, kernel, stage, shape, dtype, measured_us, implementation, held_out
+(kda/validation/README.md), or an msprof op summary. Rows with a prediction registered before their measured
+value (kda/validation/predictions/*.csv, or `--predictions FILE`) are reported with it and its commit.
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from npusim.output import files
 
 from kda.cli import jsonout
 from kda.cli.common import Parser, console, fail, prog_name, seed_problem
-from kda.studies.validate import SHIPPED, by_implementation, summary, validate
+from kda.studies import predictions as registered
+from kda.studies.validate import SHIPPED, by_implementation, reported, summary, validate
 
 FORMATS = (".png", ".svg", ".pdf")          # kda.views.figure.FORMATS (matplotlib loads only when plotting)
 
@@ -31,8 +34,11 @@ def build_parser() -> Parser:
   # also fit the assumed fields (and a host floor per implementation and stage) to the rows not held out
   {prog} --fit --samples 0""")
     p.add_argument("--data", type=Path, action="append", metavar="FILE.csv",
-                   help="measurements, repeatable (default: kda/validation/measurements.csv and megagdn.csv, "
-                        "shipped with the package)")
+                   help="measurements, repeatable (default: kda/validation/measurements.csv, megagdn.csv and "
+                        "kda.csv, shipped with the package)")
+    p.add_argument("--predictions", type=Path, action="append", metavar="FILE.csv",
+                   help="predictions registered before the measured values, repeatable (default: "
+                        "kda/validation/predictions/*.csv, shipped with the package)")
     p.add_argument("--profile", default="ascend-910b2", metavar="NAME|FILE.toml", help="the profile to test")
     p.add_argument("--samples", type=int, default=50, metavar="N",
                    help="profiles sampled for the 90 %% interval (0: none)")
@@ -78,10 +84,13 @@ def main(argv: list[str] | None = None) -> int:
     paths = args.data or list(SHIPPED)
     try:
         check("--samples", args.samples, MAX_SAMPLES)
+        preds = args.predictions if args.predictions is not None else registered.shipped()
         rows, diag, result, floors, influences = validate(paths, args.profile, args.samples, args.seed,
                                                           args.fit, args.only,
                                                           args.fields.split(",") if args.fields else None,
-                                                          args.jobs)
+                                                          args.jobs, preds)
+        pending = registered.unmeasured(preds, rows)
+        data_only = reported(paths) if all(p.suffix == ".csv" for p in paths) else []
     except NpuSimError as err:
         return fail(str(err))
     if args.json:
@@ -91,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
             "by_implementation": by_implementation(rows),
             "influence": [i.to_dict() for i in influences],
             "affine": {k: a.__dict__ for k, a in diag.items()},
+            "predictions": {"files": [str(p) for p in preds], "not_measured_yet": [p.id for p in pending]},
+            "reported": [r.__dict__ for r in data_only],
             "fit": None if result is None else {"fields": [f.to_dict() for f in result.fields],
                                                 "host_floor_us": floors,
                                                 "summary": summary(rows, "fitted_error"),
@@ -99,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from kda.views.render_validate import report
         con = console()
-        for part in report(rows, diag, result, floors, influences):
+        for part in report(rows, diag, result, floors, influences, pending, data_only):
             if isinstance(part, str):
                 con.print(part, highlight=False, markup=False)
             else:

@@ -57,7 +57,8 @@ class ChunkKdaFunction(torch.autograd.Function):
         if bx.nonfinite is not None:
             raise KdaInputError(f"backward: inf/NaN first in {bx.nonfinite}")
         gr = bx.grads
-        cast = lambda x, like: x.to(like.dtype)
+        def cast(x, like):
+            return x.to(like.dtype)
         return (cast(gr["dq"], q), cast(gr["dk"], k), cast(gr["dv"], v), cast(gr["dg"], g),
                 cast(gr["dbeta"], beta), None if no_h0 else cast(gr["dh0"], h0),
                 None, None, None, None, None, None)
@@ -72,7 +73,8 @@ def forward_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_s
     ex = execute(q, k, v, g, beta, scale, initial_state, version=version, chunk_size=chunk_size,
                  types=Types(transfer=transfer_dtype, policy=precision, out=v.dtype), cu_seqlens=cu_seqlens)
     warn_nonfinite(ex, version)
-    return ex.o, (ex.final_state.to(torch.float32) if output_final_state else None)
+    o, final_state = ex.computed()
+    return o, (final_state.to(torch.float32) if output_final_state else None)
 
 
 def differentiable_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,

@@ -3,7 +3,7 @@
     bx = execute_backward(q, k, v, g, beta, None, h0, do, dht, version="v4")
     bx.grads["dq"], ..., bx.grads["dh0"]
 
-A backward design is a list of passes (npusim/schedule.py). Its forward passes (v4.states, or FLA's
+A backward design is a list of passes (npusim/model/schedule.py). Its forward passes (v4.states, or FLA's
 kernels up to fwd_h) recompute what the backward needs, each chunk's starting state H among it, and
 store it in GM; its reverse pass walks the chunks from the last to the first carrying dS, the gradient
 of the state at a chunk's end, starting from dht; its CHUNKS passes are independent per (sequence,
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import torch
 
 from npusim import Executor, Nonfinite, PhaseGraph, Precision
+from npusim.model.schedule import CHUNKS, Design, Pass
 from npusim.record.precision import itemsize
-from npusim.model.schedule import CHUNKS, Design
 
 from kda.driver.checks import KdaInputError, blocks, check_inputs, check_numerics_work, check_options, seqlens_of
 from kda.driver.execute import Types, chunked, design_precision, resolve_precision
@@ -102,10 +102,11 @@ def execute_backward(q, k, v, g, beta, scale=None, initial_state=None, do=None, 
     backward_design(version, states)
     design = backward_design(version, "recompute")          # numerics: everything, recomputed
     types = Types(transfer=transfer_dtype, policy=precision, compute=compute_dtype)
-    precision = design_precision(design, resolve_precision(q, types, design.reverse_state_pass.program))
+    precision = design_precision(design, resolve_precision(q, types, reverse_pass(design).program))
     cd, C, dev = precision.compute, chunk_size, q.device
     scale = K ** -0.5 if scale is None else scale
-    stored = lambda x: precision.round(x, precision.transfer)
+    def stored(x):
+        return precision.round(x, precision.transfer)
     pool = {"Q": chunked(q, C, cd, stored), "K": chunked(k, C, cd, stored), "V": chunked(v, C, cd, stored),
             "g": chunked(g, C, cd), "beta": chunked(beta, C, cd), "dO": chunked(do, C, cd, stored),
             "scale": scale}
@@ -164,7 +165,8 @@ def run_backward_passes(design: Design, executors: list[Executor], pool: dict, S
     # state's chain (npusim/record/batched.py): a GPU replays a few calls per chunk instead of the whole step
     # (on the CPU, whose caches favour a chunk at a time, the step runs whole or split over two threads)
     batched = pool["Q"].device.type != "cpu" if BATCHED is None else BATCHED
-    flip = lambda d: {a: (x.flip(1) if isinstance(x, torch.Tensor) else x) for a, x in d.items()}
+    def flip(d):
+        return {a: (x.flip(1) if isinstance(x, torch.Tensor) else x) for a, x in d.items()}
     # what a later pass reads, the gradients and Q (the layout's reference) stay; the rest is freed after the
     # pass that reads it last (the Kimi layer's pool on a GPU: tens of GB)
     later = [{"Q", *GRADS, *(a for q in design.passes[i + 1:] for a in pass_args(q))}
@@ -202,7 +204,8 @@ def record_backward_graphs(version: str, states: str, *, chunk_size: int, d_k: i
     precision = design_precision(full, precision)
     gen = torch.Generator().manual_seed(0)
     cd, C = precision.compute, chunk_size
-    rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=cd)
+    def rnd(*shape):
+        return torch.randn(*shape, generator=gen, dtype=cd)
     norm = torch.nn.functional.normalize
     pool = {"Q": norm(rnd(1, 1, C, d_k), dim=-1), "K": norm(rnd(1, 1, C, d_k), dim=-1), "V": rnd(1, 1, C, d_v),
             "g": torch.nn.functional.logsigmoid(rnd(1, 1, C, d_k)), "beta": torch.sigmoid(rnd(1, 1, C)),
@@ -223,3 +226,11 @@ def kept_bytes(version: str, states: str, chunks: int, sequences: int, d_k: int,
     types = {"H": precision.state_type}
     per_chunk = sum(shapes[n] * itemsize(types.get(n, precision.of(n))) for n in names)
     return per_chunk * chunks * sequences
+
+
+def reverse_pass(design: Design) -> Pass:
+    """The pass that walks the chunks from the last to the first carrying the state's gradient."""
+    rp = design.reverse_state_pass
+    if rp is None:
+        raise ValueError(f"design {design.name} has no pass that carries a state from the last chunk to the first")
+    return rp

@@ -40,8 +40,8 @@ import torch
 from kda.driver.autograd import differentiable_kda
 from kda.driver.checks import KdaInputError, check_inputs, seqlens_of, warn_recurrence
 from kda.driver.execute import Types, execute
-from kda.reference.recurrence import naive_recurrent_kda
 from kda.driver.fla_options import beta_sigmoid, check_gate, check_heads, check_refused, expand_groups, kda_gate, l2norm
+from kda.reference.recurrence import naive_recurrent_kda
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
@@ -91,7 +91,10 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
             ex = execute(q, k, v, g, beta, scale, h0, version=version, chunk_size=chunk_size,
                              types=Types(transfer=transfer_dtype, policy=precision, out=v.dtype),
                              cu_seqlens=cu_seqlens, intermediate_states=True)
-        o, ht, h = ex.o, ex.final_state, ex.states
+        o, ht = ex.computed()
+        h = ex.states
+        if h is None:
+            raise ValueError("the execution kept no intermediate states")
         if h0 is not None:               # FLA's first state of a sequence is initial_state as given
             if cu_seqlens is None:
                 h[:, 0] = h0.to(h.dtype)
@@ -150,7 +153,8 @@ def _intermediate_states(core, q, k, v, g, beta, h0, cu_seqlens, C: int):
         S = h0
         outs, hs = [], []
         for lo in range(0, T, C):
-            cut = lambda x: x[:, lo:lo + C]
+            def cut(x):
+                return x[:, lo:lo + C]
             hs.append(S)
             o, S = core(cut(q), cut(k), cut(v), cut(g), cut(beta), S, None)
             outs.append(o)
@@ -163,7 +167,8 @@ def _intermediate_states(core, q, k, v, g, beta, h0, cu_seqlens, C: int):
     for lo in range(0, max(lengths), C):
         active = [i for i, n in enumerate(lengths) if n > lo]
         spans = [(starts[i] + lo, starts[i] + min(lengths[i], lo + C)) for i in active]
-        cut = lambda x: torch.cat([x[:, a:b] for a, b in spans], 1)
+        def cut(x):
+            return torch.cat([x[:, a:b] for a, b in spans], 1)
         cu = [0]
         for a, b in spans:
             cu.append(cu[-1] + b - a)

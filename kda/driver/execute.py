@@ -19,9 +19,8 @@ import torch.nn.functional as F
 
 from npusim import Executor, Nonfinite, PhaseGraph, Precision
 from npusim.model.limits import check_chunk
-from npusim.record.precision import dtype_name
-
 from npusim.model.schedule import Design
+from npusim.record.precision import dtype_name
 
 from kda.driver.checks import KdaInputError, check_inputs, check_numerics_work, check_options, seqlens_of
 from kda.driver.multipass import record_passes, run_passes, stored_types
@@ -65,7 +64,7 @@ class Execution:
     chunk_size: int
     inputs: tuple | None = None            # (q, k, v, g, beta, h0) as given
     graphs: tuple = ()                     # every pass's graph (a design of several passes); () = (graph,)
-    design: object = None                  # npusim.model.schedule.Design
+    design: Design | None = None
     seqlens: tuple[int, ...] | None = None # tokens of each sequence of a variable-length batch (cu_seqlens)
 
     @property
@@ -75,12 +74,21 @@ class Execution:
     states: torch.Tensor | None = None     # intermediate_states=True: [B, NT, H, K, V], the state before each
                                            # chunk as kept between chunks (varlen: [1, chunks of all sequences, ..])
 
+    def computed(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The output and the final state (ValueError for an execution that ran without numerics)."""
+        if self.o is None or self.final_state is None:
+            raise ValueError("the execution ran without numerics: it has no output or final state")
+        return self.o, self.final_state
+
     @cached_property
     def inputs_as_stored(self) -> tuple:
         """(q, k, v, g, beta, h0) as the NPU's GM holds them (q, k, v in the transfer type), for references."""
+        if self.inputs is None:
+            raise ValueError("the execution keeps no inputs to store for a reference")
         q, k, v, g, beta, h0 = self.inputs
         p, cd = self.precision, self.precision.compute
-        stored = lambda x: p.round(x.to(cd), p.transfer)
+        def stored(x):
+            return p.round(x.to(cd), p.transfer)
         B, _, H, K = q.shape
         h0 = (torch.zeros(B, H, K, v.shape[-1], dtype=cd, device=q.device) if h0 is None else p.round(h0.to(cd), p.state_type))
         return stored(q), stored(k), stored(v), g.to(cd), beta.to(cd), h0
@@ -128,7 +136,8 @@ def record_graph(program, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
     check_recording(chunk_size, d_k, d_v, group)
     gen = torch.Generator().manual_seed(0)
     cd = precision.compute
-    rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=cd, device="cpu")
+    def rnd(*shape):
+        return torch.randn(*shape, generator=gen, dtype=cd, device="cpu")
     C, G = chunk_size, group
     inputs = {"Q": F.normalize(rnd(1, C, d_k), dim=-1), "K": F.normalize(rnd(1, C, d_k), dim=-1),
               "V": rnd(G, C, d_v), "g": F.logsigmoid(rnd(G, C, gate_width or d_k)), "beta": torch.sigmoid(rnd(G, C)),
@@ -198,7 +207,8 @@ def record_graphs(design, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
     precision = design_precision(design, precision)
     gen = torch.Generator().manual_seed(0)
     cd, C, G = precision.compute, chunk_size, group
-    rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=cd, device="cpu")
+    def rnd(*shape):
+        return torch.randn(*shape, generator=gen, dtype=cd, device="cpu")
     pool = {"Q": F.normalize(rnd(1, 1, C, d_k), dim=-1), "K": F.normalize(rnd(1, 1, C, d_k), dim=-1),
             "V": rnd(G, 1, C, d_v), "g": F.logsigmoid(rnd(G, 1, C, gate_width or d_k)),
             "beta": torch.sigmoid(rnd(G, 1, C)),
@@ -249,7 +259,8 @@ def _execute_one_pass(design: Design, q, k, v, g, beta, scale, initial_state, *,
     block = max(1, min(block, NT))
 
     # GM contents: q, k, v in the transfer type; g, beta and the initial state in fp32.
-    stored = lambda x: precision.round(x, precision.transfer)
+    def stored(x):
+        return precision.round(x, precision.transfer)
 
     def probe() -> dict:
         src = [x[:1, :, :1] for x in (q, k, v, g, beta)]
@@ -260,7 +271,7 @@ def _execute_one_pass(design: Design, q, k, v, g, beta, scale, initial_state, *,
     blocks: dict[int, list] = {}
 
     def chunk(t: int) -> dict:
-        if not fast:                          # the reference path, chunk by chunk as before
+        if not fast:                          # the reference path: the recording runtime, chunk by chunk
             lo, hi = t * C, min(T, (t + 1) * C)
             Q, K_, V_ = (_chunk_of(x, lo, hi, C, cd, stored) for x in (q, k, v))
             return {"Q": Q, "K": K_, "V": V_, "g": _chunk_of(g, lo, hi, C, cd), "beta": _chunk_of(beta, lo, hi, C, cd),
@@ -336,7 +347,8 @@ def _execute_design(design: Design, q, k, v, g, beta, scale, initial_state, *, c
     precision = design_precision(design, resolve_precision(q, types, state_program))
     cd, C = precision.compute, chunk_size
     scale = K ** -0.5 if scale is None else scale
-    stored = lambda x: precision.round(x, precision.transfer)
+    def stored(x):
+        return precision.round(x, precision.transfer)
     pool = {"Q": chunked(q, C, cd, stored), "K": chunked(k, C, cd, stored), "V": chunked(v, C, cd, stored),
             "g": chunked(g, C, cd), "beta": chunked(beta, C, cd), "scale": scale}
     S = (torch.zeros(B * H, K, V, dtype=cd, device=q.device) if initial_state is None
@@ -380,9 +392,10 @@ def _execute_varlen(q, k, v, g, beta, scale, initial_state, cu_seqlens, **kw) ->
             out[i, :n] = x[0, a:a + n]
         return out
     ex = execute(batch(q), batch(k), batch(v), batch(g), batch(beta), scale, initial_state, **kw)
-    o = ex.o.new_empty(1, q.shape[1], *ex.o.shape[2:])
+    batched, _ = ex.computed()
+    o = batched.new_empty(1, q.shape[1], *batched.shape[2:])
     for i, (a, n) in enumerate(zip(starts, lengths)):
-        o[0, a:a + n] = ex.o[i, :n]
+        o[0, a:a + n] = batched[i, :n]
     ex.o, ex.seqlens, ex.inputs = o, tuple(lengths), (q, k, v, g, beta, initial_state)
     if ex.states is not None:       # each sequence's own chunks, sequence after sequence (FLA's order)
         ex.states = torch.cat([ex.states[i, :-(-n // C)] for i, n in enumerate(lengths)])[None]

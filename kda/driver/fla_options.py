@@ -52,6 +52,8 @@ def kda_gate(g: torch.Tensor, A_log: torch.Tensor | None, dt_bias: torch.Tensor 
         x = x + dt_bias.to(x.dtype).reshape(HV, K)
     rate = None if A_log is None else A_log.to(x.dtype).reshape(HV, 1).exp()
     if lower_bound is None:
+        if rate is None:
+            raise KdaInputError("the gate in kernel without lower_bound needs A_log (FLA's naive_kda_gate)")
         return -rate * F.softplus(x)
     return lower_bound * torch.sigmoid(x if rate is None else rate * x)
 
@@ -69,7 +71,7 @@ def expand_groups(x: torch.Tensor, group: int) -> torch.Tensor:
 
 # -- the checks, each naming its parameter ----------------------------------------------------------------
 
-def _shape(x) -> list:
+def _shape(x) -> list | str:
     return list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
 
 

@@ -1,4 +1,4 @@
-"""Numerics of a design of several passes (npusim/schedule.py): each pass recorded once on a probe, then
+"""Numerics of a design of several passes (npusim/model/schedule.py): each pass recorded once on a probe, then
 run over the whole batch, its outputs stored in GM for the passes after it.
 
     GM pool   Q, K, V [N, NT, C, d] (N = B x H sequences, NT chunks of C tokens), g, beta, scale,
@@ -39,6 +39,15 @@ def pass_args(p: Pass) -> list[str]:
     return [a for a in names if p.program.state is None or a != p.program.state[0]]
 
 
+def _probe_state(p: Pass, state: torch.Tensor | None, n: int | None) -> torch.Tensor | None:
+    """A fresh copy of the probe's state, for a pass that carries one."""
+    if not p.program.state:
+        return None
+    if state is None:
+        raise ValueError(f"pass {p.name} carries a state, but none was given")
+    return state[:n].clone()
+
+
 def record_passes(design: Design, pool: dict, state: torch.Tensor | None, precision: Precision,
                   input_types: dict[str, str], shapes: dict[str, int],
                   whole: bool = False) -> tuple[list[PhaseGraph], list[Executor]]:
@@ -52,9 +61,9 @@ def record_passes(design: Design, pool: dict, state: torch.Tensor | None, precis
     for p in design.passes:
         ex = Executor(p.program, precision, input_types=types)
         args = _args(p, probe)
-        graphs.append(ex.record(args, state[:n].clone() if p.program.state else None, shapes=shapes))
+        graphs.append(ex.record(args, _probe_state(p, state, n), shapes=shapes))
         executors.append(ex)
-        outputs, _ = ex.step(args, state[:n].clone() if p.program.state else None, 0)
+        outputs, _ = ex.step(args, _probe_state(p, state, n), 0)
         ex.first_nonfinite = None
         for name, t in outputs.items():
             probe[name] = precision.round(t, precision.of(name))

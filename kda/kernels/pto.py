@@ -56,26 +56,29 @@ def transpose(npu, gc_heads):
     return gc_t
 
 
-def _row_expand(col, n: int):
+def _row_expand(npu, col, n: int):
     """col [..., C, 1] -> [..., C, n] as pto-isa's TROWEXPAND does it on the A2/A3 Vector unit (a [C, 1]
     source into rows wider than one 32-B block): row by row, a V -> S flag, a scalar read of the row's value
-    from UB, an S -> V flag and a vector_dup (pto-isa include/pto/npu/a2a3/TRowExpand.hpp). So one dependent
-    instruction per row on each AIV: row i of AIV0 and row C/2 + i of AIV1 are one recorded op."""
+    from UB, an S -> V flag and a vector_dup (pto-isa include/pto/npu/a2a3/TRowExpand.hpp). So per row on
+    each AIV a scalar access and one dependent instruction: row i of AIV0 and row C/2 + i of AIV1 are one
+    recorded op of each."""
     C = col.shape[-2]
     half = max(C // 2, 1)
     out = torch.empty(*col.shape[:-1], n)
     for i in range(half):
         rows = col[..., i::half, :]
-        out[..., i::half, :] = rows.expand(*rows.shape[:-1], n)
+        value = npu.scalar("TROWEXPAND: read a row's value", lambda r: r * 1.0, rows, accesses=1,
+                           matrices=rows.numel())
+        out[..., i::half, :] = value.expand(*rows.shape[:-1], n)
     return out
 
 
-def _gate(gc, beta=None):
+def _gate(npu, gc, beta=None):
     """exp(min(g_i (+ log beta_i) - g_j, 0)) on [C, C]: TROWEXPAND of the row gate, TCOLEXPAND of the
     column gate with the sub, min, exp."""
     g = gc[..., :, 0]
     rows = g + beta.log() if beta is not None else g
-    return (_row_expand(rows[..., :, None], gc.shape[-2]) - g[..., None, :]).clamp_max(0.0).exp()
+    return (_row_expand(npu, rows[..., :, None], gc.shape[-2]) - g[..., None, :]).clamp_max(0.0).exp()
 
 
 @phase_program("pto.kkt", returns=("A",))
@@ -87,7 +90,7 @@ def kkt(npu, K, gc, beta):
     npu.sync(KK)
     with npu.vec("gate"):
         mask = torch.ones(C, C).tril(-1)                 # loaded once per kernel
-        A = KK * _gate(gc, beta) * mask
+        A = KK * _gate(npu, gc, beta) * mask
     return A
 
 
@@ -170,7 +173,7 @@ def chunk_h(npu, K, W, U, gc, S_prev):
     with npu.vec("decay"):                               # runs while the Cube makes WS
         U = U.clone()                                    # U loaded before the wait for WS (chunk_h.cpp:653-701)
         g_last = gc[..., -1:, :]
-        K_decay = K * _row_expand((g_last - gc).exp(), K.shape[-1])     # TEXP, TROWEXPAND, TMUL
+        K_decay = K * _row_expand(npu, (g_last - gc).exp(), K.shape[-1])     # TEXP, TROWEXPAND, TMUL
         gamma = g_last.exp()
     npu.keep(gamma, U)
     with npu.cube("ws"):
@@ -194,7 +197,7 @@ def chunk_o(npu, Q, K, gc, H, V_new):
     C = Q.shape[-2]
     with npu.vec("gate"):
         mask = torch.ones(C, C).tril()
-        coeff = _gate(gc) * mask
+        coeff = _gate(npu, gc) * mask
         eg = gc.exp()
     npu.keep(coeff, eg)                                  # stays in UB for the item
     with npu.cube("qk_qs"):
@@ -208,7 +211,7 @@ def chunk_o(npu, Q, K, gc, H, V_new):
         QKV = QK_gated @ V_new
     npu.sync(QKV)
     with npu.vec("sum"):
-        O = QS * _row_expand(eg, QS.shape[-1]) + QKV    # TROWEXPAND exp(g), TMUL, TADD
+        O = QS * _row_expand(npu, eg, QS.shape[-1]) + QKV    # TROWEXPAND exp(g), TMUL, TADD
     return O
 
 

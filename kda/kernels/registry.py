@@ -5,7 +5,11 @@ decay per head: the fused designs v1-v4 with g broadcast over the channels, so t
 shrinks from C x d_k to C values per chunk, and `gdn_fla`, FLA's GDN decomposition, kda/kernels/gdn.py);
 design one of kda/programs. The measured MegaGDN kernels: `gdn_pto`, `gdn_pto_fused` (kda/kernels/pto.py) and
 `gdn_triton64` / `gdn_triton128` (vllm-ascend's Triton kernels, kda/kernels/triton.py), one stage a pass
-or, for a stage of several launches, passes named `stage:part`. A shape is written `BxTxHxKxV` (simple CSV; T may list a variable-length
+or, for a stage of several launches, passes named `stage:part`. The measured KDA kernels: `kda_fla_npu`
+(flash-linear-attention-npu's AscendC ChunkKdaFwd, kda/kernels/fla_npu.py), `kda_fla_npu_intra` (its
+ChunkKdaFwdIntraSubChunk, kda/kernels/fla_npu_intra.py) and that kernel's earlier builds
+`kda_fla_npu_intra_<step>` (fla_npu_intra_history.py). A measured KDA kernel's rows are validation only
+(`held_out`): no fit may see them. A shape is written `BxTxHxKxV` (simple CSV; T may list a variable-length
 batch, `1x65+129x32x128x128`, as FLA's cu_seqlens) or as msprof's Input Shapes `q;k;v;g;beta`
 (q [B, T, Hg, K], v [B, T, H, V]). Hg (grouped q/k heads) is not modelled apart: every value head
 reads its own q and k.
@@ -22,22 +26,24 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from npusim import simulate
+from npusim.chip.profile import Profile
 from npusim.fit.measurements import Measurement, MeasurementError
 from npusim.model.host import timed_region
 from npusim.model.limits import (MAX_REPLAYS, MAX_SEQUENCES, LimitError, check, check_chunk, check_predictions,
                                  replay_bound)
 from npusim.model.multipass import simulate_design, templates
-from npusim.model.whatif import DesignTimer
 from npusim.model.template import RIDE
+from npusim.model.whatif import DesignTimer
 from npusim.record.precision import Precision
-from npusim.chip.profile import Profile
 
 from kda.driver.execute import program_default_state, record_graphs
-from kda.programs import DESIGNS, PROGRAMS
+from kda.kernels import fla_npu
+from kda.kernels.fla_npu_intra_history import INTRA_SUB_CHUNK
 from kda.kernels.gdn import GDN_FLA
 from kda.kernels.pto import GDN_PTO, GDN_PTO_FUSED
 from kda.kernels.recording import record_kernel
 from kda.kernels.triton import GDN_TRITON
+from kda.programs import DESIGNS, PROGRAMS
 
 
 def _designs() -> dict:
@@ -48,10 +54,17 @@ def _designs() -> dict:
     out["gdn_triton64"] = out["gdn_triton128"] = (GDN_TRITON, 1)     # the chunk comes with the shape (C=)
     out["gdn_pto"] = (GDN_PTO, 1)
     out["gdn_pto_fused"] = (GDN_PTO_FUSED, 1)
+    out.update({name: (k.design, None) for name, k in LAID_OUT.items()})
+    out["kda_fla_npu"] = (fla_npu.FLA_NPU, None)
     return out
 
 
+# Kernels that lay their work out themselves and record their own inputs (`items`, `record`): flash-linear-
+# attention-npu's ChunkKdaFwdIntraSubChunk, a window of two heads an item, one task a chunk.
+LAID_OUT = {f"kda_fla_npu_intra{'' if step == 'shipped' else '_' + step}": k for step, k in INTRA_SUB_CHUNK.items()}
 KERNELS = _designs()
+# The paths a measured kernel's model reads (chunk C, key and value widths): other shapes tile differently.
+PATHS = {"kda_fla_npu": fla_npu.SHAPES}
 # Other names for the same kernels: a bare design (`v3`, as ascendc_stubs/scripts/op_summary_to_csv.py writes
 # it) and the AscendC skeletons' operator types (the OP Type msprof records).
 ALIASES = {**{name: f"kda_{name}" for name in DESIGNS},
@@ -66,6 +79,13 @@ def stage_of(pass_name: str) -> str:
 def kernel_names() -> list[str]:
     from kda.kernels.decode import DECODE_KERNELS
     return list(KERNELS) + list(DECODE_KERNELS)
+
+
+def held_out(kernel: str) -> bool:
+    """Whether `kernel` models a measured KDA kernel (a `kda_` kernel that is not one of this project's
+    designs): its rows are validation only, never a fit's."""
+    kernel = ALIASES.get(kernel, kernel)
+    return kernel.startswith("kda_") and kernel[len("kda_"):] not in DESIGNS
 
 
 @dataclass(frozen=True)
@@ -134,7 +154,10 @@ def parse_shape(text: str, form: str = "simple") -> tuple[KernelShape, int]:
 @lru_cache(maxsize=64)
 def _graphs(kernel: str, chunk_size: int, d_k: int, d_v: int, dtype: str, heads: int):
     design, width = KERNELS[kernel]
-    if any(p.all_heads for p in design.passes):         # a pass over [C, H] tiles: recorded for these heads
+    if kernel in LAID_OUT:
+        return tuple(LAID_OUT[kernel].record(dtype, d_k))
+    if any(p.all_heads for p in design.passes) or design.notes.get("gate") == "channel":
+        # a pass over [C, H] tiles (recorded for these heads), or a KDA kernel's stages
         return tuple(record_kernel(design, chunk_size, d_k, d_v, dtype, heads))
     state_program = (design.state_pass or design.passes[0]).program
     precision = Precision(dtype, {}, state=program_default_state(state_program, dtype))
@@ -177,7 +200,7 @@ class KernelModel:
         """predict() for each of `profiles` (the first recorded, the others timed from it at once:
         npusim/model/whatif.py); the same numbers as predict() one by one."""
         design, graphs = self.timed()
-        timer = DesignTimer(design, graphs, profiles[0], self.shape.chunk_counts(self.chunk_size),
+        timer = DesignTimer(design, graphs, profiles[0], self.counts(),
                             state_handoff=RIDE, heads=self.shape.heads)
         got = timer.time(profiles, serial=False, bound=False)
         if got.errors:
@@ -189,6 +212,14 @@ class KernelModel:
             out.append(self.around(kernel, p))
         return out
 
+    def counts(self) -> list[int]:
+        """The work items of each sequence (its chunks), or of each task for a kernel that lays its work out
+        itself (LAID_OUT)."""
+        s = self.shape
+        if self.name in LAID_OUT:
+            return LAID_OUT[self.name].items(s.batch, s.seqlens, s.heads, self.chunk_size)
+        return s.chunk_counts(self.chunk_size)
+
     def kernel_us(self, profile: Profile) -> dict[str, float]:
         """The device's part: each pass's launch (or barrier) and makespan by pass name, "" all of them."""
         heads = self.shape.heads
@@ -196,11 +227,11 @@ class KernelModel:
         tpls = templates(design, graphs, profile, RIDE)   # a pass may declare its own state hand-off
         check(f"{self.name} {self.shape.text()}: chunks replayed on the busiest core",
               self.replays(profile.chip.ai_cores), MAX_REPLAYS)          # before the sequences are listed
-        counts = self.shape.chunk_counts(self.chunk_size)
+        counts = self.counts()
         if self.design.single:
             uniform = len(set(counts)) == 1
-            run = simulate(tpls[0], profile, chunks=counts[0] if uniform else counts, sequences=len(counts),
-                           trace=False)
+            run = simulate(tpls[0], design.passes[0].on(profile), chunks=counts[0] if uniform else counts,
+                           sequences=len(counts), trace=False)
             return {"": run.latency_us}
         run = simulate_design(design, tpls, profile, counts, trace=False, heads=heads)
         return {**{p.pass_.name: p.boundary_us + p.run.makespan_us for p in run.passes}, "": run.latency_us}
@@ -220,9 +251,12 @@ class KernelModel:
     def replays(self, cores: int) -> int:
         """Chunks one prediction replays on its busiest core, at most (every pass), worked out without
         listing the sequences: what limits.py weighs before a prediction runs."""
-        most = -(-max(self.shape.seqlens) // self.chunk_size)
+        s = self.shape
         passes = len(self.design.passes) if not self.stage else 1
-        return passes * replay_bound(self.sequences, most, cores)
+        if self.name in LAID_OUT:                    # its tasks, as counts() lists them
+            return passes * replay_bound(*LAID_OUT[self.name].task_bound(s.batch, s.seqlens, s.heads,
+                                                                          self.chunk_size), cores)
+        return passes * replay_bound(self.sequences, -(-max(s.seqlens) // self.chunk_size), cores)
 
     def dims(self) -> dict[str, float]:
         """The dimensions a wrapper's sizes name (npusim/model/host.py)."""
@@ -244,6 +278,16 @@ def model(kernel: str, shape: str, dtype: str, form: str = "simple", stage: str 
     if stage and stage not in passes:
         raise ValueError(f"kernel {kernel} has no stage {stage!r} (its stages: {', '.join(passes)})")
     parsed, chunk_size = parse_shape(shape, form)
+    if kernel in LAID_OUT:
+        LAID_OUT[kernel].check(parsed.d_k, chunk_size, parsed.q_heads not in (0, parsed.heads))
+    path = PATHS.get(kernel)
+    if path is not None:
+        have = {"C": chunk_size, "K": parsed.d_k, "V": parsed.d_v}
+        off = [f"{k} = {have[k]}" for k in path if have[k] != path[k]]
+        if off or parsed.q_heads != parsed.heads:
+            want = ", ".join(f"{k} = {v}" for k, v in path.items())
+            raise ValueError(f"kernel {kernel} is modelled on its {want} path, one q/k head per value head; "
+                             f"shape {shape!r} has {', '.join(off) or 'grouped q/k heads'}")
     m = KernelModel(kernel, parsed, dtype, chunk_size, stage)
     check_chunk(chunk_size, parsed.d_k, parsed.d_v, parsed.heads if any(p.all_heads for p in m.design.passes)
                 else 1, f"{kernel} {shape}: one chunk")

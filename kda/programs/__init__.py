@@ -1,7 +1,12 @@
 """The designs, one file per design. A new design is a new file registered here.
 
-v1-v4 and v6 are per-chunk phase programs (one fused pass each); `fla`, `v5` and `mform` are designs of
-several passes (npusim/schedule.py)."""
+v1.py v2.py v3.py v4.py v6.py  per-chunk phase programs, one fused pass each
+v5.py mform.py         designs of several passes (npusim/model/schedule.py): v5's two, the state on the Cube
+fla.py                 flash-linear-attention's six-kernel forward as passes
+v4_bwd.py v6_bwd.py    the backward of v4, and of v5 and v6
+fla_bwd.py             FLA's backward decomposition as passes
+in_kernel.py           FLA's in-kernel input options as a Vector phase of a design
+"""
 from npusim.model.schedule import Design, single_pass
 
 from kda.programs.fla import FLA

@@ -19,15 +19,12 @@ Everything but the product with S is computed over all (sequence, chunk) items:
   - out (CHUNKS): O = [Q_h | I] [H ; O_intra], one Cube matmul per item.
 The identity blocks stand for an L0C accumulation started from C_state (O_intra): the same MACs.
 
-What it costs (`python -m kda.run --version mform --no-numerics --heads 32 --tokens 131072`, ascend-910b2,
-bf16; README "Which design wins"): 33.0 ms for the Kimi layer against v5's 31.6 (23.6 with two heads
-interleaved; mform gains nothing from interleaving: its walk has no gaps to fill). The walk is one Cube
-phase of 2.6 us a chunk: 96 KiB of loads (T, C_state, S) at the per-core 57.6 GB/s, the matmul and the
-H store, one after another; 10.7 ms with 8 cores holding two heads (v5: 12.5, interleaved). The intra pass,
-which builds the d_k x d_k matrices too, takes 18.1 ms (v5's: 11.0), and HBM carries 25.8 GB (v5: 14.0).
-What it buys: no hand-off in the walk, so it overtakes v3 once a hand-off costs about 3.5 us or more
-(47.2 ms at 3.5 us, 55.0 at 5 us, against v3's 48.3 and 63.6 with two heads per core), though not v6
-(44.5 and 53.7). Numerics: T, C_state and the state are
+What it costs (the figures: `python -m kda.run --version mform --no-numerics --heads 32 --tokens 131072`,
+and README "Which design wins"): mform gains nothing from interleaving, since its walk has no gaps to fill.
+The walk is one Cube phase a chunk: 96 KiB of loads (T, C_state, S) at the per-core GM rate, the matmul
+and the H store, one after another. The intra pass builds the d_k x d_k matrices too, so it is longer than
+v5's, and HBM carries more. What it buys: no hand-off in the walk, so it overtakes v3 once a hand-off costs
+enough (`--set sync.latency_us=...`), though not v6. Numerics: T, C_state and the state are
 rounded to the transfer type every chunk; unlike v5 it passes bf16 on the slow gates with its defaults.
 Shapes per chunk: Q, K, g [.., C, d_k]; V [.., C, d_v]; beta [.., C]; S [.., d_k, d_v].
 """

@@ -1,13 +1,13 @@
 """v5: two passes, every exp <= 1. The intra-chunk matrices over all (sequence, chunk) items on all AI
 cores; then one fused pass over the chunks in order with four hand-offs per chunk.
 
-Why two passes, from the simulator's own figures (`python -m kda.run --version all --no-numerics --heads 32
---tokens 131072 --core-model off`, ascend-910b2; the ranking in README "Which design wins" is by default):
+Why two passes (the figures: `python -m kda.run --version all --no-numerics --heads 32 --tokens 131072`,
+and README "Which design wins"):
   - v3/v4 run each head on one core: 32 heads on 24 cores leave 8 cores with two heads, and v4's safe
-    Phase A costs 4.17 us of Vector time per chunk. Everything that does not need the state (the gates'
+    Phase A is a long Vector phase per chunk. Everything that does not need the state (the gates'
     reference points, A_kk and A_qk, the inverse) moves to a CHUNKS pass, spread evenly over all cores:
     one head of 131072 tokens uses all 24 cores there.
-  - FLA's six kernels move 35 GB through HBM (5.5x the floor) and pay six launches. v5's first pass
+  - FLA's six kernels move several times the HBM floor and pay six launches. v5's first pass
     hands the second only M [C, C] and A_qk [C, C]; the second re-reads q, k, v and g, which is cheaper
     than storing W, U, Q_scaled and K_decay (72 KiB per chunk) and reading them back.
   - The inverse: FLA's solve_tril. The four 16-wide diagonal blocks by forward substitution side by side
@@ -20,14 +20,12 @@ Why two passes, from the simulator's own figures (`python -m kda.run --version a
   - The sequential pass: O = [Q_scaled | A_qk] [S ; V_pseudo] is one Cube accumulation, so O leaves the
     Cube without a hand-off; four syncs per chunk (v3: six). Only what needs the state waits for it: the
     state travels on a hand-off of its own, W = M K_scaled and U = M V (D1) run ahead of it, and O (F2)
-    runs on the Cube beside G's state update. Kimi layer with `--interleave 2` (`--core-model off`, the
-    two heads then sharing one pair of slots): the state pass 18.5 -> 14.9 ms against the state riding on
-    hand-off ① after D-F in one Cube phase.
-    `--interleave 2` lets a core alternate two heads' chunks in this pass.
+    runs on the Cube beside G's state update: a shorter state pass than with the state riding on
+    hand-off ① after D-F in one Cube phase. `--interleave 2` lets a core alternate two heads' chunks in
+    this pass.
   - Where it stands: with two heads per core, each with its own ping/pong slots, the same math in one loop
-    per chunk (v6) is faster, 18.7 against 23.6 ms for the Kimi layer; with fewer heads than cores v5 is,
-    since its intra pass spreads even one head over all cores (one head of 131072 tokens: 10.6 against
-    13.1 ms).
+    per chunk (v6) is faster for the Kimi layer; with fewer heads than cores v5 is, since its intra pass
+    spreads even one head over all cores.
 Shapes per chunk: Q, K, g [.., C, d_k]; V [.., C, d_v]; beta [.., C]; S [.., d_k, d_v].
 """
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """v6: v5's safe math in one fused per-chunk loop (v3's layout): no second pass, no second read of q, k, g.
 
-Why, from the simulator's figures (`python -m kda.run --version all --no-numerics --heads 32 --tokens 131072
---interleave 2`, ascend-910b2; README "Which design wins"): with two heads per core, each with its own
+Why (the figures: `python -m kda.run --version all --no-numerics --heads 32 --tokens 131072 --interleave 2`,
+and README "Which design wins"): with two heads per core, each with its own
 ping/pong slots, interleaving fills a one-pass design's hand-off gaps and evens out the 32-on-24 imbalance
 that v5's chunk-parallel intra pass was built to spread. v5 then pays for its two passes: the intra pass
-(slot-bound, 11.0 ms) and the state pass (12.5 ms) run one after the other, and q, k, v, g cross HBM twice.
+(slot-bound) and the state pass run one after the other, and q, k, v, g cross HBM twice.
 v6 keeps v5's every-exp-<=-1 intra form (16-wide sub-chunks, 4-wide micro-chunks, the blocked inverse) and its
 state phases (the state on its own hand-off; W and U ahead of it; O on the Cube beside G), in one chunk loop.
 

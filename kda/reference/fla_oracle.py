@@ -37,7 +37,7 @@ def fla_gate() -> dict | None:
     if not path.is_file():
         return None
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    wanted = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in GATE_FUNCTIONS]
+    wanted: list[ast.stmt] = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in GATE_FUNCTIONS]
     if len(wanted) != len(GATE_FUNCTIONS):
         return None
     namespace = {"torch": torch, "F": F}

@@ -52,7 +52,7 @@ def assert_close(name: str, ref: torch.Tensor, out: torch.Tensor, ratio: float =
 
 # Gradients (FLA's tests/ops backward checks; docs/sources/kda.md): 0.008 for dq, dk, dv and the
 # initial state's gradient, 0.02 for dg and dbeta. With fp32 hand-offs this project asks more of every
-# gradient: rel RMS < 1e-5 against the fp64 autograd reference (issue 15's target).
+# gradient: rel RMS < 1e-5 against the fp64 autograd reference.
 GRAD_RATIOS = {"o": RATIO, "ht": RATIO, "dq": 0.008, "dk": 0.008, "dv": 0.008, "dh0": 0.008,
                "dg": 0.02, "dbeta": 0.02}
 FP32_RATIO = 1e-5

@@ -5,7 +5,7 @@ the benchmarks when fla-core is installed (the optional extra `bench`).
     grads = recurrent_kda_grads(q, k, v, g, beta, None, h0, do, dht)
     grads["dq"], grads["dk"], grads["dv"], grads["dg"], grads["dbeta"], grads["dh0"]
 
-Shapes follow FLA (kda/reference.py): dq, dk, dg like q; dv like v; dbeta like beta; dh0 like the state.
+Shapes follow FLA (fla/ops/kda/naive.py): dq, dk, dg like q; dv like v; dbeta like beta; dh0 like the state.
 `do` is the output's gradient [B, T, H, V]; `dht` the final state's [B, H, K, V] (None: zero).
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ def recurrent_kda_grads(q, k, v, g, beta, scale=None, initial_state=None, do=Non
 
 
 def fla_naive():
-    """FLA's kda/naive.py loaded by file path (fla/ops/__init__ imports triton), or None without fla-core."""
+    """FLA's fla/ops/kda/naive.py loaded by file path (fla/ops/__init__ imports triton), or None without fla-core."""
     spec = importlib.util.find_spec("fla")
     if spec is None or not spec.submodule_search_locations:
         return None

@@ -23,7 +23,8 @@ def make_settings_inputs(s: Settings) -> KdaInputs:
             gen = torch.Generator().manual_seed(s.seed + 1)
             x = replace(x, initial_state=torch.randn(len(s.seqlens), s.v_heads, s.d_k, s.d_v, generator=gen))
     if s.group > 1:
-        shared = lambda t: t[:, :, ::s.group].repeat_interleave(s.group, dim=2)
+        def shared(t):
+            return t[:, :, ::s.group].repeat_interleave(s.group, dim=2)
         x = replace(x, q=shared(x.q), k=shared(x.k))
     return x
 
@@ -60,8 +61,8 @@ def on_device(x: KdaInputs, device: str) -> KdaInputs:
     dev = resolve_device(device)
     if x.q.device == dev:
         return x
-    move = lambda t: None if t is None else t.to(dev)
-    return KdaInputs(move(x.q), move(x.k), move(x.v), move(x.g), move(x.beta), move(x.initial_state))
+    return KdaInputs(x.q.to(dev), x.k.to(dev), x.v.to(dev), x.g.to(dev), x.beta.to(dev),
+                     None if x.initial_state is None else x.initial_state.to(dev))
 
 
 def cu_seqlens(settings: Settings) -> list[int] | None:

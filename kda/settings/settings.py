@@ -31,7 +31,7 @@ class Settings:
     numerics: bool = True            # False: record the graph on random inputs and replay timing only
     keep_trace: bool = True          # keep every event of the timing runs (for traces and plots)
     record: bool = False             # keep each replay's decisions, to re-time it on other profiles (--uncertainty)
-    # precision policy beyond `dtype` (npusim/precision.py): a type per sync payload, the state's type
+    # precision policy beyond `dtype` (npusim/record/precision.py): a type per sync payload, the state's type
     # (None: the program's default, else `dtype`), the Cube's accumulation type (None: fp32)
     payload_dtypes: dict = field(default_factory=dict, hash=False)    # tensor name -> "fp32" | "bf16" | "fp16"
     state_dtype: str | None = None
@@ -41,7 +41,7 @@ class Settings:
     interleave: int = 1              # sequences a core alternates in its sequential passes
     seqlens: tuple[int, ...] | None = None     # a variable-length batch: tokens of each sequence (batch = 1)
     device: str = "cpu"              # torch device of the numerics: cpu, cuda or npu (kda/driver/device.py)
-    capacity: str = "tile"           # a phase over its unit's UB / L1: "tile" it, or "refuse" (npusim/capacity.py)
+    capacity: str = "tile"           # a phase over its unit's UB / L1: "tile" it, or "refuse" (npusim/chip/capacity.py)
     core_model: bool = True          # False: the profile's [core] table ignored (no capacities, no pipes)
     value_heads: int | None = None   # grouped value heads: HV, a multiple of `heads` (the q/k heads); None: heads
     in_kernel: tuple[str, ...] = ()  # FLA's in-kernel options (kda/programs/in_kernel.py): "qk_l2norm", "gate",

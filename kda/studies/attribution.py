@@ -108,7 +108,8 @@ def _only(precision: Precision, names: dict[str, str], state: str | None = None,
 
 
 def _measure(name, where, dtype, nbytes, ex: Execution, ref_o, ref_state) -> Item:
-    po, ps = compare(ref_o, ex.o), compare(ref_state, ex.final_state)
+    o, final_state = ex.computed()
+    po, ps = compare(ref_o, o), compare(ref_state, final_state)
     nf = ex.nonfinite
     return Item(name, where, dtype, nbytes, po.rel_rms_err if po.finite else math.inf,
                 ps.rel_rms_err if ps.finite else math.inf, str(nf) if nf else None)

@@ -19,7 +19,14 @@ from npusim.model.multipass import simulate_design, templates
 from npusim.output.report import DesignReport, build_design_report
 from npusim.record.precision import itemsize
 
-from kda.driver.backward import BackwardExecution, backward_design, execute_backward, kept_bytes, record_backward_graphs
+from kda.driver.backward import (
+    BackwardExecution,
+    backward_design,
+    execute_backward,
+    kept_bytes,
+    record_backward_graphs,
+    reverse_pass,
+)
 from kda.driver.checks import KdaInputError
 from kda.driver.inputs import KdaInputs
 from kda.reference.parity import Parity, compare, tolerance
@@ -108,7 +115,7 @@ def evaluate_backward(version: str, settings: Settings, states: str = "recompute
     design = backward_design(version, states)
     profile = profile or checked_profile(settings)
     C = settings.chunk_size
-    precision = precision_for(settings, design.reverse_state_pass.program)
+    precision = precision_for(settings, reverse_pass(design).program)
     if check_names:
         check_policy_names(version, settings)
     ex, parity, tol = None, None, {}
@@ -150,9 +157,9 @@ def time_backward(design, graphs, profile: Profile, settings: Settings, transfer
     floor, pipelined DesignRun, serial DesignRun); traced when settings.keep_trace."""
     tpls = templates(design, list(graphs), profile, settings.state_handoff)
     counts = chunk_counts(settings)
-    kw = dict(interleave=settings.interleave, trace=settings.keep_trace)
-    run = simulate_design(design, tpls, profile, counts, **kw)
-    serial = simulate_design(design, tpls, profile, counts, serial=True, **kw)
+    run = simulate_design(design, tpls, profile, counts, interleave=settings.interleave, trace=settings.keep_trace)
+    serial = simulate_design(design, tpls, profile, counts, serial=True, interleave=settings.interleave,
+                             trace=settings.keep_trace)
     return build_design_report(run, serial, backward_floor_bytes(settings, transfer)), run, serial
 
 
@@ -174,7 +181,8 @@ def reference_grads(x: KdaInputs, do, dht, precision, seqlens=None) -> dict[str,
             return t[:, start:start + n]
         def one(t):
             return None if t is None else t[i:i + 1]
-        parts.append(recurrent_kda_grads(*(cut(t) for t in args), None, one(h0), cut(dO), one(dS)))
+        q, k, v, g, beta = (cut(t) for t in args)
+        parts.append(recurrent_kda_grads(q, k, v, g, beta, None, initial_state=one(h0), do=cut(dO), dht=one(dS)))
         start += n
     return {g: torch.cat([p[g] for p in parts], 0 if g == "dh0" else 1) for g in GRADS}
 

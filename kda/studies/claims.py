@@ -1,7 +1,24 @@
 """The design document's own figures (004_631ba34979f5f6a7.txt), with their sections, so every report can
 put what the simulator measures beside what the document claims. Nothing here feeds a computation."""
+from typing import TypedDict
 
-CLAIMS = {
+
+class Claim(TypedDict, total=False):
+    syncs: int
+    sync_kib: list[int]              # per hand-off
+    total_kib: int
+    sync_us: float
+    cube_us: float
+    vec_us: float
+    latency_us: float                # per chunk
+    macs: dict[str, int]             # per Cube phase
+    total_macs: int
+    vec_ops: dict[str, int]          # per Vector phase
+    total_vec_ops: int
+    source: str                      # the document's tables
+
+
+CLAIMS: dict[str, Claim] = {
     "v1": {"syncs": 11, "latency_us": 17.0,
            "source": "table 9.2: 11 hand-offs, ~17 us, wrong state decay"},
     "v2": {"syncs": 11, "sync_kib": [48, 8, 8, 64, 16, 48, 40], "total_kib": 232,

@@ -49,6 +49,12 @@ class VersionResult:
         rep = self.design_report
         return rep.passes[0].detail if rep is not None and len(rep.passes) == 1 else None
 
+    def timed_report(self) -> Report:
+        """The per-chunk report of a timed one-pass design (ValueError for a run without one)."""
+        if self.report is None:
+            raise ValueError(f"{self.version}: no per-chunk report (timing off, or a design of several passes)")
+        return self.report
+
     @property
     def pipelined(self) -> Run | None:
         """A one-pass design's pipelined run; None with several passes."""
@@ -64,10 +70,16 @@ class VersionResult:
     def design(self) -> Design:
         return self.execution.design or get_design(self.version)
 
+    def parities(self) -> tuple[Parity, Parity]:
+        """The parity of the output and of the final state: a run with numerics only."""
+        if self.parity_o is None or self.parity_state is None:
+            raise ValueError(f"{self.version}: parity asked of a run without numerics")
+        return self.parity_o, self.parity_state
+
     @property
     def passed(self) -> bool:
         """Parity holds for the output and the final state (True when numerics were not run)."""
-        return self.parity_o is None or (self.parity_o.passed and self.parity_state.passed)
+        return self.parity_o is None or all(p.passed for p in self.parities())
 
     @property
     def verdict(self) -> str | None:
@@ -102,9 +114,10 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
     check_policy_names(ex.pass_graphs, settings, program, foreign_payloads_ok)
     if ref is None or (ref.key and ref.key != reference_key(ex)):
         ref = reference(ex)
-    p_o, p_s = compare(ref.o, ex.o), compare(ref.state, ex.final_state)
+    o, final_state = ex.computed()
+    p_o, p_s = compare(ref.o, o), compare(ref.state, final_state)
     C = settings.chunk_size
-    errs = [compare(ref.o[:, t:t + C], ex.o[:, t:t + C]) for t in range(0, settings.T, C)]
+    errs = [compare(ref.o[:, t:t + C], o[:, t:t + C]) for t in range(0, settings.T, C)]
     first_bad = None if p_o.passed else next((i for i, e in enumerate(errs) if not e.passed), None)  # one verdict
     result = VersionResult(version, settings, profile, ex, p_o, p_s, [e.rel_rms_err for e in errs], first_bad)
     if not result.passed and "known_defect" in program.notes:

@@ -31,6 +31,8 @@ def reference(ex: Execution) -> Reference:
 
 def _varlen_reference(ex: Execution) -> Reference:
     """The recurrence over each sequence of a variable-length batch on its own."""
+    if ex.inputs is None or ex.seqlens is None:
+        raise ValueError("the variable-length reference needs the execution's inputs and its sequence lengths")
     q, k, v, g, beta, h0 = ex.inputs
     p, cd = ex.precision, ex.precision.compute
     def stored(x):
@@ -53,3 +55,4 @@ def reference_key(ex: Execution) -> tuple:
     for one policy serves another only if these agree (v4 keeps its state in fp32 by default)."""
     has_h0 = ex.inputs is not None and ex.inputs[5] is not None
     return (ex.precision.transfer, ex.precision.state_type if has_h0 else None)
+

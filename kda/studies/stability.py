@@ -74,7 +74,8 @@ def run_cell(version: str, dtype: str, gates: str, base: Settings = GRID_SETTING
     s = replace(base, dtype=dtype, gates=gates)
     r = evaluate(version, s, inputs, ref, timing=False)
     status, where = classify(r)
-    return Cell(version, dtype, gates, status, _finite(r.parity_o.rel_rms_err), _finite(r.parity_state.rel_rms_err),
+    po, ps = r.parities()
+    return Cell(version, dtype, gates, status, _finite(po.rel_rms_err), _finite(ps.rel_rms_err),
                 where, r.execution.precision.describe())
 
 
@@ -111,8 +112,9 @@ def probe(version: str, dtype: str, nats_per_chunk: float, base: Settings = THRE
     x = constant_decay_inputs(nats_per_chunk, base)
     r = evaluate(version, s, x, timing=False)
     status, where = classify(r)
-    return Cell(version, dtype, f"{nats_per_chunk:g} nats/chunk", status, _finite(r.parity_o.rel_rms_err),
-                _finite(r.parity_state.rel_rms_err), where, r.execution.precision.describe())
+    po, ps = r.parities()
+    return Cell(version, dtype, f"{nats_per_chunk:g} nats/chunk", status, _finite(po.rel_rms_err),
+                _finite(ps.rel_rms_err), where, r.execution.precision.describe())
 
 
 _probe_cached = functools.lru_cache(maxsize=4096)(probe)     # the fail and overflow searches share probes
@@ -215,7 +217,7 @@ def threshold_table(ths: list[Threshold]):
         t.add_column(col, justify="right" if col.endswith("at N") else "left")
     def at(th):
         return f"none up to {th.max_nats:g}" if th.nats is None else f"{th.nats:.2f}"
-    pairs = {}
+    pairs: dict[tuple[str, str], dict[str, Threshold]] = {}
     for th in ths:
         pairs.setdefault((th.version, th.dtype), {})[th.kind] = th
     for (v, dt), ks in pairs.items():

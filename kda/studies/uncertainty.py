@@ -1,5 +1,5 @@
 """Every latency with its uncertainty: the evaluated designs timed under N profiles sampled from the
-ranges of the assumed fields (npusim/uncertainty.py), `python -m kda.run --uncertainty N`.
+ranges of the assumed fields (npusim/fit/uncertainty.py), `python -m kda.run --uncertainty N`.
 
 The phase graph of each design is recorded once (it depends on shapes and precision, not on the profile),
 and so is its replay on the run's profile; the samples are timed all at once from those (kda/studies/whatif.py:
@@ -108,7 +108,7 @@ def check_samples(samples, what: str = "--uncertainty") -> int:
         raise ValueError(f"{what} takes a whole number of samples, got {samples!r}")
     if samples < 2:
         raise ValueError(f"{what} needs at least 2 samples, got {samples}")
-    check(what, samples, MAX_SAMPLES)              # LimitError: the limit, and how to lift it
+    check(what, int(samples), MAX_SAMPLES)              # LimitError: the limit, and how to lift it
     return int(samples)
 
 
@@ -128,6 +128,8 @@ def propagate(results: list[VersionResult], samples: int, seed: int = 0, fixed=(
     for j, r in enumerate(results):
         if r.design_report is not None:
             t = time_profiles(r, profiles)
+            if t.serial_us is None or t.bound_us is None:
+                raise ValueError(f"{r.version}: the sampled timings came back without the serial latency or bound")
             lat[r.version] = {"pipelined": t.latency_us, "serial": t.serial_us, "bound": t.bound_us}
             ways.merge(t.ways)
             notes += [f"{r.version}: {x}" for x in t.notes if f"{r.version}: {x}" not in notes]

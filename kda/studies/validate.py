@@ -17,6 +17,11 @@ Then two fits, both on the rows not marked held out, both reported on the held-o
 - `--fit`: the profile's assumed fields fitted within their ranges (npusim/fit/least_squares.py), with one
   host floor per group solved in closed form at every step (npusim/chip/floor.py), so the fields only have
   to explain how time grows with the shape.
+
+A measured KDA kernel's rows (kda/validation/kda.csv) are held out by rule: a file that marks one of them
+held_out = no is refused. A row whose `not_modelled` cell says why (a chip without a profile, an earlier
+kernel version, a path the model does not read) is data reported as it is, never predicted (`reported`). Rows with a prediction registered before their measured value (kda/studies/
+predictions.py) carry it (Row.registration): the figure as registered, its commit, and whether it moved.
 """
 from __future__ import annotations
 
@@ -37,11 +42,14 @@ from npusim.record.precision import itemsize
 from npusim.fit.uncertainty import Influence, assumptions, rank_influences, sample_profiles, sample_values
 
 from kda.kernels.registry import check_models, resolve
+from kda.kernels.registry import held_out as kda_kernel
+from kda.studies import predictions as registry_of_predictions
 
 _SHIPPED = resources.files("kda") / "validation"                                   # package data
 DATA = Path(str(_SHIPPED / "measurements.csv"))      # FlagGems-vllm and vllm-ascend: whole forwards
 MEGAGDN = Path(str(_SHIPPED / "megagdn.csv"))        # MegaGDN-PTO: stage kernels, fused kernel, Triton stages
-SHIPPED = (DATA, MEGAGDN)
+KDA = Path(str(_SHIPPED / "kda.csv"))                # measured KDA kernels (all held out)
+SHIPPED = tuple(p for p in (DATA, MEGAGDN, KDA) if p.is_file())
 STAGES = ("cumsum", "kkt", "solve_tril", "wy_fast", "chunk_h", "chunk_o")     # the forward's order
 YES, NO = ("yes", "true", "1"), ("no", "false", "0", "")
 
@@ -63,6 +71,8 @@ class Row:
     p95: float = math.nan
     affine_us: float = math.nan       # floor + scale x predicted (the affine diagnostic)
     fitted_us: float = math.nan       # host floor + prediction under the fitted profile (--fit)
+    line: int = 0                     # the row's line in its file (the header is line 1)
+    registration: object = None       # its prediction registered before the measured value (predictions.py)
 
     @property
     def key(self) -> tuple:
@@ -80,6 +90,12 @@ class Row:
         return self.predicted_us / self.measured_us - 1
 
     @property
+    def registered_error(self) -> float:
+        """(registered - measured) / measured: the prediction as registered before the measured value."""
+        reg = self.registration
+        return reg.registered_us / self.measured_us - 1 if reg is not None else math.nan
+
+    @property
     def affine_error(self) -> float:
         return self.affine_us / self.measured_us - 1
 
@@ -94,7 +110,9 @@ class Row:
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
         d.update(error=self.error, inside_interval=self.inside if not math.isnan(self.p05) else None,
-                 affine_error=self.affine_error, fitted_error=self.fitted_error)
+                 affine_error=self.affine_error, fitted_error=self.fitted_error,
+                 registration=None if self.registration is None else self.registration.to_dict(),
+                 registered_error=None if self.registration is None else self.registered_error)
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
 
 
@@ -124,19 +142,47 @@ def load(paths: Path | Sequence[Path] = SHIPPED) -> tuple[list[Row], dict]:
         header = [h.strip() for h in lines[0]]
         for m in measured:
             cells = dict(zip(header, (c.strip() for c in lines[m.row - 1])))
+            if cells.get("not_modelled"):
+                continue                                  # reported as data (`reported`), not predicted
             held = cells.get("held_out", "").lower()
             if held not in YES + NO:
                 raise MeasurementError(f"{m.where()}: held_out {cells['held_out']!r} is not yes or no")
+            if kda_kernel(m.kernel) and held not in YES:
+                raise MeasurementError(f"{m.where()}: {m.kernel} models a measured KDA kernel, whose rows are held "
+                                       f"out (no fit may see them): set held_out = yes")
             row_id = cells.get("id") or f"{path.name} row {m.row}"
             if row_id in ids:
                 raise MeasurementError(f"{m.where()}: id {row_id!r} is used twice (first at {ids[row_id]})")
             ids[row_id] = m.where()
             row = Row(row_id, cells.get("implementation", ""), m.kernel, m.shape, m.dtype, m.measured_us,
-                      held in YES, m.stage, str(path))
+                      held in YES, m.stage, str(path), line=m.row)
             if row.key not in models:
                 models[row.key] = resolve(m)
             rows.append(row)
     return rows, models
+
+
+@dataclass(frozen=True)
+class Reported:
+    """A measured row the model does not predict, and why (its `not_modelled` cell)."""
+    id: str
+    implementation: str
+    stage: str
+    measured_us: float
+    why: str
+
+
+def reported(paths: Path | Sequence[Path] = SHIPPED) -> list[Reported]:
+    """The rows of `paths` marked not modelled (a simple CSV's `not_modelled` column), in file order."""
+    out = []
+    for path in _paths(paths):
+        text = path.read_text(encoding="utf-8-sig")
+        for line, cells in enumerate(csv.DictReader(text.splitlines()), start=2):
+            why = (cells.get("not_modelled") or "").strip()
+            if why:
+                out.append(Reported(cells.get("id") or f"{path.name} row {line}", cells.get("implementation", ""),
+                                    cells.get("stage", "") or "", float(cells["measured_us"]), why))
+    return out
 
 
 def affine(rows: list[Row]) -> dict[str, Affine]:
@@ -178,9 +224,12 @@ def predictions(models: dict, profiles: list, jobs: int = 1) -> dict:
 
 
 def validate(paths: Path | Sequence[Path] = SHIPPED, profile_name: str = "ascend-910b2", samples: int = 50,
-             seed: int = 0, refit: bool = False, only: str | None = None, fit_fields=None, jobs: int = 1):
+             seed: int = 0, refit: bool = False, only: str | None = None, fit_fields=None, jobs: int = 1,
+             registered: Sequence[Path] | None = None):
     """(rows, affine diagnostics, fit or None, floors under the fitted profile, influences on the largest row).
-    `jobs`: worker processes for the predictions (the nominal ones and the interval's samples)."""
+    `jobs`: worker processes for the predictions (the nominal ones and the interval's samples). `registered`:
+    the files of predictions registered before the measured values (None: the shipped ones); a row they
+    register carries its prediction (Row.registration)."""
     profile = load_profile(profile_name)
     rows, models = load(paths)
     if only is not None:
@@ -219,13 +268,15 @@ def validate(paths: Path | Sequence[Path] = SHIPPED, profile_name: str = "ascend
         r.predicted_us = nominal[r.key]
         if samples:
             r.p05, r.p50, r.p95 = (float(x) for x in np.percentile(spread[r.key], [5, 50, 95]))
+    attach_registrations(rows, registry_of_predictions.shipped() if registered is None else registered,
+                         profile_name, nominal)
     diag = affine(rows)
     for r in rows:
         if r.group in diag:
             r.affine_us = diag[r.group](r.predicted_us)
     result, floors = None, {}
     if refit:
-        train = [r for r in rows if not r.held_out]
+        train = [r for r in rows if not r.held_out and not kda_kernel(r.kernel)]
         fp = FloorPredictors([models[r.key] for r in train], [r.group for r in train],
                              [r.measured_us for r in train])
         result = fit(profile, chosen, fp.predictors(), [r.measured_us for r in train])
@@ -234,6 +285,28 @@ def validate(paths: Path | Sequence[Path] = SHIPPED, profile_name: str = "ascend
         for r in rows:
             r.fitted_us = floors.get(r.group, 0.0) + device[r.key]
     return rows, diag, result, floors, influences
+
+
+def attach_registrations(rows: list[Row], paths, profile_name: str, nominal: dict) -> list:
+    """Each row's registered prediction (Row.registration); returns the predictions no row measures yet.
+    The model's figure now is the nominal prediction where the prediction names this profile."""
+    cache: dict = {}
+
+    def now(p) -> float:
+        if p.profile == profile_name and p.key in nominal:
+            return nominal[p.key]
+        if (p.key, p.profile) not in cache:
+            try:
+                prof = load_profile(p.profile)
+            except NpuSimError as err:
+                raise MeasurementError(f"{p.where()}: {err}") from None
+            cache[(p.key, p.profile)] = registry_of_predictions.model_of(p).predict(prof)
+        return cache[(p.key, p.profile)]
+
+    regs, pending = registry_of_predictions.register(rows, [Path(p) for p in paths], now)
+    for r in rows:
+        r.registration = regs.get(r.id)
+    return pending
 
 
 def summary(rows: list[Row], attr: str = "error") -> dict:
@@ -253,10 +326,14 @@ def stage_order(rows: list[Row]) -> list[str]:
 
 
 def by_implementation(rows: list[Row], attr: str = "error") -> dict:
-    """Per implementation: its summary, and per stage the summary of that stage's rows."""
+    """Per implementation: its summary, and per stage the summary of that stage's rows; where rows carry
+    registered predictions, the summary of those (`registered`: the figures as registered)."""
     out = {}
     for impl in dict.fromkeys(r.implementation for r in rows):
         sel = [r for r in rows if r.implementation == impl]
         out[impl] = {**summary(sel, attr), "inside_interval": sum(r.inside for r in sel if not math.isnan(r.p05)),
                      "stages": {s: summary([r for r in sel if r.stage == s], attr) for s in stage_order(sel)}}
+        reg = [r for r in sel if r.registration is not None]
+        if reg:
+            out[impl]["registered"] = summary(reg, "registered_error")["all"]
     return out

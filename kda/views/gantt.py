@@ -1,6 +1,6 @@
 """The drawing primitives of the Gantt charts (matplotlib, Agg backend): rows per AI core (Cube, the two
 hand-off links, the Vector units), phase bars labelled with letter and chunk, hand-off bars and arrows,
-busy fractions per row. Where the profile gives the core's pipes (npusim/pipes.py), rows Cube MTE2 / Cube
+busy fractions per row. Where the profile gives the core's pipes (npusim/chip/pipes.py), rows Cube MTE2 / Cube
 FixPipe and Vec MTE2 / Vec MTE3 show each tile's GM load and store beside the compute. plots.py composes them
 into figures."""
 from __future__ import annotations
@@ -19,9 +19,9 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from npusim import Run  # noqa: E402
 from npusim.model.engine import PHASE, STATE, SYNC  # noqa: E402
-from npusim.record.graph import CUBE, VEC  # noqa: E402
 from npusim.output.overlap import busy_intervals, intersect  # noqa: E402
 from npusim.output.pipe_trace import has_pipes, segments  # noqa: E402
+from npusim.record.graph import CUBE, VEC  # noqa: E402
 
 COLORS = {CUBE: ("#2f6db5", "#7fa8dc"), VEC: ("#e07b28", "#f3b27a")}
 TRANSFER, LATENCY = "#4d4d4d", "#c9c9c9"
@@ -80,7 +80,7 @@ def zoom_window(run: Run, detail_chunks: int, window_chunks: int) -> tuple[float
         return None
     first = max(0, run.chunks // 2 - window_chunks // 2)
     last = first + window_chunks - 1
-    evs = [e for e in run.trace.events() if e.seq == 0 and first <= e.chunk <= last]
+    evs = [e for e in run.traced().events() if e.seq == 0 and first <= e.chunk <= last]
     return min(e.start for e in evs), max(e.end for e in evs), (first, last)
 
 
@@ -93,7 +93,7 @@ def draw_gantt(ax, run: Run, *, cores: Sequence[int] | None = None, t_range: tup
     pipes = has_pipes(run)
     rows = rows_for(run, cores, both_busy, pipes)
     row_of = {(r.core, r.unit, r.vec_index): r for r in rows}
-    events = [e for e in run.trace.events() if e.core in cores]
+    events = [e for e in run.traced().events() if e.core in cores]
     lo, hi = t_range if t_range is not None else (0.0, run.makespan_us)
     events = [e for e in events if e.end > lo and e.start < hi or e.start == e.end == lo]
     ax.set_xlim(lo, hi)
@@ -299,7 +299,7 @@ def legend_handles(run: Run, both_busy: bool = False) -> list:
 def chunk_ends(run: Run, seq: int | None = None) -> list[float]:
     """When each chunk's last node ends (of one sequence, or of all)."""
     ends: dict = {}
-    for e in run.trace.events():
+    for e in run.traced().events():
         if seq is not None and e.seq != seq:
             continue
         k = (e.seq, e.chunk)

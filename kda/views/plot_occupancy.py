@@ -12,9 +12,9 @@ from typing import Sequence
 
 import numpy as np
 
-from npusim.record.graph import CUBE, VEC
 from npusim.model.multipass import DesignRun
 from npusim.model.template import PHASE
+from npusim.record.graph import CUBE, VEC
 
 UNITS = {CUBE: "Cube", VEC: "Vector"}
 

@@ -15,7 +15,7 @@ from typing import Sequence
 
 from npusim.model.schedule import CHUNKS
 
-from kda.views.gantt import zoom_window, draw_gantt, legend_handles
+from kda.views.gantt import draw_gantt, legend_handles, zoom_window
 
 FORWARD, BACKWARD = "#1f77b4", "#d62728"
 

@@ -41,7 +41,10 @@ def figure_validation(rows, title: str = "", width: float = 9.0):
     lo, hi = min(pts) / 1.5, max(pts) * 1.5
     for factor, style in ((1, "-"), (2, ":"), (0.5, ":")):
         ax.plot([lo, hi], [lo * factor, hi * factor], style, color="black", lw=0.8, zorder=0)
-    ax.set_xscale("log"), ax.set_yscale("log"), ax.set_xlim(lo, hi), ax.set_ylim(lo, hi)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
     ax.set_xlabel("measured (ms)"), ax.set_ylabel("predicted, shipped profile (ms)")
     ax.grid(color="#e5e5e5", which="both", lw=0.5)
     handles = [Line2D([], [], marker="o", ls="", color=color[i], label=i or "(no implementation)") for i in impls]

@@ -22,17 +22,25 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.patches  # noqa: E402
-import matplotlib.ticker  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 from npusim import Run  # noqa: E402
-from npusim.record.graph import CUBE  # noqa: E402
 from npusim.output.overlap import analyse  # noqa: E402
 from npusim.output.pipe_trace import has_pipes  # noqa: E402
+from npusim.record.graph import CUBE  # noqa: E402
 
 from kda.views.figure import png_bytes, save  # noqa: E402,F401  (plots.save, plots.png_bytes)
-from kda.views.gantt import (COLORS, ROW_NAME, chunk_ends, shown_cores, zoom_window, draw_gantt,  # noqa: E402
-                    draw_utilisation, legend_handles)
+from kda.views.gantt import (  # noqa: E402
+    COLORS,
+    ROW_NAME,
+    chunk_ends,
+    draw_gantt,
+    draw_utilisation,
+    legend_handles,
+    shown_cores,
+    zoom_window,
+)
 
 
 def headline(r, run: Run | None = None) -> str:

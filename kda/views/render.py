@@ -3,6 +3,8 @@ report for every design (a pass's detail per chunk in render_pass.py, memories i
 versions and the designs side by side."""
 from __future__ import annotations
 
+from typing import Mapping
+
 from rich import box
 from rich.console import Console, Group
 from rich.table import Table
@@ -10,9 +12,9 @@ from rich.text import Text
 
 from npusim.output.report import DesignReport
 
+from kda.reference.parity import RATIO
 from kda.studies.claims import CLAIMS
 from kda.studies.evaluate import VersionResult
-from kda.reference.parity import RATIO
 
 KIB, GB = 1024, 1e9
 
@@ -43,9 +45,10 @@ def parity_table(r: VersionResult) -> Table | Text:
     t.add_column("")
     t.add_column("output", justify="right")
     t.add_column("final state", justify="right")
-    t.add_row("max abs err", _err(r.parity_o.max_abs_err), _err(r.parity_state.max_abs_err))
-    t.add_row("rel RMS err", _err(r.parity_o.rel_rms_err), _err(r.parity_state.rel_rms_err))
-    t.add_row("verdict", _ok(r.parity_o.passed), _ok(r.parity_state.passed))
+    po, ps = r.parities()
+    t.add_row("max abs err", _err(po.max_abs_err), _err(ps.max_abs_err))
+    t.add_row("rel RMS err", _err(po.rel_rms_err), _err(ps.rel_rms_err))
+    t.add_row("verdict", _ok(po.passed), _ok(ps.passed))
     return t
 
 
@@ -119,8 +122,9 @@ def side_by_side(results: list[VersionResult]) -> Table:
         t.add_column(r.version, justify="right")
     def row(name, fn):
         t.add_row(name, *[fn(r) for r in results])
-    doc = lambda r, key, fmt="{}": (f" (doc {fmt.format(CLAIMS[r.version][key])})"
-                                    if key in CLAIMS.get(r.version, {}) else "")
+    def doc(r, key: str, fmt: str = "{}") -> str:
+        claim: Mapping[str, object] = CLAIMS.get(r.version, {})
+        return f" (doc {fmt.format(claim[key])})" if key in claim else ""
     row("parity", lambda r: _ok(r.passed) if r.parity_o else "not run")
     row("output rel RMS err", lambda r: _err(r.parity_o.rel_rms_err) if r.parity_o else "—")
     row("state rel RMS err", lambda r: _err(r.parity_state.rel_rms_err) if r.parity_o else "—")
@@ -132,7 +136,8 @@ def side_by_side(results: list[VersionResult]) -> Table:
         row("worst hand-off (attribution)", lambda r: "" if r.attribution is None or not r.attribution.payloads
             else f"{r.attribution.payloads[0].name} {_err(r.attribution.payloads[0].err)}")
     row("overflow", lambda r: str(r.execution.nonfinite) if r.execution.nonfinite else "none")
-    graphs = lambda r: r.execution.pass_graphs          # every pass: the same counts as the designs' table
+    def graphs(r):
+        return r.execution.pass_graphs          # every pass: the same counts as the designs' table
     row("syncs per chunk (all passes)", lambda r: f"{sum(len(g.syncs) for g in graphs(r))}" + doc(r, "syncs"))
     row("state hand-off", lambda r: (f"rides on {r.report.state.rides_on}" if r.report and r.report.state.rides_on
                                      else "own sync" if r.report and r.report.state.mode else ""))
@@ -141,7 +146,8 @@ def side_by_side(results: list[VersionResult]) -> Table:
                                             f"{sum(g.unused_bytes for g in graphs(r)) / KIB:g}")
     row("Cube MACs per chunk", lambda r: f"{sum(g.macs for g in graphs(r)) / 1e6:.2f} M"
         + (f" (doc {CLAIMS[r.version]['total_macs'] / 1e6:g} M)" if "total_macs" in CLAIMS.get(r.version, {}) else ""))
-    rep = lambda r, f: f(r.report) if r.report else (r.workspace_error and "does not fit") or ""
+    def rep(r, f):
+        return f(r.report) if r.report else (r.workspace_error and "does not fit") or ""
     row("sync µs per chunk (serial)", lambda r: rep(r, lambda x: f"{x.sync_us_per_chunk:.2f}") + doc(r, "sync_us"))
     row("serial µs per chunk", lambda r: rep(r, lambda x: f"{(x.serial_us - x.launch_us) / x.chunks:.2f}")
         + doc(r, "latency_us"))

@@ -1,4 +1,4 @@
-"""The AI core's memories and pipes per phase (npusim/capacity.py, npusim/pipes.py): what each phase holds
+"""The AI core's memories and pipes per phase (npusim/chip/capacity.py, npusim/chip/pipes.py): what each phase holds
 against its unit's UB or L1, its tiles, and its MTE2 / compute / MTE3 or FixPipe time per chunk."""
 from __future__ import annotations
 

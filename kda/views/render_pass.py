@@ -2,6 +2,8 @@
 work per phase, latency against the bound, the whole layer on the chip and the overlap."""
 from __future__ import annotations
 
+from typing import Literal
+
 from rich import box
 from rich.table import Table
 from rich.text import Text
@@ -36,8 +38,10 @@ def sync_table(r: VersionResult) -> Table:
     g = r.execution.graph
     claim = CLAIMS.get(r.version, {}).get("sync_kib")
     t = Table(title=f"Hand-offs per chunk ({len(g.syncs)} syncs)", box=box.SIMPLE_HEAD, title_justify="left")
-    for col, just in (("", "left"), ("direction", "left"), ("tensors (* redundant, † unused)", "left"),
-                      ("KiB", "right"), ("doc KB", "right"), ("time µs", "right")):
+    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
+        ("", "left"), ("direction", "left"), ("tensors (* redundant, † unused)", "left"),
+        ("KiB", "right"), ("doc KB", "right"), ("time µs", "right"))
+    for col, just in columns:
         t.add_column(col, justify=just)
     rep = r.report
     for i, s in enumerate(g.syncs):
@@ -50,9 +54,9 @@ def sync_table(r: VersionResult) -> Table:
     total_doc = str(CLAIMS.get(r.version, {}).get("total_kib", ""))
     t.add_row("", "", Text("total", style="bold"), f"{sum(g.sync_bytes) / KIB:g}", total_doc,
               f"{rep.sync_us_per_chunk:.2f}" if rep else "", end_section=True)
-    if rep and rep.state.mode:
+    if rep and rep.state.mode and g.state is not None:
         where = f"rides on sync {rep.state.rides_on}" if rep.state.rides_on else "its own sync"
-        t.add_row("S", "Vec→Cube" if g.state and g.phase(g.state.producer).unit == "vec" else "Cube→Vec",
+        t.add_row("S", "Vec→Cube" if g.phase(g.state.producer).unit == "vec" else "Cube→Vec",
                   f"state {g.state.output_name} → next chunk's {g.state.input_name} ({where})",
                   f"{rep.state.nbytes / KIB:g}", "", f"+{rep.state.time_us:.2f}")
     return t
@@ -72,7 +76,7 @@ def redundancy_lines(r: VersionResult) -> list[Text]:
 
 
 def latency_table(r: VersionResult) -> Table:
-    rep = r.report
+    rep = r.timed_report()
     n = r.execution.chunks
     claim = CLAIMS.get(r.version, {})
     t = Table(title=f"Latency on {r.profile.name} ({n} chunks, {rep.cores} AI core(s), launch {rep.launch_us:g} µs included)",
@@ -81,7 +85,8 @@ def latency_table(r: VersionResult) -> Table:
     t.add_column("µs", justify="right")
     t.add_column("per chunk" if rep.waves == 1 else f"per chunk ({rep.waves} waves)", justify="right")
     t.add_column("", justify="left")
-    per = lambda x: f"{(x - rep.launch_us) / (n * rep.waves):.2f}"     # a core runs `waves` sequences
+    def per(x):
+        return f"{(x - rep.launch_us) / (n * rep.waves):.2f}"     # a core runs `waves` sequences
     doc = f"doc: {claim['latency_us']} µs per chunk" if "latency_us" in claim else ""
     t.add_row("serial (no overlap)", f"{rep.serial_us:.2f}", per(rep.serial_us), doc)
     t.add_row("pipelined", f"{rep.pipelined_us:.2f}", per(rep.pipelined_us), f"speed-up {rep.speedup:.2f}×")
@@ -111,7 +116,7 @@ def work_table(r: VersionResult) -> Table:
         t.add_column(col, justify="left" if col in ("phase", "unit") else "right")
     for p in g.phases:
         work = p.macs if p.unit == "cube" else p.element_ops
-        doc = claim.get("macs" if p.unit == "cube" else "vec_ops", {}).get(p.name)
+        doc = (claim.get("macs", {}) if p.unit == "cube" else claim.get("vec_ops", {})).get(p.name)
         t.add_row(p.name, "Cube" if p.unit == "cube" else "Vec", f"{work:,}", f"{doc:,}" if doc else "",
                   f"{r.report.phase_us[p.name]:.3f}" if r.report else "")
     if "total_macs" in claim:
@@ -120,7 +125,7 @@ def work_table(r: VersionResult) -> Table:
 
 
 def overlap_table(r: VersionResult) -> Table:
-    """Interval-merging metrics (npusim/overlap.py) of the pipelined and the serial run."""
+    """Interval-merging metrics (npusim/output/overlap.py) of the pipelined and the serial run."""
     from npusim.output.overlap import analyse
     runs = [(name, run) for name, run in (("pipelined", r.pipelined), ("serial", r.serial))
             if run is not None and run.trace is not None]
@@ -149,7 +154,7 @@ def overlap_table(r: VersionResult) -> Table:
 
 def chip_table(r: VersionResult) -> Table:
     """The whole layer on the chip: waves over the AI cores, throughput, roofline, shared bandwidth."""
-    rep, s = r.report, r.settings
+    rep, s = r.timed_report(), r.settings
     tokens = s.batch * s.T
     t = Table(title=f"On the chip: {s.batch * s.heads} sequences over {rep.cores} of {rep.ai_cores} AI cores "
                     f"in {rep.waves} wave(s)", box=box.SIMPLE_HEAD, title_justify="left")

@@ -5,6 +5,8 @@ one table per implementation (stages in the forward's order), then the held-out 
 the same way, then one line per implementation (median and largest |error|, fitted-on and held-out rows
 apart), the affine diagnostic per group (implementation and stage), and --fit's fields and host floors.
 A table's title holds what all its rows share (the stage, the shape fields, the dtype); its rows show the rest.
+Rows with a registered prediction get one more table each implementation: the figure as registered before
+the measured value, its commit, and the model's figure now where it moved (re-registered).
 """
 from __future__ import annotations
 
@@ -22,14 +24,15 @@ def _fields(shape: str) -> list[tuple[str, str]] | None:
     """A `K=V;...` shape as its fields; None for the other forms (shown whole)."""
     if "=" not in shape:
         return None
-    return [tuple(item.split("=", 1)) for item in shape.replace(" ", "").split(";") if item]
+    return [(k, v) for k, _, v in (item.partition("=") for item in shape.replace(" ", "").split(";") if item)]
 
 
 def split_shapes(rows) -> tuple[str, list[str]]:
     """(what every row's shape shares, each row's rest): 'B=16 Hg=16 K=128 V=128', ['T=4096 H=16 C=128', ...].
     Shapes not written as fields are shown whole."""
-    parsed = [_fields(r.shape) for r in rows]
-    if any(p is None for p in parsed):
+    maybe = [_fields(r.shape) for r in rows]
+    parsed = [p for p in maybe if p is not None]
+    if len(parsed) < len(maybe):
         return "", [r.shape for r in rows]
     common = set(parsed[0]).intersection(*map(set, parsed[1:])) if len(parsed) > 1 else set()
     shared = " ".join(f"{k}={v}" for k, v in parsed[0] if (k, v) in common)
@@ -105,7 +108,48 @@ def affine_table(rows, diag):
                  columns, groups)
 
 
-def report(rows, diag, result, floors, influences) -> list:
+def _commit(reg) -> str:
+    return reg.commit[:8] if reg.commit and set(reg.commit) != {"0"} else (reg.git or "not committed")
+
+
+def registered_table(rows, title: str):
+    """Rows with a prediction registered before their measured value: as registered (its commit) and now."""
+    moved = any(r.registration.moved for r in rows)
+    columns = [
+        Column("id", lambda r: r.id, "left"),
+        Column("stage", lambda r: r.stage or "(whole)", "left"),
+        Column("measured", lambda r: ms(r.measured_us)),
+        Column("registered", lambda r: ms(r.registration.registered_us)),
+        Column("error", lambda r: signed_pct(r.registered_error)),
+        Column("commit", lambda r: _commit(r.registration), "left"),
+        Column("now", lambda r: ms(r.registration.now_us) if r.registration.moved else "", when=moved),
+        Column("status", lambda r: r.registration.status, "left"),
+    ]
+    return table(title, columns, rows)
+
+
+def registered_lines(rows, pending=()) -> list[str]:
+    """Per implementation with registered predictions: median and largest |error| of the figures as registered."""
+    out = []
+    for impl, s in by_implementation(rows).items():
+        reg = s.get("registered")
+        if reg:
+            out.append(f"{impl}: as registered before the measured values: median |error| "
+                       f"{_pct(reg['median_abs'])}, max {_pct(reg['max_abs'])} on {reg['n']} rows")
+    if pending:
+        out.append(f"registered, not measured yet: {len(pending)} ({', '.join(p.id for p in pending[:6])}"
+                   f"{', ...' if len(pending) > 6 else ''})")
+    return out
+
+
+def reported_table(data_only):
+    """Measured rows reported as data, not predicted, and why."""
+    columns = [Column("id", lambda r: r.id, "left"), Column("stage", lambda r: r.stage or "(whole)", "left"),
+               Column("measured", lambda r: ms(r.measured_us)), Column("not modelled", lambda r: r.why, "left")]
+    return table(f"reported, not modelled: {len(data_only)} rows", columns, data_only)
+
+
+def report(rows, diag, result, floors, influences, pending=(), data_only=()) -> list:
     """Everything kda.validate prints, as rich tables and plain lines, in order."""
     out: list = []
     impls = list(dict.fromkeys(r.implementation for r in rows))
@@ -115,7 +159,14 @@ def report(rows, diag, result, floors, influences) -> list:
             if sel:
                 out.append(rows_table(sel, f"{impl or '(no implementation)'}: {section}, {len(sel)} rows",
                                       fitted=result is not None))
+    for impl in impls:
+        sel = [r for r in rows if r.implementation == impl and r.registration is not None]
+        if sel:
+            out.append(registered_table(sel, f"{impl}: predictions registered before the measured values"))
+    if data_only:
+        out.append(reported_table(data_only))
     out.extend(implementation_lines(rows))
+    out.extend(registered_lines(rows, pending))
     s = summary(rows)
     out.append(f"all rows, shipped profile: median |error| {_pct(s['fitted_on']['median_abs'])} on the "
                f"{s['fitted_on']['n']} rows fitted on, {_pct(s['held_out']['median_abs'])} on the "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Literal, Sequence
 
 from rich import box
 from rich.table import Table
@@ -18,13 +18,13 @@ from rich.table import Table
 @dataclass(frozen=True)
 class Column:
     title: str
-    cell: Callable[[object], str]        # row -> text ("" or "-" where the row has none)
-    justify: str = "right"               # "left", "right" or "center"
+    cell: Callable[[Any], str]           # row (any record the table shows) -> text ("" or "-" where none)
+    justify: Literal["left", "right", "center"] = "right"
     when: bool = True                    # False: the column is left out (e.g. a --fit column without --fit)
 
 
 def table(title: str | None, columns: Sequence[Column], rows: Iterable, *, caption: str | None = None,
-          end_section: Callable[[object], bool] | None = None) -> Table:
+          end_section: Callable[[Any], bool] | None = None) -> Table:
     """The rows as a rich table; `end_section(row)` draws a rule after that row."""
     cols = [c for c in columns if c.when]
     t = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, title_justify="left", caption_justify="left")

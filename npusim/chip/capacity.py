@@ -128,7 +128,8 @@ def footprint(phase: Phase, tiles: int, buffers: int, align: float, units: int, 
     group = getattr(phase, "group", 1)
     parts = parts if group > 1 else 1
     copies = min(buffers, tiles * parts)
-    best, live = 0.0, ()
+    best = 0.0
+    live: tuple[tuple[str, float], ...] = ()
     for t in range(phase.steps + 1):
         items = []
         for lo in phase.locals:
@@ -170,12 +171,6 @@ def l0_tiles(phase: Phase, profile: Profile) -> int:
     use = l0_use(phase)
     return max([1] + [math.ceil(use[k] / (getattr(profile.core, f"{k}_kib") * KIB))
                       for k in use if math.isfinite(getattr(profile.core, f"{k}_kib"))])
-
-
-def fitting_tiles(phase: Phase, profile: Profile, buffers: int, program: str = "", mode: str = TILE) -> int:
-    """The fewest tiles in which the phase fits its unit (1 if it fits whole), the group taken whole;
-    CapacityError if refused or if no tiling fits."""
-    return fitting_tilings(phase, profile, buffers, program, mode, group_split=False)[0][1]
 
 
 def fitting_tilings(phase: Phase, profile: Profile, buffers: int, program: str = "", mode: str = TILE,

@@ -10,6 +10,8 @@ field's source in the profile. The model, per instruction:
            (adds, muls, casts, copies: 1), exp and ln (2), div and sqrt (4), a row sum (3). An op that
            broadcasts a smaller tensor first expands it (one more pass at 1 per repeat). vec_dependent is the
            wait of an instruction for the one before it (`pipe_barrier(PIPE_V)`), which msKPP does not time.
+           An instruction whose repeat count the kernel sets (a mask narrower than a repeat, one row of a
+           tile a repeat: Op.repeats) costs that many repeats, however few lanes each one fills.
            A scan along the chunk (cumsum) is one dependent add per row; a forward substitution is one
            dependent multiply, row sum and subtract per row.
   Cube     a matmul moves its operands L1 -> L0A / L0B (MTE1), runs one fractal (16 x 16 x 16) per cycle
@@ -22,15 +24,17 @@ field's source in the profile. The model, per instruction:
            contiguous. The FixPipe takes the larger of its minimum and bytes / rate.
 
 A Vector unit computes in fp32: a 16-bit tensor it loads is cast up first, a 16-bit result it stores is
-cast down (one unary pass each).
+cast down (one unary pass each). A program that declares its barriers records what an AscendC kernel's
+source issues instead (barrier walls, row-wise repeats, UB copies, Brcb, scalar loops): issue.py times it.
 """
 from __future__ import annotations
 
 import math
 
-from npusim.record.ops import MATMUL, REDUCE, SEQUENTIAL, Op
+from npusim.chip import issue
 from npusim.chip.lanes import larger
 from npusim.chip.profile import Profile
+from npusim.record.ops import MATMUL, REDUCE, SEQUENTIAL, Op
 
 BINARY = set("add sub rsub mul maximum minimum fmax fmin where masked_fill lt le gt ge eq ne logical_and "
              "logical_or addcmul addcdiv lerp tril triu pow".split())
@@ -51,10 +55,12 @@ def _class_cycles(profile: Profile, cls: str) -> float:
             "div": isa.vec_div_cycles, "reduce": isa.vec_reduce_cycles}[cls]
 
 
-def instruction_cycles(profile: Profile, cls: str, elements: float, itemsize: float = 4.0) -> float:
-    """One Vector instruction of class `cls` over `elements` (on one AIV), with its dependent wait."""
+def instruction_cycles(profile: Profile, cls: str, elements: float, itemsize: float = 4.0, repeats: int = 0) -> float:
+    """One Vector instruction of class `cls` over `elements` (on one AIV), with its dependent wait;
+    `repeats` > 0: the repeat count the kernel gives it (by its bytes otherwise)."""
     isa = profile.isa
-    repeats = math.ceil(elements * itemsize / isa.vec_repeat_bytes - 1e-9) if elements > 0 else 0
+    if not repeats:
+        repeats = math.ceil(elements * itemsize / isa.vec_repeat_bytes - 1e-9) if elements > 0 else 0
     issues = max(1, math.ceil(repeats / 255))             # at most 255 repeats per instruction
     return larger(isa.vec_min_cycles * issues, _class_cycles(profile, cls) * repeats) + issues * isa.vec_dependent_cycles
 
@@ -75,6 +81,8 @@ def _classes(op: Op) -> tuple[str, ...]:
 
 def vector_op_cycles(op: Op, profile: Profile, units: int) -> float:
     """Cycles on each of `units` Vector units that split the op."""
+    if issue.declared(op):                               # as the kernel's source issues it (issue.py)
+        return issue.op_cycles(op, profile, units, _classes(op)[0], lambda cls: _class_cycles(profile, cls))
     if op.elements == 0 and op.steps == 0:
         return 0.0
     per_unit = op.elements / units
@@ -85,7 +93,7 @@ def vector_op_cycles(op: Op, profile: Profile, units: int) -> float:
     if op.name in ("cumsum", "cumprod", "logcumsumexp") and len(op.shape) >= 2:
         rows = op.shape[-2]
         return rows * instruction_cycles(profile, "binary", per_unit / max(rows, 1))
-    return sum(instruction_cycles(profile, c, per_unit) for c in _classes(op))
+    return sum(instruction_cycles(profile, c, per_unit, repeats=op.repeats) for c in _classes(op))
 
 
 def cube_op_cycles(op: Op, profile: Profile) -> float:

@@ -191,7 +191,10 @@ def _rate(profile: Profile, pipe: str) -> float:
 
 
 def _rows(local) -> int:
-    """Strided rows of a GM tile: a [.., C, D] tile is C rows (one per token); a vector is one."""
+    """Strided rows of a GM tile: a [.., C, D] tile is C rows (one per token); a vector is one; a tile the
+    recording knows the layout of (Local.segments) its runs of rows."""
+    if local.segments:
+        return local.segments
     shape = [d for d in local.shape if d > 1]
     return shape[-2] if len(shape) >= 2 else 1
 

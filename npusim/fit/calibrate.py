@@ -10,7 +10,9 @@ host time is fitted beside the fields (floor.py) and reported, not written into 
 Kernels are modelled by a kernel table (default `kda`, the entry point of kda.kernels.registry) with
 `resolve(measurement)` returning an object with `predict(profile) -> us`: the runtime does not know the
 programs, the table does. A table is named by its entry point (group npusim.kernels) or given as a file path,
-never looked up as a bare module name (a file of that name in the working directory would run).
+never looked up as a bare module name (a file of that name in the working directory would run). Rows kept for
+validation never enter the fit: a row marked `held_out = yes`, and every row of a kernel the table's
+`held_out(kernel)` names (kda: the measured KDA kernels); they are skipped, and said so.
 """
 from __future__ import annotations
 
@@ -91,7 +93,11 @@ def calibrate(path: str | Path, profile: Profile, kernels: str = "kda", fields=N
     table = kernel_table(kernels)
     resolve = table.resolve
     rows, models, notes = [], [], []
+    kept = getattr(table, "held_out", None)
     for m in read_measurements(path):
+        if m.held_out or (callable(kept) and kept(m.kernel)):
+            notes.append(f"skipped {m.where()}: {m.kernel} is held out (validation only, never fitted)")
+            continue
         try:
             models.append(resolve(m))
         except NpuSimError as err:
@@ -101,7 +107,9 @@ def calibrate(path: str | Path, profile: Profile, kernels: str = "kda", fields=N
             raise
         rows.append(m)
     if not rows:
-        raise NpuSimError(f"{path}: no row names a kernel this model knows")
+        why = "every row is held out (validation only)" if notes and all("held out" in n for n in notes) else \
+            "no row names a kernel this model knows"
+        raise NpuSimError(f"{path}: {why}")
     chosen = assumptions(profile)
     if fields:
         known = {f.field for f in chosen}

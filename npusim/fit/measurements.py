@@ -1,7 +1,8 @@
 """Measured kernel timings, from two kinds of CSV file, for calibration (calibrate.py) and validation.
 
 - A simple CSV: columns `kernel, shape, dtype, measured_us` and optionally `stage` (which stage of a kernel of
-  several stages was timed on its own; empty or absent: the whole kernel); others are ignored. One timing a row.
+  several stages was timed on its own; empty or absent: the whole kernel) and `held_out` (yes: a row kept
+  for validation, which no fit may use); others are ignored. One timing a row.
 - msprof's op summary (`op_summary_*.csv`, CANN profiling "op_summary (Operator Details)"): the kernel is
   its `OP Type`, the shape its `Input Shapes` (one shape per input, dimensions split by ',' and inputs by
   ';'), the type the first of its `Input Data Types` (DT_BF16, DT_FLOAT16, DT_FLOAT), the time its
@@ -38,6 +39,7 @@ class Measurement:
     source: str              # the file
     form: str = "simple"     # "simple" or "msprof": how `shape` reads
     stage: str = ""          # the stage of `kernel` timed alone ("kkt", ...), "" for the whole kernel
+    held_out: bool = False   # kept for validation: no fit may use it
 
     def where(self) -> str:
         return f"{self.source} row {self.row}"
@@ -68,8 +70,8 @@ def read_measurements(path: str | Path) -> list[Measurement]:
         raise MeasurementError(
             f"{path}: missing column {missing[0]!r} (a simple CSV needs {', '.join(SIMPLE)}; an msprof op "
             f"summary needs {', '.join(MSPROF)})")
-    col = {name: header.index(name) for name in needed + (("stage",) if form == "simple" and "stage" in header
-                                                          else ())}
+    extra = tuple(c for c in ("stage", "held_out") if form == "simple" and c in header)
+    col = {name: header.index(name) for name in needed + extra}
     out = []
     for line, cells in enumerate(rows[1:], start=2):
         if not any(c.strip() for c in cells):
@@ -101,7 +103,10 @@ def read_measurements(path: str | Path) -> list[Measurement]:
         if not math.isfinite(t) or t <= 0:
             raise MeasurementError(f"{path} row {line}: {time_field} {time_text} must be a positive, finite time")
         stage = get("stage") if "stage" in col else ""
-        out.append(Measurement(kernel, shape, dtype, t, line, str(path), form, stage))
+        held = get("held_out").lower() if "held_out" in col else ""
+        if held not in ("yes", "true", "1", "no", "false", "0", ""):
+            raise MeasurementError(f"{path} row {line}: held_out {get('held_out')!r} is not yes or no")
+        out.append(Measurement(kernel, shape, dtype, t, line, str(path), form, stage, held in ("yes", "true", "1")))
     if not out:
         raise MeasurementError(f"{path}: no measurements after the header")
     return out

@@ -15,7 +15,6 @@ import numpy as np
 from numba import njit
 
 
-
 @njit(cache=True, nogil=True, inline="always")
 def _qpush(qt, qs, qi, size, t, seq, ident):
     """SimPy's queue: timeouts by (time, order of scheduling); `ident` is the node (negative: a completion)."""

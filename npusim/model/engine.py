@@ -19,65 +19,18 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import simpy
 
 from npusim.chip.profile import Profile
-from npusim.errors import NpuSimError
 from npusim.model.limits import check_replay
+from npusim.model.run import Run
 from npusim.model.template import HBM, L2, OWN, PHASE, RIDE, STATE, SYNC, Node, Template, build_template, shared_rate
 from npusim.model.trace import Log, Trace, TraceEvent, copy_trace
 from npusim.record.graph import PhaseGraph
 
 __all__ = ["HBM", "L2", "OWN", "PHASE", "RIDE", "STATE", "SYNC", "Log", "Node", "Run", "Template", "Trace",
            "TraceEvent", "build_template", "simulate"]
-
-
-@dataclass
-class Run:
-    """The outcome of one simulation."""
-    template: Template
-    profile: Profile
-    serial: bool
-    chunks: int
-    sequences: int
-    cores_used: int
-    makespan_us: float                  # first node start to last node end, over all cores
-    busy_us: dict[tuple[int, str], float]
-    trace: Trace | None
-    shared_us: dict[str, float]         # time the chip-wide HBM / L2 bandwidth was busy
-    chunk_counts: tuple[int, ...] = ()  # chunks of each sequence (all `chunks` unless variable-length)
-    interleave: int = 1                 # sequences a core alternates at a time
-    log: "Log | None" = None            # the decisions of the replay, when asked (simulate(record=True))
-
-    @property
-    def latency_us(self) -> float:
-        return self.makespan_us + self.profile.chip.launch_overhead_us
-
-    def traced(self) -> Trace:
-        """The run's trace; a run simulated without one (trace=False) is refused by name."""
-        if self.trace is None:
-            raise NpuSimError("this run was simulated without a trace: simulate(..., trace=True) keeps one")
-        return self.trace
-
-    def lanes(self, core: int) -> int:
-        """Sequences `core` alternates at a time (it holds sequences core, core + cores_used, ...)."""
-        return min(self.interleave, len(range(core, self.sequences, self.cores_used)))
-
-    @property
-    def slots(self) -> int:
-        """Workspace slots of the busiest core (core 0): the profile's ping/pong for each lane."""
-        return self.profile.workspace.slots * self.lanes(0)
-
-    @property
-    def waves(self) -> int:
-        return -(-self.sequences // self.cores_used)
-
-    @property
-    def instances(self) -> int:
-        """(sequence, chunk) pairs replayed."""
-        return sum(self.chunk_counts) if self.chunk_counts else self.chunks * self.sequences
 
 
 class _Share:
@@ -107,7 +60,7 @@ class _Server:
     """One unit or link of a core: a heap of ready nodes (oldest chunk first) and whether it is busy."""
     __slots__ = ("ready", "running", "pending", "busy")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.ready: list[int] = []
         self.running = False
         self.pending = False          # waiting in _Model.waiting to be dispatched
@@ -117,7 +70,7 @@ class _Server:
 def core_order(seqs: Sequence[int], counts, interleave: int) -> list[tuple[int, int, int]]:
     """(sequence, chunk, lane) in the order a core takes them: `interleave` sequences at a time, their chunks
     alternating (s0 c0, s1 c0, s0 c1, ...); `counts[s]` is sequence s's number of chunks."""
-    out = []
+    out: list[tuple[int, int, int]] = []
     for g in range(0, len(seqs), interleave):
         group = seqs[g:g + interleave]
         for t in range(max(counts[s] for s in group)):
@@ -223,7 +176,7 @@ class _Model:
         self.use_slots = tpl.slot_release is not None and not serial
         self.shares = {r: _Share(shared_rate(profile, r)) for r in (HBM, L2)
                           if math.isfinite(shared_rate(profile, r))}
-        self.share_of = [self.shares.get(node.shared) for node in tpl.nodes]
+        self.share_of = [None if node.shared is None else self.shares.get(node.shared) for node in tpl.nodes]
         nodes = tpl.nodes     # flat per-node columns for the hot path: (first chunk, later chunks)
         # a phase's pipes (pipes.py): serial mode runs its segments in series; the overlapped ones are
         # re-timed when HBM contention stretches their transfers
@@ -370,7 +323,8 @@ class _Model:
 
 
 def _edges(edges, n: int) -> tuple[list[int], list[list[int]]]:
-    into, out = [0] * n, [[] for _ in range(n)]
+    into = [0] * n
+    out: list[list[int]] = [[] for _ in range(n)]
     for a, b in edges:
         into[b] += 1
         out[a].append(b)

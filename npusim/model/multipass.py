@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from npusim.chip.capacity import TILE
-from npusim.model.engine import Run, Template, build_template, simulate
-from npusim.record.graph import PhaseGraph
 from npusim.chip.profile import Profile
+from npusim.model.engine import Run, Template, build_template, simulate
 from npusim.model.schedule import BARRIER, CHUNKS, Design, Pass
 from npusim.model.trace import Trace
+from npusim.record.graph import PhaseGraph
 
 
 @dataclass
@@ -102,7 +102,7 @@ def simulate_design(design: Design, tpls: list[Template], profile: Profile, chun
             run = simulate(tpl, on, chunks=1, sequences=items, serial=serial, trace=trace, record=record)
         else:
             run = simulate(tpl, on, chunks=mine, sequences=len(mine), serial=serial, trace=trace,
-                           interleave=interleave, record=record)
+                           interleave=p.interleave or interleave, record=record)
         t += boundary
         out.append(PassRun(p, run, t, boundary))
         t += run.makespan_us

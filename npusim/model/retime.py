@@ -137,7 +137,7 @@ def compile_schedule(run: Run) -> Schedule:
             trig = grid[released, tpl.slot_release]
             trig_a.append(trig[:-1])
             trig_b.append(trig[1:])
-    ev = {"ev_node": ev_node, "ev_first": ev_first, "ev_m": ev_m, "ev_act": ev_act}
+    ev: dict[str, np.ndarray] = {"ev_node": ev_node, "ev_first": ev_first, "ev_m": ev_m, "ev_act": ev_act}
     srv = ev_rank * len(resources) + node_res[ev_node]
     ev["ev_srv"] = srv
     succ_a = np.concatenate(succ) if succ else np.zeros(0, np.int64)
@@ -151,11 +151,11 @@ def compile_schedule(run: Run) -> Schedule:
         ev["jstar"] = previous_greater(nid, srv)
     shared = np.array([SHARED.index(x.shared) if x.shared in SHARED else -1 for x in tpl.nodes], np.int64)
     ev["ev_res"] = np.where(ev_act >= 0, shared[ev_node], -1)
-    seqs = [np.flatnonzero(ev["ev_res"] == r) for r in range(len(SHARED))]
-    ev["seq"] = np.concatenate(seqs).astype(np.int64)
-    ev["seq_off"] = np.concatenate([[0], np.cumsum([len(x) for x in seqs])]).astype(np.int64)
+    on_res = [np.flatnonzero(ev["ev_res"] == r) for r in range(len(SHARED))]
+    ev["seq"] = np.concatenate(on_res).astype(np.int64)
+    ev["seq_off"] = np.concatenate([[0], np.cumsum([len(x) for x in on_res])]).astype(np.int64)
     ev["tpos"] = np.zeros(n_ev, np.int64)
-    for x in seqs:
+    for x in on_res:
         ev["tpos"][x] = np.arange(len(x))
     ev["trig_a"] = np.concatenate(trig_a) if trig_a else np.zeros(0, np.int64)
     ev["trig_b"] = np.concatenate(trig_b) if trig_b else np.zeros(0, np.int64)
@@ -194,8 +194,7 @@ class Params:
 def node_params(tpl: Template, profile: Profile, serial: bool, n: int) -> Params:
     """The durations the engine gives each node of `tpl` on `profile` (a stacked profile: n samples)."""
     k = tpl.n
-    f = lambda: np.zeros((k, n))
-    a = {name: f() for name in ("busy_f", "busy_l", "delay_f", "delay_l", "work", "p_load", "p_comp", "p_store",
+    a: dict[str, np.ndarray] = {name: np.zeros((k, n)) for name in ("busy_f", "busy_l", "delay_f", "delay_l", "work", "p_load", "p_comp", "p_store",
                                 "p_io")}
     a["bytes_f"], a["bytes_l"] = np.zeros(k, np.int64), np.zeros(k, np.int64)
     a["res"], a["pipe"], a["p_tiles"] = np.zeros(k, np.int64), np.zeros(k, np.bool_), np.zeros(k, np.int64)

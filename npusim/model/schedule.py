@@ -58,6 +58,8 @@ class Pass:
     barriers: int = 1                 # with boundary BARRIER: SyncAlls before it (0: runs on straight away)
     buffers: int | None = None        # the kernel's BUFFER_NUM (None: the profile's); 1 also serialises a
                                       # matmul's MTE1 loads and its MMAD (a single L0A/L0B buffer)
+    interleave: int | None = None     # SEQUENTIAL: sequences a core alternates, as the kernel streams them
+                                      # (None: the run's --interleave)
 
     def __post_init__(self):
         if self.layout not in LAYOUTS:
@@ -70,6 +72,9 @@ class Pass:
                              f"{self.program.name} carries a state")
         if self.reverse and self.layout == CHUNKS:
             raise ValueError(f"pass {self.name}: a {CHUNKS} pass has no order to reverse")
+        if self.interleave is not None and (self.layout == CHUNKS or self.interleave < 1):
+            raise ValueError(f"pass {self.name}: interleave is a number >= 1 of sequences a core alternates, "
+                             f"for a pass that walks sequences")
 
     @property
     def carries_state(self) -> bool:

@@ -19,7 +19,7 @@ from npusim.chip.capacity import TILE
 from npusim.chip.pipes import PhasePlan, PipeTiming, plan_phase
 from npusim.chip.profile import Profile
 from npusim.model.workspace import WorkspaceUse, analyse, check_fits
-from npusim.record.graph import CUBE, VEC, Phase, PhaseGraph, Sync
+from npusim.record.graph import CUBE, VEC, Phase, PhaseGraph, StateSpec, Sync
 
 PHASE, SYNC, STATE = "phase", "sync", "state"
 RIDE, OWN = "ride", "own"
@@ -78,24 +78,7 @@ def build_template(graph: PhaseGraph, profile: Profile, state_handoff: str = RID
         check_fits(graph, use, profile.workspace)
     steps = list(graph.steps)
     units = {s.name: s.unit for s in steps if isinstance(s, Phase)}
-
-    # Where the state hand-off goes: the first reader on the other unit than the state's producer.
-    state = graph.state
-    ride_at: int | None = None        # step index of the sync it rides on
-    own_before: int | None = None     # step index of the reader an own hand-off precedes
-    cross_reader = None
-    if state is not None:
-        src_unit = units[state.producer]
-        cross = [r for r in state.readers if units[r] != src_unit]
-        if cross:
-            cross_reader = cross[0]
-            reader_at = next(i for i, s in enumerate(steps) if isinstance(s, Phase) and s.name == cross_reader)
-            candidates = [i for i, s in enumerate(steps[:reader_at])
-                          if isinstance(s, Sync) and s.direction.startswith(src_unit)]
-            if state_handoff == RIDE and candidates:
-                ride_at = candidates[-1]
-            else:
-                own_before = reader_at
+    ride_at, own_before, cross_reader = _state_handoff(graph, steps, units, state_handoff)
 
     order: list[Phase | Sync | str] = []
     for i, s in enumerate(steps):
@@ -114,75 +97,126 @@ def build_template(graph: PhaseGraph, profile: Profile, state_handoff: str = RID
             slot_free[step_node[lt.end]] += lt.nbytes
 
     syncs_into: dict[str, list[int]] = {}
-    for k, s in enumerate(order):
-        if isinstance(s, Sync):
-            syncs_into.setdefault(s.consumer, []).append(k)
-    latency = profile.sync.latency_us
-    def link_us(nbytes, direction, payloads=None):
-        return _link_us(profile, nbytes, direction, payloads)
+    for k, item in enumerate(order):
+        if isinstance(item, Sync):
+            syncs_into.setdefault(item.consumer, []).append(k)
     nodes: list[Node] = []
     plans: list[PhasePlan] = []
     last_on_unit: dict[str, int] = {}
     state_node = None
-    for k, s in enumerate(order):
-        if isinstance(s, Phase):
-            deps = list(syncs_into.get(s.name, []))
-            if s.unit in last_on_unit:
-                deps.append(last_on_unit[s.unit])
-            if own_before is not None and s.name == cross_reader:
+    for k, item in enumerate(order):
+        if isinstance(item, Phase):
+            deps = list(syncs_into.get(item.name, []))
+            if item.unit in last_on_unit:
+                deps.append(last_on_unit[item.unit])
+            if state_node is not None and item.name == cross_reader:
                 deps.append(state_node)
-            last_on_unit[s.unit] = k
-            plan = plan_of[s.name]
-            plans.append(plan)
-            pipe = plan.timing
-            work = pipe.tiles * pipe.compute_us
-            gm = round(plan.load_bytes + plan.store_bytes)
-            t = pipe.busy_us()
-            nodes.append(Node(k, PHASE, s.name, s.name, s.unit, t, t, 0.0, 0.0, gm, gm, tuple(sorted(set(deps))),
-                              slot_add[k], slot_free[k], work, HBM, pipe))
-        elif isinstance(s, Sync):
-            extra = state.nbytes if ride_at is not None and order[k] is steps[ride_at] else 0
-            sizes = [(p.nbytes, p.dtype) for p in s.payload]
-            nodes.append(Node(k, SYNC, s.name, s.label, f"link:{s.direction}",
-                              link_us(s.nbytes + extra, s.direction, sizes + ([(extra, state.dtype)] if extra else [])),
-                              link_us(s.nbytes, s.direction, sizes),
-                              latency, latency, s.nbytes + extra, s.nbytes,
-                              (node_of_phase[s.producer],), slot_add[k], slot_free[k], 0.0, L2))
+            last_on_unit[item.unit] = k
+            plans.append(plan_of[item.name])
+            nodes.append(_phase_node(k, item, plan_of[item.name], deps=deps, slot_add=slot_add[k],
+                                     slot_free=slot_free[k]))
+        elif isinstance(item, Sync):
+            rides = graph.state is not None and ride_at is not None and item is steps[ride_at]
+            nodes.append(_sync_node(k, item, profile, riding=graph.state if rides else None,
+                                    producer=node_of_phase[item.producer], slot_add=slot_add[k],
+                                    slot_free=slot_free[k]))
         else:   # an own state hand-off: nothing to do in a sequence's first chunk (the state is a GM input)
             state_node = k
-            src = units[state.producer]
-            dst = CUBE if src == VEC else VEC
-            nodes.append(Node(k, STATE, "state", "S", f"link:{src}->{dst}",
-                              link_us(state.nbytes, f"{src}->{dst}", [(state.nbytes, state.dtype)]),
-                              0.0, latency, 0.0, state.nbytes, 0, (), 0, 0, 0.0, L2))
+            nodes.append(_state_hand_off_node(k, _state_of(graph), units, profile))
 
-    state_edges: list[tuple[int, int]] = []
-    state_sync = None
-    if state is not None:
-        producer = node_of_phase[state.producer]
-        if ride_at is not None:
-            state_sync = step_node[ride_at]
-        elif own_before is not None:
-            state_sync = state_node
-        if state_sync is not None:
-            state_edges.append((producer, state_sync))
-        for r in state.readers:
-            if units[r] == units[state.producer]:
-                state_edges.append((producer, node_of_phase[r]))
-    war_edges: list[tuple[int, int]] = []
+    state_sync = step_node[ride_at] if ride_at is not None else state_node
+    release = step_node[use.slot_release_step] if use.slot_release_step is not None else None
+    return Template(graph=graph, nodes=tuple(nodes),
+                    state_edges=_state_edges(graph, units, node_of_phase, state_sync),
+                    war_edges=_war_edges(graph, steps, step_node, node_of_phase, state_sync),
+                    state_mode=RIDE if ride_at is not None else OWN if own_before is not None else None,
+                    state_sync=state_sync, slot_release=release, resident_bytes=use.resident_bytes,
+                    workspace=use, plans=tuple(plans))
+
+
+def _state_of(graph: PhaseGraph) -> StateSpec:
+    if graph.state is None:
+        raise ValueError(f"{graph.program}: a state hand-off node in a graph that carries no state")
+    return graph.state
+
+
+def _state_handoff(graph: PhaseGraph, steps: list, units: dict[str, str],
+                   state_handoff: str) -> tuple[int | None, int | None, str | None]:
+    """Where the state hand-off goes: the first reader on the other unit than the state's producer. Returns
+    (the step index of the sync it rides on, the step index of the reader an own hand-off precedes, that
+    reader's name); all None where the state is not read on the other unit."""
+    state = graph.state
+    if state is None:
+        return None, None, None
+    src_unit = units[state.producer]
+    cross = [r for r in state.readers if units[r] != src_unit]
+    if not cross:
+        return None, None, None
+    reader_at = next(i for i, s in enumerate(steps) if isinstance(s, Phase) and s.name == cross[0])
+    candidates = [i for i, s in enumerate(steps[:reader_at]) if isinstance(s, Sync) and s.direction.startswith(src_unit)]
+    if state_handoff == RIDE and candidates:
+        return candidates[-1], None, cross[0]
+    return None, reader_at, cross[0]
+
+
+def _phase_node(k: int, phase: Phase, plan: PhasePlan, deps: list[int], slot_add: int, slot_free: int) -> Node:
+    pipe = plan.timing
+    gm = round(plan.load_bytes + plan.store_bytes)
+    t = pipe.busy_us()
+    return Node(index=k, kind=PHASE, name=phase.name, label=phase.name, resource=phase.unit,
+                busy_us=t, busy_first_us=t, delay_us=0.0, delay_first_us=0.0, nbytes=gm, nbytes_first=gm,
+                deps=tuple(sorted(set(deps))), slot_add=slot_add, slot_free=slot_free,
+                work_us=pipe.tiles * pipe.compute_us, shared=HBM, pipe=pipe)
+
+
+def _sync_node(k: int, sync: Sync, profile: Profile, riding: StateSpec | None, producer: int,
+               slot_add: int, slot_free: int) -> Node:
+    """A hand-off; `riding`: the state, where it rides on this one (not in a sequence's first chunk)."""
+    extra = riding.nbytes if riding is not None else 0
+    sizes = [(p.nbytes, p.dtype) for p in sync.payload]
+    with_state = sizes + ([(extra, riding.dtype)] if riding is not None and extra else [])
+    latency = profile.sync.latency_us
+    return Node(index=k, kind=SYNC, name=sync.name, label=sync.label, resource=f"link:{sync.direction}",
+                busy_us=_link_us(profile, sync.nbytes + extra, sync.direction, with_state),
+                busy_first_us=_link_us(profile, sync.nbytes, sync.direction, sizes),
+                delay_us=latency, delay_first_us=latency, nbytes=sync.nbytes + extra, nbytes_first=sync.nbytes,
+                deps=(producer,), slot_add=slot_add, slot_free=slot_free, work_us=0.0, shared=L2)
+
+
+def _state_hand_off_node(k: int, state: StateSpec, units: dict[str, str], profile: Profile) -> Node:
+    src = units[state.producer]
+    dst = CUBE if src == VEC else VEC
+    return Node(index=k, kind=STATE, name="state", label="S", resource=f"link:{src}->{dst}",
+                busy_us=_link_us(profile, state.nbytes, f"{src}->{dst}", [(state.nbytes, state.dtype)]),
+                busy_first_us=0.0, delay_us=profile.sync.latency_us, delay_first_us=0.0,
+                nbytes=state.nbytes, nbytes_first=0, deps=(), slot_add=0, slot_free=0, work_us=0.0, shared=L2)
+
+
+def _state_edges(graph: PhaseGraph, units: dict[str, str], node_of_phase: dict[str, int],
+                 state_sync: int | None) -> tuple[tuple[int, int], ...]:
+    """(node in chunk t-1, node in chunk t): the state's producer to its hand-off and to its readers on the
+    same unit."""
+    state = graph.state
+    if state is None:
+        return ()
+    producer = node_of_phase[state.producer]
+    edges = [(producer, state_sync)] if state_sync is not None else []
+    edges += [(producer, node_of_phase[r]) for r in state.readers if units[r] == units[state.producer]]
+    return tuple(sorted(set(edges)))
+
+
+def _war_edges(graph: PhaseGraph, steps: list, step_node: dict[int, int], node_of_phase: dict[str, int],
+               state_sync: int | None) -> tuple[tuple[int, int], ...]:
+    """Write after read: a resident tensor's (or the state's) readers in the previous chunk before its writer."""
+    edges: list[tuple[int, int]] = []
     for name, meta in graph.tensors.items():
         if meta.placement != "resident":
             continue
         writer = next(step_node[i] for i, s in enumerate(steps) if isinstance(s, Sync) and name in s.tensors)
-        for r in meta.readers:
-            war_edges.append((node_of_phase[r], writer))
-    if state is not None and state_sync is not None:
-        for r in state.readers:
-            war_edges.append((node_of_phase[r], state_sync))
-    release = step_node[use.slot_release_step] if use.slot_release_step is not None else None
-    return Template(graph, tuple(nodes), tuple(sorted(set(state_edges))), tuple(sorted(set(war_edges))),
-                    (RIDE if ride_at is not None else OWN if own_before is not None else None), state_sync,
-                    release, use.resident_bytes, use, tuple(plans))
+        edges += [(node_of_phase[r], writer) for r in meta.readers]
+    if graph.state is not None and state_sync is not None:
+        edges += [(node_of_phase[r], state_sync) for r in graph.state.readers]
+    return tuple(sorted(set(edges)))
 
 
 def _link_us(profile: Profile, nbytes: int, direction: str, payloads) -> float:

@@ -20,14 +20,14 @@ from typing import Callable
 
 import numpy as np
 
+from npusim.chip.capacity import TILE
 from npusim.chip.lanes import Diverges, lanes_of, stack, take
 from npusim.chip.profile import Chip, Core, Profile, Workspace
 from npusim.errors import NpuSimError
 from npusim.model.engine import simulate
-from npusim.model.multipass import DesignRun, simulate_design, templates
-from npusim.model.retime import Model, Params, compile_schedule, node_params, retime
+from npusim.model.multipass import DesignRun, PassRun, simulate_design, templates
+from npusim.model.retime import Model, Params, Schedule, compile_schedule, node_params, retime
 from npusim.model.schedule import BARRIER, CHUNKS, Design
-from npusim.chip.capacity import TILE
 
 RETIMED, COMPILED, REPLAYED = "re-timed", "compiled replay", "event-model replay"
 PROBE = 32           # samples re-timed first; below half of them accepted, the rest go straight to the compiled model
@@ -89,7 +89,7 @@ def stacked_templates(design: Design, graphs, profiles: list[Profile], state_han
     """[(sample indices, stacked profile, templates or the error)]: the cost model run once for each group of
     samples that takes the same branches (a tiling chosen, a phase that fits); a sample whose fields cannot
     be stacked is built on its own."""
-    out = []
+    out: list[tuple[np.ndarray, Profile, list | NpuSimError]] = []
 
     def build(idx: np.ndarray, prof: Profile) -> None:
         try:
@@ -140,13 +140,13 @@ class DesignTimer:
 
     def _ways(self, serial: bool):
         if serial not in self._compiled:
-            out = []
+            out: list[tuple[PassRun, Schedule, Model | None]] = []
             for pr in self.recorded(serial).passes:
                 sched = compile_schedule(pr.run)
-                model = Model(pr.run)
-                check = model.replay(node_params(pr.run.template, pr.run.profile, serial, 1), [0])[0][0]
-                if check != pr.run.makespan_us:
-                    model = None
+                built = Model(pr.run)
+                check = built.replay(node_params(pr.run.template, pr.run.profile, serial, 1), [0])[0][0]
+                model = built if check == pr.run.makespan_us else None
+                if model is None:
                     self._note(f"pass {pr.pass_.name}: the compiled event model gives {check!r} us against the "
                                f"replay's {pr.run.makespan_us!r} us; its samples are replayed by the event model")
                 if sched.problem is not None:
@@ -231,16 +231,21 @@ class DesignTimer:
             prof = profiles[where[j]]
             p = self.design.passes[i]
             tpl = templates(self.design, self.graphs, prof, self.state_handoff, self.capacity)[i]
-            kw = dict(serial=serial, trace=False)
             if p.layout == CHUNKS:
-                run = simulate(tpl, p.on(prof), chunks=1, sequences=pr.sequences, **kw)
+                run = simulate(tpl, p.on(prof), chunks=1, sequences=pr.sequences, serial=serial, trace=False)
             else:
                 counts = list(pr.chunk_counts)
                 run = simulate(tpl, p.on(prof), chunks=counts[0] if len(set(counts)) == 1 else counts,
-                               sequences=len(counts), interleave=pr.interleave, **kw)
+                               sequences=len(counts), interleave=pr.interleave, serial=serial, trace=False)
             span[j] = run.makespan_us
             ways.add(REPLAYED, 1)
         return span
+
+    def _bound(self, pass_run):
+        """A pass's bound, by the caller's `bound_of`."""
+        if self.bound_of is None:
+            raise ValueError("a bound asked of a timer made without bound_of")
+        return self.bound_of(pass_run, tuple(self.counts))
 
     def _bounds(self, prof: Profile, tpls, m: int) -> np.ndarray:
         """design_report's bound (every pass's, plus its boundary), lane by lane."""
@@ -250,7 +255,7 @@ class DesignTimer:
             boundary = (prof.chip.barrier_us * p.barriers if (i and p.boundary == BARRIER)
                         else prof.chip.launch_overhead_us)
             fake = type(pr)(p, _with_template(pr.run, tpl), pr.start_us, pr.boundary_us)
-            total = total + lanes_of(self.bound_of(fake, tuple(self.counts)), m) + lanes_of(boundary, m)
+            total = total + lanes_of(self._bound(fake), m) + lanes_of(boundary, m)
         return total
 
     def _replay_one(self, i: int, prof: Profile, lat, ser, bnd, per, errors, ways: Ways) -> None:
@@ -260,17 +265,18 @@ class DesignTimer:
         except NpuSimError as err:
             errors[i] = str(err)
             return
-        kw = dict(interleave=self.interleave, trace=False, heads=self.heads)
-        run = simulate_design(self.design, tpls, prof, self.counts, **kw)
+        run = simulate_design(self.design, tpls, prof, self.counts, interleave=self.interleave, trace=False,
+                              heads=self.heads)
         lat[i] = run.latency_us
         for pr in run.passes:
             per[pr.pass_.name][i] = pr.boundary_us + pr.run.makespan_us
         ways.add(REPLAYED, len(run.passes))
         if ser is not None:
-            ser[i] = simulate_design(self.design, tpls, prof, self.counts, serial=True, **kw).latency_us
+            ser[i] = simulate_design(self.design, tpls, prof, self.counts, serial=True, interleave=self.interleave,
+                                     trace=False, heads=self.heads).latency_us
             ways.add(REPLAYED, len(run.passes))
         if bnd is not None:
-            bnd[i] = sum(self.bound_of(pr, tuple(self.counts)) + pr.boundary_us for pr in run.passes)
+            bnd[i] = sum(self._bound(pr) + pr.boundary_us for pr in run.passes)
 
 
 def _with_template(run, tpl):

@@ -3,9 +3,7 @@
 - Cube/Vector concurrency: the time both units of a core are busy at once (merged busy intervals, intersected).
 - Idle gaps: each unit's gaps between merged busy intervals within its core's span.
 - Exposed sync time: a hand-off in flight while Cube and Vector both idle.
-- The critical path: walked back from the last event to the first, through whichever predecessor freed
-  each event last (a dependency, the state, a write-after-read edge, the slot grant or the unit itself);
-  what it is made of says what to shorten (sync time on it is the hand-off cost that no overlap hides).
+- The critical path (critical_path.py).
 - The steady-state period per chunk (from the last half of the chunks) against its bound: the busiest
   resource's work per chunk, or the dependency cycle per chunk through the state, whichever is longer.
   The bound holds in the long run; over a handful of chunks the measured period may still include the
@@ -17,9 +15,10 @@ from __future__ import annotations
 
 import math
 import weakref
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
-from npusim.model.engine import PHASE, Run, core_order
+from npusim.model.engine import PHASE, Run
+from npusim.output.critical_path import CriticalPath, critical_path
 
 Interval = tuple[float, float]
 CUBE_UNIT, VEC_UNIT = "cube", "vec"
@@ -93,36 +92,6 @@ class UnitIdle:
 
 
 @dataclass(frozen=True)
-class Step:
-    """One event on the critical path and the part of it the path runs through."""
-    kind: str                 # "phase", "sync", "state" or "wait" (nothing on the path ran)
-    index: int                # node index in the template (-1 for a wait)
-    name: str
-    label: str
-    unit: str
-    core: int
-    seq: int
-    chunk: int
-    start: float
-    until: float              # the path leaves this event here (its end, or its busy_end for a unit link)
-    via: str                  # how the next event on the path waited for it: "data", "state", "war", "slot",
-                              # "unit" (the same unit or link was busy), "order" (serial mode)
-
-
-@dataclass(frozen=True)
-class CriticalPath:
-    length_us: float                   # = the makespan
-    by_kind: dict[str, float]          # "cube", "vec", "sync transfer", "sync latency", "wait"
-    sync_us: float                     # transfer + latency of hand-offs on the path
-    syncs: int                         # hand-offs on the path
-    steps: tuple[Step, ...] = field(repr=False, default=())
-
-    @property
-    def sync_fraction(self) -> float:
-        return self.sync_us / self.length_us if self.length_us else 0.0
-
-
-@dataclass(frozen=True)
 class Overlap:
     serial: bool
     cores: int
@@ -192,7 +161,10 @@ def analyse(run: Run) -> Overlap:
         return hit[2]
     result = _analyse(run)
     key = id(run)
-    _cache[key] = (weakref.ref(run, lambda _ref, key=key: _cache.pop(key, None)), len(run.traced()), result)
+
+    def forget(_ref: object) -> None:
+        _cache.pop(key, None)
+    _cache[key] = (weakref.ref(run, forget), len(run.traced()), result)
     return result
 
 
@@ -255,7 +227,7 @@ def period_bound(run: Run) -> tuple[float, str]:
     loads: dict[str, float] = {}
     for n in nodes:
         loads[n.resource] = loads.get(n.resource, 0.0) + n.busy_us
-    busiest = max(loads, key=loads.get)
+    busiest = max(loads, key=lambda r: loads[r])
     cycle = state_cycle_us(run.template)
     return (cycle, "state chain") if cycle > loads[busiest] else (loads[busiest], busiest)
 
@@ -281,132 +253,6 @@ def state_cycle_us(tpl, warm: int = 8, measure: int = 16) -> float:
         if t in (warm, warm + measure):
             marks.append(max(fin))
     return (marks[1] - marks[0]) / measure if tpl.state_edges else 0.0
-
-
-def _engine_order(keys, interleave: int) -> tuple[list[tuple[int, int]], dict]:
-    """A core's (seq, chunk) pairs in the engine's order, and each one's predecessor in its lane."""
-    count: dict[int, int] = {}
-    for s, _ in keys:
-        count[s] = count.get(s, 0) + 1
-    order, lane_prev, last = [], {}, {}
-    for s, t, lane in core_order(sorted(count), count, interleave):
-        lane_prev[(s, t)], last[lane] = last.get(lane), (s, t)
-        order.append((s, t))
-    return order, lane_prev
-
-
-def critical_path(run: Run, events=None) -> CriticalPath:
-    """Walk back from the event that ends last through the predecessor that freed each event last."""
-    tpl, events = run.template, events or _events(run)
-    if not events:
-        return CriticalPath(0.0, {}, 0.0, 0)
-    n = tpl.n
-    at = {(e.seq, e.chunk, e.index): e for e in events}
-    insts: dict[int, list[tuple[int, int]]] = {}       # per core: (seq, chunk) in the engine's order
-    for e in events:
-        insts.setdefault(e.core, set()).add((e.seq, e.chunk))
-    orders = {c: _engine_order(v, run.interleave) for c, v in insts.items()}
-    insts = {c: o for c, (o, _) in orders.items()}
-    war_prev = {c: w for c, (_, w) in orders.items()}
-    pos = {(c, key): i for c, keys in insts.items() for i, key in enumerate(keys)}
-    state_in: list[list[int]] = [[] for _ in range(n)]
-    war_in: list[list[int]] = [[] for _ in range(n)]
-    for a, b in tpl.state_edges:
-        state_in[b].append(a)
-    for a, b in tpl.war_edges:
-        war_in[b].append(a)
-    # the same unit or link: the event before on it, by start time
-    prev_on_unit = {}
-    by_unit: dict[tuple[int, str], list] = {}
-    for e in events:
-        by_unit.setdefault((e.core, e.unit), []).append(e)
-    for lst in by_unit.values():
-        lst.sort(key=lambda e: (e.start, e.busy_end))
-        for a, b in zip(lst, lst[1:]):
-            prev_on_unit[id(b)] = a
-    # slot grants: the j-th slot release on a core (in completion order) grants instance j + slots
-    grant_from: dict[tuple[int, int], object] = {}
-    if not run.serial and tpl.slot_release is not None:
-        releases: dict[int, list] = {}
-        tr = run.traced()
-        for k, core, seq, chunk in zip(tr.node, tr.core, tr.seq, tr.chunk):
-            if k == tpl.slot_release:
-                releases.setdefault(core, []).append(at[(seq, chunk, k)])
-        for core, lst in releases.items():
-            slots = run.profile.workspace.slots * run.lanes(core)  # the profile's pair for each lane
-            for j, e in enumerate(lst):
-                if j + slots < len(insts[core]):
-                    grant_from[(core, j + slots)] = e
-
-    def preds(e):
-        """(ready time, event, via) for everything e waited for."""
-        out = []
-        i = pos[(e.core, (e.seq, e.chunk))]
-        if run.serial:
-            k = e.index - 1
-            if k >= 0:
-                p = at.get((e.seq, e.chunk, k))
-            elif i > 0:
-                s, t = insts[e.core][i - 1]
-                p = at.get((s, t, n - 1))
-            else:
-                p = None
-            return [(p.end, p, "order")] if p is not None else []
-        for d in tpl.nodes[e.index].deps:
-            p = at[(e.seq, e.chunk, d)]
-            out.append((p.end, p, "data"))
-        w = war_prev[e.core][(e.seq, e.chunk)]             # the lane's instance before
-        for a in war_in[e.index] if w is not None else ():
-            p = at[(w[0], w[1], a)]
-            out.append((p.end, p, "war"))
-        for a in state_in[e.index] if e.chunk > 0 else ():  # the sequence's chunk before
-            p = at[(e.seq, e.chunk - 1, a)]
-            out.append((p.end, p, "state"))
-        if e.index == 0 and (e.core, i) in grant_from:
-            p = grant_from[(e.core, i)]
-            out.append((p.end, p, "slot"))
-        p = prev_on_unit.get(id(e))
-        if p is not None:
-            out.append((p.busy_end, p, "unit"))
-        return out
-
-    rank = {"data": 0, "state": 1, "war": 2, "slot": 3, "order": 4, "unit": 5}
-    cur = max(events, key=lambda e: (e.end, e.start))
-    until, via = cur.end, "end"
-    steps = []
-    while True:
-        steps.append(Step(cur.kind, cur.index, cur.name, cur.label, cur.unit, cur.core, cur.seq, cur.chunk, cur.start,
-                          until, via))
-        cands = [c for c in preds(cur) if c[0] <= cur.start + 1e-9]
-        if not cands:
-            break
-        ready, p, via = max(cands, key=lambda c: (round(c[0], 9), -rank[c[2]]))
-        if cur.start - ready > 1e-9:              # nothing on the path ran: the event waited
-            steps.append(Step("wait", -1, "wait", "", "", cur.core, cur.seq, cur.chunk, ready, cur.start, via))
-        cur, until = p, ready
-    steps.reverse()
-    by_kind: dict[str, float] = {}
-    sync_us, syncs = 0.0, 0
-    for s in steps:
-        if s.kind == PHASE:
-            _add(by_kind, s.unit, s.until - s.start)
-        elif s.kind == "wait":
-            _add(by_kind, "wait", s.until - s.start)
-        else:
-            e = at[(s.seq, s.chunk, s.index)]
-            transfer = min(s.until, e.busy_end) - s.start
-            _add(by_kind, "sync transfer", transfer)
-            _add(by_kind, "sync latency", s.until - s.start - transfer)
-            sync_us += s.until - s.start
-            syncs += 1
-    first = min(e.start for e in events)
-    if steps[0].start > first:
-        _add(by_kind, "wait", steps[0].start - first)
-    return CriticalPath(sum(by_kind.values()), by_kind, sync_us, syncs, tuple(steps))
-
-
-def _add(d: dict, key: str, value: float) -> None:
-    d[key] = d.get(key, 0.0) + value
 
 
 def _unit_order(unit: str):

@@ -139,6 +139,8 @@ def chain_us(tpl: Template, chunks: int) -> float:
             dur = (node.busy_first_us + node.delay_first_us) if first else (node.busy_us + node.delay_us)
             fin[node.index] = ready + dur
         prev = fin
+    if prev is None:
+        raise ValueError(f"chain_us: {chunks} chunks (a sequence has at least one)")
     return larger(*prev)
 
 
@@ -177,7 +179,7 @@ def build_report(pipelined: Run, serial: Run) -> Report:
                           (chunks - 1) * sequences if tpl.state_mode else 0)
     per_core = -(-sequences // cores)
     loads = unit_loads(tpl, chunks, per_core)
-    bound_unit = max(loads, key=loads.get)
+    bound_unit = max(loads, key=lambda r: loads[r])
     chain = chain_us(tpl, chunks)
     launch = profile.chip.launch_overhead_us
     bound = max(loads[bound_unit], chain) + launch

@@ -25,11 +25,11 @@ turn 0.364 into 363 ns and break the nesting of slices that touch, so every ts c
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable
+from typing import Iterator, TypeVar
 
 from npusim.model.engine import PHASE, STATE, SYNC, Run
 from npusim.output.pipe_trace import chrome_events
-from npusim.record.graph import CUBE, VEC
+from npusim.record.graph import CUBE, VEC, StateSpec
 
 UNIT_NAME = {CUBE: "Cube", VEC: "Vec"}
 LINK_NAME = {"link:vec->cube": "link Vec→Cube", "link:cube->vec": "link Cube→Vec"}
@@ -71,10 +71,13 @@ def meta_event(kind: str, pid: int, tid: int | None, **args) -> dict:
     return ev
 
 
-def _lanes(intervals: list[tuple[int, int, object]]) -> list[tuple[int, object]]:
+_Item = TypeVar("_Item")
+
+
+def _lanes(intervals: list[tuple[int, int, _Item]]) -> list[tuple[int, _Item]]:
     """Greedy lanes so that no two intervals of one lane overlap: (lane, item) for each interval."""
     lane_end: list[int] = []
-    out = []
+    out: list[tuple[int, _Item]] = []
     for s, e, item in sorted(intervals, key=lambda x: (x[0], x[1])):
         for i, end in enumerate(lane_end):
             if end <= s:
@@ -87,7 +90,7 @@ def _lanes(intervals: list[tuple[int, int, object]]) -> list[tuple[int, object]]
     return out
 
 
-def run_events(run: Run, label: str | None, pid_base: int, heads: int | None, flow_ids: Iterable[int]) -> list[dict]:
+def run_events(run: Run, label: str | None, pid_base: int, heads: int | None, flow_ids: Iterator[int]) -> list[dict]:
     """Every event of one run, in the file's order before sorting: phases (with their arrow ends), hand-offs
     on link lanes, the workspace's slots and occupancy, the pipes, then the names of processes and threads."""
     r = _RunEvents(run, label, pid_base, heads)
@@ -112,12 +115,13 @@ class _RunEvents:
         self.many = run.sequences > 1
         self.events = run.traced().events()
         self.at = {(e.seq, e.chunk, e.index): e for e in self.events}
-        self.consumers = defaultdict(list)            # node -> phase nodes that read it (same chunk)
+        self.consumers: defaultdict[int, list[int]] = defaultdict(list)      # node -> phase nodes that read it (same chunk)
         for nd in self.nodes:
             for d in nd.deps:
                 self.consumers[d].append(nd.index)
         self.slot_names = _slot_names(run.slots)
-        self.tids = {("unit", CUBE): 1, **{("vec", i): 2 + i for i in range(self.n_vec)}}
+        self.tids: dict[tuple, int] = {("unit", CUBE): 1,
+                                       **{("vec", i): 2 + i for i in range(self.n_vec)}}
         self.next_tid = 2 + self.n_vec
         self.cores = sorted({e.core for e in self.events})
         self.pid_of = {c: pid_base + 1 + c for c in self.cores}
@@ -133,7 +137,7 @@ class _RunEvents:
     def tag(self, chunk: int, seq: int) -> str:
         return f"[s{seq} c{chunk}]" if self.many else f"[c{chunk}]"
 
-    def flow_ends(self, flow_ids: Iterable[int]) -> tuple[dict, dict]:
+    def flow_ends(self, flow_ids: Iterator[int]) -> tuple[dict, dict]:
         """Each hand-off's arrow, and each state hand-off's: phase event -> [(flow id, text, cat, args)] of
         the arrows it receives, and of those it sends."""
         ends_in, ends_out = defaultdict(list), defaultdict(list)
@@ -144,7 +148,8 @@ class _RunEvents:
         return ends_in, ends_out
 
     def _syncs(self) -> list[tuple]:
-        nodes, at, flows = self.nodes, self.at, []
+        nodes, at = self.nodes, self.at
+        flows: list[tuple] = []
         syncs = {s.name: s for s in self.g.syncs}
         for e in self.events:
             nd = nodes[e.index]
@@ -162,7 +167,8 @@ class _RunEvents:
         return flows
 
     def _states(self) -> list[tuple]:
-        st, nodes, at, flows = self.g.state, self.nodes, self.at, []
+        st, nodes, at = self.g.state, self.nodes, self.at
+        flows: list[tuple] = []
         if st is None:
             return flows
         for a, b in self.tpl.state_edges:
@@ -237,7 +243,8 @@ class _RunEvents:
                             "state_bytes_riding": e.nbytes - nd.nbytes_first if e.chunk > 0 else 0,
                             "producer": s_.producer, "consumer": s_.consumer}
                 else:
-                    args = {"state": f"{g.state.output_name} -> {g.state.input_name}", "bytes": e.nbytes}
+                    st = _carried(g)
+                    args = {"state": f"{st.output_name} -> {st.input_name}", "bytes": e.nbytes}
                 args.update(chunk=e.chunk, **self.seq_args(e.seq), transfer_us=e.busy_end - e.start,
                             latency_us=e.end - e.busy_end, start_us=e.start, end_us=e.end)
                 out.append(x_event(f"{nd.label}{self.tag(e.chunk, e.seq)}", f"handoff,{nd.kind}",
@@ -246,7 +253,8 @@ class _RunEvents:
 
     def workspace_events(self) -> list[dict]:
         """Which chunk holds each ping/pong slot, from its first node's start to the slot's release."""
-        tpl, run, out = self.tpl, self.run, []
+        tpl, run = self.tpl, self.run
+        out: list[dict] = []
         if tpl.slot_release is None:
             return out
         for i, _ in enumerate(self.slot_names):
@@ -333,9 +341,17 @@ def _counters(run: Run, pid_of: dict[int, int], slot_names: list[str], tid: int)
     end = to_ns(run.makespan_us)
     for c in pid_of:
         samples.setdefault((c, end), dict(values[c]))
-    out, last = [], {}
+    out: list[dict] = []
+    last: dict[int, dict] = {}
     for (c, ns), v in sorted(samples.items()):
         if last.get(c) != v or ns == end:                  # only changes, and the end of the run
             out.append({"name": "workspace KiB", "ph": "C", "pid": pid_of[c], "tid": tid, "ts": to_ts(ns), "args": v})
         last[c] = v
     return out
+
+
+def _carried(graph) -> StateSpec:
+    """The state a state hand-off event carries (a graph without one has no such event)."""
+    if graph.state is None:
+        raise ValueError(f"{graph.program}: a state hand-off event in a graph that carries no state")
+    return graph.state

@@ -5,4 +5,6 @@
     precision.py     the type each hand-off and the state carry         accumulation.py  narrow Cube accumulation
     replay.py        fast numerics over many chunks                      hoist.py      state-free / state-bound calls
     pipeline.py      the two-thread CPU replay                           memory.py     freed memory kept (glibc)
+    batched.py       the fast replay batched over many chunks
+    handoffs.py      syncs, kept and spilled tensors, GM parts           records.py    what the checker records
 """

@@ -1,7 +1,7 @@
 """The fast replay with the chunk-parallel work batched over many chunks: only the state's own chain walks.
 
 A sequential pass's chunk step (the fast step, `Replay.eager_step`) does three kinds of work:
-  - what does not depend on the carried state (`Tape.ahead`, npusim/hoist.py): in v6's backward Phases A-C,
+  - what does not depend on the carried state (`Tape.ahead`, npusim/record/hoist.py): in v6's backward Phases A-C,
     R, M and the products of the forward's operands; in v3's forward Phases A-C;
   - the state's chain: the state-dependent calls the next chunk's state is made from (v6's backward: dVp,
     dV, dS_part, dS_prev and their roundings; a forward: W S, V_pseudo, S_delta, S_new);
@@ -35,7 +35,7 @@ from typing import Callable
 
 import torch
 
-from npusim.record.hoist import Tape, Untapeable, _Slot
+from npusim.record.hoist import Slot, Tape, Untapeable
 
 BLOCK_ITEMS = 2048        # items (chunks x sequences) a block holds at once: memory stays bounded
 
@@ -68,7 +68,7 @@ class ChainTape(Tape):
         storage = [v.untyped_storage().data_ptr() if isinstance(v, torch.Tensor) else None for v in self.values]
         super()._split()
         self.chain, self.boundary, self.clobbered = [], [], set()
-        if self.state is None or not isinstance(self.new_state, _Slot):
+        if self.state is None or not isinstance(self.new_state, Slot):
             return
         slots, mem = {self.new_state.i}, {storage[self.new_state.i]}
         for c in reversed(self.after):
@@ -128,9 +128,10 @@ class BatchedReplay:
             inputs = {k: (v[None].expand(b, *v.shape) if isinstance(v, torch.Tensor) else v)
                       for k, v in inputs.items()}
             walk = self.walk
-            like = type("BlockTape", (ChainTape,), {"like": walk})
+            class BlockTape(ChainTape):
+                like = walk
             try:
-                tape, _ = like.capture(self.step, inputs, meta(state)[None].expand(b, *state.shape))
+                tape, _ = BlockTape.capture(self.step, inputs, meta(state)[None].expand(b, *state.shape))
             except Untapeable:
                 raise
             except Exception as err:             # an op without a meta kernel: the step runs unbatched
@@ -150,7 +151,7 @@ class BatchedReplay:
                                      f"({list(one)} at one chunk, {list(many)} at {b})")
                 rows.append(many != one)
             for r in tape.outputs.values():
-                if not isinstance(r, _Slot) or tape.shapes[r.i] != (b, *walk.shapes[r.i]):
+                if not isinstance(r, Slot) or tape.shapes[r.i] != (b, *walk.shapes[r.i]):
                     raise Untapeable("an output does not scale with the batch")
             self.tapes[b] = (tape, rows, _last_uses(tape.ahead, tape.after, tape),
                              _last_uses(tape.after, [], tape))
@@ -186,14 +187,14 @@ class BatchedReplay:
             values[tape.state] = torch.stack(states)
             del states
             _run_calls(tape.after, values, last_b)                                   # stage B
-            if isinstance(tape.flag, _Slot):
+            if isinstance(tape.flag, Slot):
                 pending.append((t0, start, values[tape.flag.i]))
                 if t1 - pending[0][0] >= self.replay.check_every or t1 == self.chunks:
                     hit = torch.stack([f for _, _, f in pending]).nonzero()       # one read for them all
                     if hit.numel():
                         return pending[int(hit[0, 0])][:2]
                     pending = []
-            outputs = {k: values[v.i] if isinstance(v, _Slot) else v for k, v in tape.outputs.items()}
+            outputs = {k: values[v.i] if isinstance(v, Slot) else v for k, v in tape.outputs.items()}
             del values
             if self.io is not None:
                 self.io.emit(t0, outputs)
@@ -223,7 +224,8 @@ def _stacked(parts: list[torch.Tensor]) -> torch.Tensor:
     """The chunks' inputs stacked on a new dim 0, each laid out in memory as the chunk's own is (a chunk of
     FLA's [B, T, H, d] has its heads interleaved): the kernels then take the same paths, so the same bits."""
     x = parts[0]
-    order = sorted(range(x.dim()), key=lambda d: (-x.stride(d), d))
+    strides = x.stride()
+    order = sorted(range(x.dim()), key=lambda d: (-strides[d], d))
     out = x.new_empty([len(parts)] + [x.shape[d] for d in order]).permute(
         [0] + [1 + order.index(d) for d in range(x.dim())])
     for j, p in enumerate(parts):
@@ -239,7 +241,7 @@ def _last_uses(calls: list, later_calls: list, tape: Tape) -> dict[int, list[int
         for i in c.reads:
             last[i] = pos
     later = {i for c in later_calls for i in c.reads}
-    later.update(r.i for r in (*tape.outputs.values(), tape.new_state, tape.flag) if isinstance(r, _Slot))
+    later.update(r.i for r in (*tape.outputs.values(), tape.new_state, tape.flag) if isinstance(r, Slot))
     by_pos: dict[int, list[int]] = {}
     for i, pos in last.items():
         if i not in later:
@@ -247,7 +249,7 @@ def _last_uses(calls: list, later_calls: list, tape: Tape) -> dict[int, list[int
     return by_pos
 
 
-def _run_calls(calls, values: list, last: dict, protect: set = frozenset()) -> None:
+def _run_calls(calls, values: list, last: dict, protect: set[int] | frozenset[int] = frozenset()) -> None:
     for pos, c in enumerate(calls):
         c.run(values)
         for i in last.get(pos, ()):

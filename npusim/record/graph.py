@@ -32,6 +32,8 @@ class Local:
     whole: bool = False           # needed whole by every tile (a matmul's left operand, a solve's matrix,
                                   # a reduction along the last axis); the rest split along their last axis
     stored: bool = False          # a result the phase stores to GM (O), not a hand-off or the state
+    segments: int = 0             # GM row runs one DataCopy of it moves: 1 for rows laid out one after the
+                                  # other, its rows for a tile of strided rows; 0: its rows (token-major GM)
 
 
 @dataclass(frozen=True)

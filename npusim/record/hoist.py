@@ -7,11 +7,11 @@ one of its tensors does (transitively, from the state input), or when it touches
 state-dependent call wrote or read (views share memory; an in-place write is ordered after the reads it
 follows). The others (v3: Phases A-C, W, U and Q K^T of Phase D, their roundings and watch sums) can run
 ahead of the chunk loop, for the next chunks, while the state-dependent calls of this chunk run
-(`npusim/pipeline.py`): the same calls on the same tensors in the same order within each half, so the
+(`npusim.record.pipeline`): the same calls on the same tensors in the same order within each half, so the
 same bits (`tests/npusim/test_hoist.py`).
 
-A step the tape cannot replay says why (`Tape.capture` raises `Untapeable`), and the replay runs as
-before: a call whose result is a value read from a tensor (`.item()`, `bool(t)`: the program would branch
+A step the tape cannot replay says why (`Tape.capture` raises `Untapeable`), and the replay runs the
+step call by call instead: a call whose result is a value read from a tensor (`.item()`, `bool(t)`: the program would branch
 on data), or one that writes into a tensor the tape did not make (shared between chunks).
 """
 from __future__ import annotations
@@ -43,7 +43,8 @@ def _in_place(func, kwargs) -> bool:
             or (name.startswith("__i") and name.endswith("__")) or "out" in kwargs)
 
 
-class _Slot:
+class Slot:
+    """A tensor of the captured step, by its position `i` in a chunk's list of values."""
     __slots__ = ("i",)
 
     def __init__(self, i: int):
@@ -67,9 +68,9 @@ def _template(x, ref):
 
 def _constant(x) -> bool:
     """No slot in it (its tensors are constants: made before the step)."""
-    if isinstance(x, _Slot):
+    if isinstance(x, Slot):
         return False
-    return not (isinstance(x, (tuple, list)) and any(isinstance(y, _Slot) for y in x))
+    return not (isinstance(x, (tuple, list)) and any(isinstance(y, Slot) for y in x))
 
 
 def _has_tensor(x) -> bool:
@@ -77,9 +78,9 @@ def _has_tensor(x) -> bool:
 
 
 def _fill(x, values: list):
-    if isinstance(x, _Slot):
+    if isinstance(x, Slot):
         return values[x.i]
-    return type(x)(values[y.i] if isinstance(y, _Slot) else y for y in x)
+    return type(x)(values[y.i] if isinstance(y, Slot) else y for y in x)
 
 
 class _Call:
@@ -126,7 +127,17 @@ class _Recorder(TorchFunctionMode):
 class Tape:
     """The calls of one fast chunk step, split into `ahead` (state-independent) and `after` (the rest)."""
 
-    def __init__(self):
+    # set by `capture`: the step's results as slots (or constants), and the split
+    outputs: dict[str, Slot | torch.Tensor]
+    new_state: Slot | torch.Tensor | None
+    flag: Slot | torch.Tensor | None
+    ahead: list[_Call]
+    after: list[_Call]
+    dependent: set[int]
+    size: int
+    drop: list[int]
+
+    def __init__(self) -> None:
         self.values: list = []          # slot -> the tensor of the captured chunk (kept: ids stay unique)
         self.slot: dict[int, int] = {}  # id(tensor) -> slot
         self.calls: list[_Call] = []
@@ -161,10 +172,10 @@ class Tape:
         self.values.append(t)
         return len(self.values) - 1
 
-    def _ref(self, t):
+    def _ref(self, t: torch.Tensor) -> Slot | torch.Tensor:
         """A tensor's slot; a tensor the step did not make (a cached identity): a constant."""
         i = self.slot.get(id(t))
-        return _Slot(i) if i is not None else t
+        return Slot(i) if i is not None else t
 
     def _record(self, func, args, kwargs, result) -> None:
         name = _name(func)
@@ -233,7 +244,7 @@ class Tape:
         # what the state-dependent half reads of the other's: the rest is let go once a chunk is started,
         # so that chunks waiting ahead hold only that (and the allocator reuses the rest while it is warm)
         needed = {i for c in self.after for i in c.reads}
-        needed.update(r.i for r in (*self.outputs.values(), self.new_state, self.flag) if isinstance(r, _Slot))
+        needed.update(r.i for r in (*self.outputs.values(), self.new_state, self.flag) if isinstance(r, Slot))
         self.drop = [i for i in range(self.size) if i not in needed]
         self.values, self.slot = [], {}       # the captured chunk's tensors are no longer needed
 
@@ -256,7 +267,7 @@ class Tape:
         for c in self.after:
             c.run(values)
         def get(r):
-            return values[r.i] if isinstance(r, _Slot) else r
+            return values[r.i] if isinstance(r, Slot) else r
         outputs = {k: get(v) for k, v in self.outputs.items()}
         return (outputs, None if self.new_state is None else get(self.new_state),
                 None if self.flag is None else get(self.flag))

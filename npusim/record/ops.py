@@ -6,23 +6,36 @@ Phase programs are plain torch code. While a chunk is recorded, every torch call
   elementwise  Vector only; cost: output elements
   reduce       Vector only; cost: input elements (sums, scans)
   sequential   Vector only; cost: dependent steps + element operations (forward substitution)
+  scalar       Vector unit's scalar loop (GetValue / SetValue on UB); cost: accesses (npusim/chip/issue.py)
+  flag         a cross-core flag hop the Vector units wait on (an AIV <-> AIV barrier)
   layout       free on either unit (views, transposes, indexing: the copy engines handle them)
   const        free (masks, identity matrices)
   meta         not an op (shape, dtype queries)
 An op the table does not know is an error rather than a silent zero cost.
+
+Some ops come from the runtime rather than a torch call: the forward substitution of
+npu.forward_substitution, and, for a program that declares its barriers (`@phase_program(...,
+barriers="explicit")`), what an AscendC kernel's source issues beyond one instruction per torch op (barriers,
+casts, UB copies, Brcb, scalar loops, flags): the Npu's calls (IssuedOps) and the data-flow checker's
+records of them (Issued, part of dataflow.py's Checker). npusim/chip/issue.py times them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Callable
 
 import torch
 from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._pytree import tree_flatten
 
+from npusim.errors import DataflowError
+
 MATMUL, ELEMENTWISE, REDUCE, SEQUENTIAL = "matmul", "elementwise", "reduce", "sequential"
+SCALAR, FLAG = "scalar", "flag"
+UB_COPY, BRCB, CAST, DUP = "ub_copy", "brcb", "cast", "dup"   # Vector instructions a kernel's source names
 LAYOUT, CONST, META, HOST = "layout", "const", "meta", "host"
-COMPUTE_KINDS = (MATMUL, ELEMENTWISE, REDUCE, SEQUENTIAL)
-UNIT_OF = {MATMUL: "cube", ELEMENTWISE: "vec", REDUCE: "vec", SEQUENTIAL: "vec"}
+COMPUTE_KINDS = (MATMUL, ELEMENTWISE, REDUCE, SEQUENTIAL, SCALAR, FLAG)
+UNIT_OF = {MATMUL: "cube", ELEMENTWISE: "vec", REDUCE: "vec", SEQUENTIAL: "vec", SCALAR: "vec", FLAG: "vec"}
 
 
 @dataclass(frozen=True)
@@ -37,6 +50,10 @@ class Op:
     scalar_operand: bool = False  # elementwise: fewer than two tensor inputs of more than one element
     broadcast: bool = False       # elementwise: a tensor input smaller than the output, expanded first
     lead: int = 0                 # matmul: the output's leading (batch) axis, 0 for a 2-D result
+    repeats: int = 0              # Vector: repeats the instruction issues on each unit, set by the kernel
+                                  # (a mask narrower than a repeat, one row a repeat); 0: by its bytes
+    walls: int | None = None      # Vector: pipe_barrier(PIPE_V) waits after it, as the kernel's source counts
+                                  # them; None: one after every instruction (npusim/chip/issue.py)
 
     def describe(self) -> str:
         if self.kind == MATMUL:
@@ -44,6 +61,10 @@ class Op:
             return f"{self.name} {m}x{n}x{k} = {self.macs:,} MACs"
         if self.kind == SEQUENTIAL:
             return f"{self.name}: {self.steps} dependent steps, {self.elements:,} element ops"
+        if self.kind == SCALAR:
+            return f"{self.name}: {self.steps} scalar accesses a matrix"
+        if self.kind == FLAG:
+            return f"{self.name}: a cross-core flag hop"
         return f"{self.name} {self.kind}: {self.elements:,} elements"
 
 
@@ -159,3 +180,120 @@ class OpRecorder(TorchFunctionMode):
             outputs = tensors_in(result)
         self.sink.after_op(kind, name, inputs, outputs)
         return result
+
+
+# ----- ops the runtime issues -------------------------------------------------------------------------------
+
+_no_torch_function = torch._C.DisableTorchFunction
+
+
+class Issued:
+    """The Checker's part that records runtime-issued ops and explicit barriers."""
+    explicit = False
+
+    def _issued(self, op: Op) -> Op:
+        """An op as the kernel issues it: in a program that declares its barriers, no wait after it until
+        npu.pipe_barrier says so and a broadcast operand read by stride (its Brcb is an op of its own)."""
+        if op.kind == MATMUL or not self.explicit:
+            return op
+        return replace(op, walls=0, broadcast=False)
+
+    def barrier(self, count: int = 1) -> None:
+        """`count` pipe_barrier(PIPE_V) (or WaitFlag<V_S>) waits after the phase's last op."""
+        phase = self.phase
+        if not self.explicit:
+            raise DataflowError(f"program {self.program} calls npu.pipe_barrier but does not declare its barriers "
+                                f"(@phase_program(..., barriers=\"explicit\"))")
+        if phase is None or phase.unit != UNIT_OF[ELEMENTWISE] or not phase.ops:
+            where = f"Phase {phase.name}" if phase else "outside any phase"
+            raise DataflowError(f"a Vector barrier needs a Vector instruction before it in its phase ({where})")
+        last = phase.ops[-1]
+        phase.ops[-1] = replace(last, walls=(last.walls or 0) + count)
+
+    def _vector_reads(self, name: str, inputs: list[torch.Tensor], what: str, whole: bool = False):
+        """The current phase, a Vector one, reading `inputs` (each needed whole by every tile: `whole`)."""
+        phase = self.phase
+        if phase is None or phase.unit != UNIT_OF[ELEMENTWISE]:
+            where = f"Phase {phase.name} (Cube)" if phase else "outside any phase"
+            raise DataflowError(f"{name} is a Vector {what} but runs {where}")
+        for t in inputs:
+            self.read(t)
+            self._use(self.info[id(t)])
+            if whole:
+                self._whole(self.info[id(t)])
+        return phase
+
+    def instruction(self, op: Op, inputs: list[torch.Tensor], output: torch.Tensor | None) -> None:
+        """A Vector instruction issued by the runtime (a cast, a UB copy, a Brcb, a scalar loop, a flag)."""
+        phase = self._vector_reads(op.name, inputs, "instruction")
+        phase.ops.append(replace(op, walls=op.walls if op.walls is not None else (0 if self.explicit else None)))
+        if output is not None:
+            self._result(output)
+        else:
+            phase.step += 1
+
+    def sequential(self, name: str, inputs: list[torch.Tensor], output: torch.Tensor, steps: int,
+                   elements: int) -> None:
+        """A sequential op (forward substitution) issued by the runtime, not by a torch call."""
+        phase = self._vector_reads(name, inputs, "op", whole=True)
+        phase.ops.append(Op(SEQUENTIAL, name, elements=elements, steps=steps, shape=tuple(output.shape)))
+        self._result(output)
+
+
+class IssuedOps:
+    """The Npu's part that records an AscendC kernel's Vector instructions as its source issues them. A program
+    declares `@phase_program(..., barriers="explicit")` to use them: its ops then wait for nothing until
+    npu.pipe_barrier says so."""
+
+    def pipe_barrier(self, count: int = 1) -> None:
+        """pipe_barrier(PIPE_V) after the last Vector instruction (or a WaitFlag<V_S>: the scalar unit waits
+        for the Vector pipe to drain)."""
+        if self._checker is not None:
+            self._checker.barrier(count)
+
+    def cast(self, x: torch.Tensor, to: str) -> torch.Tensor:
+        """Cast: to "fp32" from a 16-bit source, or to a 16-bit type from fp32 (its rounding applied)."""
+        with _no_torch_function():
+            out = (x * 1.0) if to == "fp32" else self._ex.precision.round(x * 1.0, to)
+        self._instruction(Op(ELEMENTWISE, CAST, elements=x.numel(), shape=tuple(x.shape),
+                             operand_bytes=4 if to in ("bf16", "fp16") else 2), [x], out)
+        return out
+
+    def ub_copy(self, x: torch.Tensor) -> torch.Tensor:
+        """DataCopy UB -> UB of `x` (fp32)."""
+        with _no_torch_function():
+            out = x.clone()
+        self._instruction(Op(ELEMENTWISE, UB_COPY, elements=x.numel(), shape=tuple(x.shape)), [x], out)
+        return out
+
+    def dup(self, value: float, like: torch.Tensor) -> torch.Tensor:
+        """Duplicate: `value` into a tensor shaped as `like`."""
+        with _no_torch_function():
+            out = torch.full_like(like, value)
+        self._instruction(Op(ELEMENTWISE, DUP, elements=out.numel(), shape=tuple(out.shape)), [], out)
+        return out
+
+    def brcb(self, x: torch.Tensor, width: int = 8) -> torch.Tensor:
+        """Brcb: each element of x [..., n] into a block of `width` copies, [..., n, width]."""
+        with _no_torch_function():
+            out = x[..., None].expand(*x.shape, width).clone()
+        self._instruction(Op(ELEMENTWISE, BRCB, elements=out.numel(), shape=tuple(out.shape)), [x], out)
+        return out
+
+    def scalar(self, name: str, fn: Callable, *inputs: torch.Tensor, accesses: int, matrices: int = 1,
+               waits: int = 0) -> torch.Tensor:
+        """A scalar loop over UB (GetValue / SetValue): `accesses` per matrix, `matrices` of them side by side
+        (one per Vector unit that runs its own); `waits` WaitFlag<V_S> drains before it. Returns fn(*inputs)."""
+        with _no_torch_function():
+            out = fn(*inputs)
+        self._instruction(Op(SCALAR, name, elements=matrices, steps=accesses, shape=tuple(out.shape), walls=waits),
+                          list(inputs), out)
+        return out
+
+    def flag(self, name: str) -> None:
+        """A cross-core flag hop both Vector units of the core wait on (CrossCoreBarrier between them)."""
+        self._instruction(Op(FLAG, name), [], None)
+
+    def _instruction(self, op: Op, inputs: list[torch.Tensor], output: torch.Tensor | None) -> None:
+        if self._checker is not None:
+            self._checker.instruction(op, inputs, output)

@@ -1,5 +1,5 @@
 """Two threads for the fast replay on the CPU. The state-independent calls of a chunk (`Tape.ahead`,
-npusim/hoist.py), the cutting of its inputs included, can run before the previous chunk is done; the
+npusim/record/hoist.py), the cutting of its inputs included, can run before the previous chunk is done; the
 state-dependent ones (`Tape.after`) run chunk after chunk on this thread, with the emit and the inf/NaN
 watch. A worker thread starts chunks ahead (at most `depth` beyond the current one); this thread, when its
 next chunk has not been started yet, starts one itself rather than wait, so the two share the work.
@@ -24,7 +24,8 @@ class Pipeline:
 
     def __init__(self, tape: Tape, inputs_of: Callable[[int], dict], chunks: int, first: tuple,
                  depth: int = 6):
-        self.tape, self.inputs_of, self.chunks, self.first, self.depth = tape, inputs_of, chunks, first, depth
+        self.tape, self.inputs_of, self.chunks, self.depth = tape, inputs_of, chunks, depth
+        self.first: tuple | None = first       # chunk 0's results, handed over once
         self.cond = threading.Condition()
         self.cut = threading.Lock()            # inputs_of is called by one thread at a time
         self.ready: dict[int, list] = {}
@@ -34,7 +35,7 @@ class Pipeline:
         self.stopped = False
         self.threads = torch.get_num_threads()
         torch.set_num_threads(max(1, self.threads // 2))
-        self.worker = threading.Thread(target=self._work, name="npusim-replay-ahead", daemon=True)
+        self.worker: threading.Thread | None = threading.Thread(target=self._work, name="npusim-replay-ahead", daemon=True)
         self.worker.start()
 
     def _claim(self) -> int | None:

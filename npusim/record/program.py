@@ -26,11 +26,11 @@ from typing import Callable
 
 import torch
 
+from npusim.errors import DataflowError
 from npusim.record.accumulation import NarrowAccumulation  # noqa: F401  (npusim.record.program.NarrowAccumulation, as before)
 from npusim.record.dataflow import Checker
-from npusim.errors import DataflowError
 from npusim.record.graph import CUBE, VEC, PhaseGraph, sync_label
-from npusim.record.ops import OpRecorder
+from npusim.record.ops import IssuedOps, OpRecorder
 from npusim.record.precision import Precision
 
 _no_torch_function = torch._C.DisableTorchFunction
@@ -79,7 +79,7 @@ class Nonfinite:
         return f"{self.tensor} in {self.where} of chunk {self.chunk} (sequence {self.sequence})"
 
 
-class Npu:
+class Npu(IssuedOps):
     """What a phase program sees. `npu.vec(name)` / `npu.cube(name)` open a phase; `npu.sync(...)` hands
     tensors to the other unit; `npu.keep(...)` keeps tensors on their unit for its later phases;
     `npu.forward_substitution(A)` is the sequential Vector op of the UT transform."""
@@ -100,9 +100,11 @@ class Npu:
     def cube(self, name: str) -> "_Block":
         return _Block(self, name, CUBE)
 
-    def sync(self, *tensors: torch.Tensor) -> None:
+    def sync(self, *tensors: torch.Tensor, after: str | None = None) -> None:
+        """Hand `tensors` to the other unit through the GM workspace, from the last phase (or from the earlier
+        phase `after`, on the other unit than the next phase) to the next phase."""
         if self._checker is not None:
-            payload = [p for _, p in self._checker.sync(tensors).payload]
+            payload = [p for _, p in self._checker.sync(tensors, after).payload]
         else:
             recorded = self._ex.graph.syncs
             if self._syncs >= len(recorded) or len(recorded[self._syncs].payload) != len(tensors):
@@ -127,6 +129,27 @@ class Npu:
         if self._checker is not None:
             self._checker.keep(tensors)
 
+    def load(self, tensor: torch.Tensor, index, strided: bool | None = None) -> torch.Tensor:
+        """tensor[index], loaded by the current phase as one DataCopy of that part of a GM tensor (an input,
+        or one stored with `spill`); rows narrower than the tensor's are strided (`strided=True`: the kernel
+        keeps the tensor as a block of a wider matrix)."""
+        with _no_torch_function():
+            part = tensor[index]
+        if self._checker is not None:
+            self._checker.load(part, tensor, strided)
+        return part
+
+    def spill(self, *tensors: torch.Tensor) -> None:
+        """After the phase that made them: it stores `tensors` to GM, where later phases of either unit load
+        them (a round trip through GM on the same unit, or a tensor the other unit reads without a flag)."""
+        if self._checker is not None:
+            self._checker.spill(tensors)
+
+    def repeats(self, n: int) -> "_Repeats":
+        """`with npu.repeats(n):` each Vector instruction recorded inside issues n repeats on each unit (a
+        mask narrower than a repeat: one row a repeat), whatever its bytes."""
+        return _Repeats(self._checker, n)
+
     def forward_substitution(self, A: torch.Tensor) -> torch.Tensor:
         """R = (I + StrictTril(A))^-1 for A [..., C, C]: row i needs rows < i, so C-1 dependent steps
         (the document's forward_substitution_optimized, section 3.2, without the Diag(beta) factor)."""
@@ -141,6 +164,21 @@ class Npu:
             self._checker.sequential("forward_substitution", [A], R, steps=C - 1,
                                      elements=matrices * (C - 1) * C * (C + 1) // 6)
         return R
+
+
+class _Repeats:
+    def __init__(self, checker, n: int):
+        self.checker, self.n = checker, n
+
+    def __enter__(self) -> "_Repeats":
+        if self.checker is not None:
+            self.checker.set_repeats(self.n)
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self.checker is not None:
+            self.checker.set_repeats(0)
+        return False
 
 
 class _Block:
@@ -209,7 +247,9 @@ class Executor:
 
     def record(self, inputs: dict, state: torch.Tensor | None, shapes: dict[str, int] | None = None) -> PhaseGraph:
         """Record the phase graph of one chunk. `inputs` hold one sequence: costs are per (sequence, chunk)."""
-        checker = Checker(self.program.name, self.precision, self.program.resident)
+        checker = Checker(self.program.name, self.precision, self.program.resident,
+                          self.program.notes.get("gm_layout", ""))
+        checker.explicit = self.program.notes.get("barriers") == "explicit"
         for name, value in inputs.items():
             if isinstance(value, torch.Tensor):
                 checker.register_input(name, value, self.input_types.get(name, self.precision.transfer))

@@ -66,7 +66,15 @@ class LeanNpu:
     def keep(self, *tensors) -> None:
         pass
 
-    def sync(self, *tensors: torch.Tensor) -> None:
+    spill = keep
+
+    def load(self, tensor: torch.Tensor, index, strided: bool | None = None) -> torch.Tensor:
+        return tensor[index]
+
+    def repeats(self, n: int) -> _NoPhase:
+        return _NO_PHASE
+
+    def sync(self, *tensors: torch.Tensor, after: str | None = None) -> None:
         if self._syncs >= len(self._plan) or len(self._plan[self._syncs]) != len(tensors):
             raise DataflowError(f"a chunk makes a sync the recorded chunk did not: phase programs must do "
                                 f"the same work in every chunk")

@@ -1,4 +1,4 @@
-"""Issue 24, item 8: kda.chunk_kda refuses bad input in one KdaInputError line, before any work, and never
+"""kda.chunk_kda refuses bad input in one KdaInputError line, before any work, and never
 returns inf/NaN without a word."""
 import math
 

@@ -1,4 +1,4 @@
-"""The backward pass (issue 15): every gradient of both backward designs against the fp64 autograd
+"""The backward pass: every gradient of both backward designs against the fp64 autograd
 reference (the token-by-token recurrence, independent of the chunk form), hand-derived gradients,
 gradcheck, recompute against store, bad input, and the CLI."""
 import json

@@ -1,4 +1,4 @@
-"""The backward on any torch device (issue 25): every tensor the backward driver, the backward programs, the
+"""The backward on any torch device: every tensor the backward driver, the backward programs, the
 autograd function and the fp64 reference make follows the inputs' device.
 
 Without a GPU: every factory call that names no device lands on `meta` (`with torch.device("meta")`), so a

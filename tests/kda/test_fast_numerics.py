@@ -1,4 +1,4 @@
-"""The fast numerics path (npusim/replay.py) against the recording runtime, chunk by chunk: the same bits
+"""The fast numerics path (npusim/record/replay.py) against the recording runtime, chunk by chunk: the same bits
 for every design and precision policy, and the same inf/NaN report."""
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def _both(x, pipeline=None, block=16, **kw):
     return slow, fast
 
 
-MODE = {False: "eager", True: "pipelined"}      # the step whole, or split over two threads (npusim/hoist.py)
+MODE = {False: "eager", True: "pipelined"}      # the step whole, or split over two threads (npusim/record/hoist.py)
 
 
 @pytest.mark.parametrize("pipeline", [False, True])

@@ -1,6 +1,6 @@
 """The GPU oracle: every design against FLA's Triton `chunk_kda` (fla-core) on the Kimi Linear layer shape
 (32 heads of 128, 131072 tokens; KDA_ORACLE_TOKENS overrides), in bf16, held to FLA's tolerance
-(kda/parity.py: rel RMS < 0.005 on the output and the final state).
+(kda/reference/parity.py: rel RMS < 0.005 on the output and the final state).
 
 Marked `cuda`: skipped where CUDA or fla-core is absent, so CI (CPU only) skips it. On a GPU machine:
 `bash benchmarks/gpu.sh` (installs what it needs, runs this and benchmarks/devices.py)."""

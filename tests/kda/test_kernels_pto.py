@@ -21,11 +21,14 @@ def _phase(graph, name):
 
 def test_row_expands_are_one_dependent_op_per_row_pair(graphs):
     """pto-isa's TROWEXPAND of a [64, 1] column into [64, 128] is a V -> S -> V round trip per row on each
-    AIV: 64 recorded ops (row i of AIV0 with row 64 + i of AIV1). kkt's gate has one (scaled_dot_kkt.cpp:
+    AIV: 64 recorded ops (row i of AIV0 with row 64 + i of AIV1), each after a scalar read of the row's value. kkt's gate has one (scaled_dot_kkt.cpp:
     566), chunk_h's decay one (chunk_h.cpp:695), chunk_o one in its gate and one in its sum (chunk_o.cpp:830,
     917)."""
     def row_ops(phase):
         return sum(1 for op in phase.ops if op.name == "__setitem__")
+    def reads(phase):           # the scalar read of each row's value, one on each AIV
+        return sum(op.steps * op.elements for op in phase.ops if op.kind == "scalar")
+    assert reads(_phase(graphs["kkt"], "gate")) == C and reads(_phase(graphs["chunk_o"], "sum")) == C
     assert row_ops(_phase(graphs["kkt"], "gate")) == C // 2
     assert row_ops(_phase(graphs["chunk_h"], "decay")) == C // 2
     assert row_ops(_phase(graphs["chunk_o"], "gate")) == C // 2

@@ -1,5 +1,5 @@
 """The fast step split into the calls that do not depend on the carried state and those that do
-(npusim/hoist.py), and the two threads that run them (npusim/pipeline.py). The same bits as the step run
+(npusim/record/hoist.py), and the two threads that run them (npusim/record/pipeline.py). The same bits as the step run
 whole are checked for every design in tests/kda/test_fast_numerics.py; here: which calls land on which side,
 the hazards of in-place writes, what cannot be split, and the threads given back. What keeping freed memory
 saves in page faults is measured by benchmarks/page_faults.py, not tested: it depends on the machine's load."""

@@ -14,11 +14,11 @@ def test_shipped_profiles_load_with_sources():
     b2 = load_profile("ascend-910b2")
     assert b2.chip.ai_cores == 24 and b2.chip.vec_per_core == 2 and b2.chip.clock_ghz == 1.8
     assert b2.cube.macs_per_cycle == 4096
-    # every field of the 910B2 profile says where it comes from; the sync latency is fitted, the barrier assumed
+    # every field of the 910B2 profile says where it comes from; the dependent wait is fitted, the barrier assumed
     fields = [f"{section}.{name}" for section, part in b2.as_dict().items() if isinstance(part, dict)
               for name in part]
     assert sorted(b2.sources) == sorted(fields)
-    assert b2.sources["sync.latency_us"].startswith("FITTED") and "chip.barrier_us" in b2.assumptions
+    assert b2.sources["isa.vec_dependent_cycles"].startswith("FITTED") and "chip.barrier_us" in b2.assumptions
     assert all(not v.startswith("ASSUMED") for k, v in b2.sources.items() if k not in b2.assumptions)
 
 

@@ -108,3 +108,27 @@ def test_a_design_states_its_layout_and_is_checked():
     with pytest.raises(ValueError, match="no passes"):
         Design("empty", ())
     assert Pass("x", loop_program, SEQUENTIAL).carries_state
+
+
+def test_a_pass_that_states_its_interleave_streams_its_sequences_so_whatever_the_run_asks(toy_profile):
+    """The loop program's two sequences of two chunks on one core with two slots (latency 10 us): 80 us one
+    sequence after the other, 50 us alternating them (test_interleaving_two_sequences_fills_the_hand_off_gaps).
+    A pass that says how the kernel streams its sequences keeps that order whatever --interleave the run
+    has; a pass that says nothing follows the run. Launches cost 0 in the toy profile: the latency is the pass's."""
+    p = toy_profile(latency=10.0, slots=2)
+    tpls = [build_template(loop(), p)]
+    two = Design("two", (Pass("walk", loop_program, SEQUENTIAL, interleave=2),))
+    one = Design("one", (Pass("walk", loop_program, SEQUENTIAL, interleave=1),))
+    free = Design("free", (Pass("walk", loop_program, SEQUENTIAL),))
+    assert simulate_design(two, tpls, p, [2, 2], interleave=1).latency_us == pytest.approx(50.0)
+    assert simulate_design(one, tpls, p, [2, 2], interleave=2).latency_us == pytest.approx(80.0)
+    assert simulate_design(free, tpls, p, [2, 2], interleave=1).latency_us == pytest.approx(80.0)
+    assert simulate_design(free, tpls, p, [2, 2], interleave=2).latency_us == pytest.approx(50.0)
+
+
+def test_an_interleave_is_a_count_of_sequences_for_a_pass_that_walks_them():
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="interleave is a number >= 1"):
+            Pass("x", loop_program, SEQUENTIAL, interleave=bad)
+    with pytest.raises(ValueError, match="for a pass that walks sequences"):
+        Pass("x", _toy_program(), CHUNKS, interleave=2)

@@ -1,4 +1,4 @@
-"""Issue 24: every run ends with a report, or with one line and exit status 2; never a traceback, a silently
+"""Every run ends with a report, or with one line and exit status 2; never a traceback, a silently
 wrong number, or Infinity in JSON."""
 import json
 

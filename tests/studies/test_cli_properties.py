@@ -1,4 +1,4 @@
-"""Issue 24: python -m kda.run on random option combinations and profile values (hypothesis). Every run ends
+"""python -m kda.run on random option combinations and profile values (hypothesis). Every run ends
 with a report (exit 0 or 1), or with one line on stderr and exit 2; never a traceback or Infinity in JSON.
 Timing only and small shapes, so that each example takes well under a second."""
 import json

@@ -1,7 +1,7 @@
 """python -m kda.run --inputs FILE --seqlens ...: FLA's variable-length layout. The file holds one row
 [1, total tokens, H, ...] that --seqlens cuts into sequences (docs/reference/cli.md: "seqlens that ... do not
 sum to the inputs' T" are bad input). A file that fits runs every design; one that does not is one line and
-exit 2 before any design runs, whichever designs were asked for (issue 24)."""
+exit 2 before any design runs, whichever designs were asked for."""
 import json
 
 import pytest

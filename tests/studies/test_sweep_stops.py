@@ -1,5 +1,5 @@
 """A sweep that stops part-way (Ctrl-C, a cache write that fails) keeps what it computed: the finished rows
-are in the cache or on stdout, one line on stderr says which, and nothing prints a traceback (issue 24)."""
+are in the cache or on stdout, one line on stderr says which, and nothing prints a traceback."""
 import csv
 import errno
 import io

@@ -13,7 +13,7 @@ import pytest
 
 import kda.studies.validate as study
 from kda.cli.validate import main
-from kda.studies.validate import DATA, MEGAGDN, SHIPPED, STAGES, load, validate
+from kda.studies.validate import DATA, KDA, MEGAGDN, SHIPPED, STAGES, load, validate
 from npusim import load_profile
 from npusim.fit.measurements import MeasurementError, read_measurements
 
@@ -83,13 +83,15 @@ def test_the_reader_gives_each_row_its_stage_and_old_files_none():
 
 
 def test_every_shipped_file_is_package_data():
-    """The wheel takes kda/validation/ files by pyproject's package-data globs: every .csv and .md there matches."""
+    """The wheel takes kda/validation/ files by pyproject's package-data globs: every .csv and .md there (and in
+    predictions/) matches."""
     globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["kda"]
-    shipped = [p.relative_to(ROOT / "kda").as_posix() for p in (ROOT / "kda" / "validation").rglob("*") if p.is_file()]
+    shipped = [p.relative_to(ROOT / "kda").as_posix() for p in (ROOT / "kda" / "validation").rglob("*")
+               if p.is_file()]
     assert {"validation/measurements.csv", "validation/megagdn.csv", "validation/README.md"} <= set(shipped)
     for name in shipped:
         assert any(fnmatch.fnmatch(name, g) for g in globs), name
-    assert set(SHIPPED) == {DATA, MEGAGDN}
+    assert set(SHIPPED) == {DATA, MEGAGDN} | ({KDA} if KDA.is_file() else set())
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -180,15 +182,20 @@ def test_the_interval_samples_the_ranges(tiny):
         assert r.p05 < r.p95
 
 
-def test_default_reads_both_shipped_files(monkeypatch, capsys):
+def test_default_reads_the_three_shipped_files(monkeypatch, capsys):
+    """24 whole forwards, 142 MegaGDN rows, and of kda.csv's 45 rows the five A2 rows of ChunkKdaFwd and the
+    eight builds of pull request 244's kernel timed with msprof (the other 32 are reported, not predicted);
+    every KDA row held out."""
     monkeypatch.setattr(study, "resolve", lambda m: Fake(1000.0))
     assert main(["--samples", "0", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["files"] == [str(DATA), str(MEGAGDN)]
-    assert len(out["rows"]) == 24 + 142
-    assert out["summary"]["held_out"]["n"] == 4 + 69
+    assert out["files"] == [str(DATA), str(MEGAGDN), str(KDA)]
+    assert len(out["rows"]) == 24 + 142 + 5 + 8
+    assert len(out["reported"]) == 31 + 1
+    assert out["summary"]["held_out"]["n"] == 4 + 69 + 5 + 8
     assert set(out["by_implementation"]) == {"flaggems", "vllm-ascend", "megagdn-pto", "vllm-ascend-triton",
-                                             "megagdn-pto-fused"}
+                                             "megagdn-pto-fused", "flash-linear-attention-npu",
+                                             "flash-linear-attention-npu-pr244"}
 
 
 def test_plot_writes_a_png_and_a_bad_name_fails_before_any_work(tiny, tmp_path, capsys, monkeypatch):

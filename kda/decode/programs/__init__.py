@@ -5,6 +5,10 @@
     step_aiv   the same program on a Vector-only launch: every AIV a worker with whole states
     chunked    Cube + Vector: the T tokens of an MTP step as one chunk (matmuls on the Cube); up to 16 tokens
                (its pairwise decays [T, T, K] sit in UB whole)
+
+    recurrent.py  the recurrent step (step, step_aiv)
+    chunked.py    the chunked MTP step
+    steps.py      the Vector work they share (TCOLSUM, row broadcasts, FLA's in-kernel options)
 """
 from kda.decode.design import AIVS, CORES, DOUBLE, DecodeDesign
 from kda.decode.programs.chunked import decode_chunked

@@ -1,0 +1,311 @@
+"""flash-linear-attention-npu's AscendC KDA forward (github flashserve/flash-linear-attention-npu,
+`fla/ops/ascendc/kda/`, commit 3f80e2e6, the kernel timed in KDA_FORWARD_VALIDATION_REPORT.md section 6),
+stage by stage as its four kernels run on an A2: chunk C = 64, K = V = 128, q/k/v fp16, gk and beta fp32
+(gk already summed within the chunk, in log2 space: every exp is exp(x ln 2)), inputs head-major (NTD /
+BNSD: a [C, D] tile of one head is one run of rows). Each stage is one launch over (chunk, value head)
+items on every AI core (GetCoreNumAic), the AIC and its two AIVs working one item at a time; the AIVs split every tile by rows.
+Read from the kernels' source (common/kda/chunk_kda_fwd_kernel.hpp, the GDN fwd_h of gdn/chunk_gdn_fwd):
+
+    prepare   per block of BC = 16 rows (ScoreRefBlockSize), on the AIVs: the block's middle row of gk is
+              the reference; q e^(g - g_ref) and k e^(g - g_ref) for the block's rows, k e^(g_ref - g) for
+              every row up to the block's end (the columns it scores), all through the score scratch in GM
+              (fp16); on the AIC the block's Aqk and Akk rows, two MMADs sharing k's L1 tile, out to an fp32
+              workspace. A two-slot ready/free queue lets the AIVs make block b + 1 while the AIC scores b.
+              Then q e^g, k e^g and k e^-g for the chunk (PrepareGateProductsBulk); the solve's inputs
+              (beta by Brcb and 8-lane Muls, the causal Selects after a scalar loop that writes the masks,
+              I - L row by row); (I + L)^-1 on the AIC by 16 x 16 diagonal blocks: L_ii^2, then three
+              rounds of X_ii Y_ii (the AIVs add each round's result into X's diagonal, a flag each way) while
+              Y squares, then the 32 and 64 merges; every one of these 30 fp32 matmuls a Catlass call of its
+              own, its operands loaded from GM (strided 16- or 32-row blocks), its result written back
+              (FixPipe) and PIPE_ALL after it. Last, w and v scaled by beta, and Aqk, Akk, q e^g scale
+              cast to fp16.
+    post_wu   on the AIC W = Akk (k e^g beta) into an fp32 scratch and U = Akk (v beta) (PIPE_ALL after
+              each); on the AIVs w cast to fp16 and kg = k e^(g_last - g) (row by row Subs).
+    fwd_h     FLA-NPU's GDN ChunkGatedDeltaRuleFwdH with the key gate (use_exp2, no scalar gate): one
+              (sequence, head) stream per lane, two streams interleaved on each core (PING_PONG_STAGES),
+              per chunk C1 WS = W h; V1 v_new = u - WS (a copy into the update buffer, kg copied GM -> UB ->
+              GM into the k-decay workspace); C2 K^T v_new; V2 h loaded again from GM, x 1.0, the row decay
+              exp2(g_last) broadcast, + K^T v_new, stored fp16 (the state and the output h). Four flags a chunk.
+    finalize  on the AIC q g scale h and Aqk v_new (PIPE_ALL after each) into two fp32 scratches; on the
+              AIVs their sum clamped, cast and stored.
+
+Every AscendC Vector instruction is one recorded op (a loop over rows one op per row pair: row i of AIV0 and
+row i of AIV1 are one instruction on each), casts of 16-bit tiles on their loads and stores; the fitted
+per-instruction wait (isa.vec_dependent_cycles) stands for the kernel's pipe_barrier(PIPE_V) walls (fewer
+than its instructions: tests/kda/test_kernels_fla_npu.py counts both). Departures from the source, all small: ScaleRowsByBeta's
+two 64-lane Muls per matrix are one op; the score blocks' three earlier free flags are left out (the AIVs
+are behind the AIC, so they gate nothing); V1's load of u, issued before it waits for C1, waits with it.
+Not modelled: the scalar loop that writes the causal masks (two 64-bit stores a row, about 20 scalar
+instructions: no public figure prices them), the flags inside a unit (MTE2 -> V and back), Catlass's unit
+flag letting the FixPipe drain L0C while the MMAD runs, the first chunk's copy of the initial state and the
+last chunk's fp32 final state in fwd_h. The fp16 build (the measured one): its ClampFp32ToOutputType
+Mins/Maxs run before every fp16 store. Timing model: the programs compute on the recording's random inputs,
+not the kernel's exact arithmetic.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from npusim import phase_program
+from npusim.model.schedule import CHUNKS, SEQUENTIAL, Design, Pass
+
+LN2 = math.log(2.0)
+EXP_BOUND = 80.0 * LN2          # KDA_EXP2_CLAMP * LN2: ClampExpInput
+FP16_MAX = 65504.0              # ClampFp32ToOutputType
+BC = 16                         # KDA_SCORE_REF_BC: rows scored against one reference row
+DIAG = 16                       # KDA_SOLVE_DIAG_BT: the diagonal blocks of the solve
+MCH_ITERS = 3                   # KDA_SOLVE_DIAG_MCH_ITERS
+SHAPES = {"C": 64, "K": 128, "V": 128}      # the path read (the kernel tiles other shapes differently)
+
+
+def _clamp_exp(x):
+    """ClampExpInput: Mins, Maxs."""
+    return x.clamp_max(EXP_BOUND).clamp_min(-EXP_BOUND)
+
+
+def _clamp_out(x):
+    """ClampFp32ToOutputType (fp16): Mins, Maxs."""
+    return x.clamp_max(FP16_MAX).clamp_min(-FP16_MAX)
+
+
+def _dup(shape, value: float):
+    """Duplicate (FillLocalFloat, BuildPrefixMask): one instruction over `shape`."""
+    return torch.full(shape, value) * 1.0
+
+
+def _pair(x, i: int, half: int):
+    """Row i of AIV0's rows and row i of AIV1's (half + i): one instruction on each AIV."""
+    return x[..., [i, half + i], :]
+
+
+def _rows_back(pairs: list, half: int):
+    """Row pairs (AIV0 row i, AIV1 row i) back in row order: a view, no instruction."""
+    stacked = torch.stack(pairs, -3)                     # [..., half, 2, D]
+    return stacked.transpose(-3, -2).reshape(*stacked.shape[:-3], 2 * half, stacked.shape[-1])
+
+
+def _minus(a, b):
+    """Sub of two rows of the same length (a reference row is read by every instruction, not expanded)."""
+    return a.expand_as(b) - b if a.numel() < b.numel() else a - b.expand_as(a)
+
+
+def _exp2_of(diffs):
+    """e^(x ln 2) of the row differences: Muls LN2, ClampExpInput, Exp."""
+    return _clamp_exp(diffs * LN2).exp()
+
+
+def _block(npu, t, r: int, c: int, size: int):
+    """One Catlass operand: a size x size block of a C x C matrix in GM (the solve scratch, the Aqk/Akk
+    workspace: its rows C apart)."""
+    return npu.load(t, (..., slice(r, r + size), slice(c, c + size)), strided=True)
+
+
+@phase_program("fla_npu.prepare", returns=("Aqk", "Akk", "QG", "QGs", "Wseed", "Useed"), gm_layout="head-major")
+def prepare(npu, Q, K, V, g, beta, scale):
+    """ChunkKdaFwdPrepare on one (chunk, value head) item (ProcessChunkPreAivFp32 / ProcessChunkPreAicFp32)."""
+    C = Q.shape[-2]
+    def rows(t, a, b):
+        return npu.load(t, (..., slice(a, b), slice(None)))
+    refs, qg, kw, kg, aqk, akk = [], [], [], [], [], []
+    for b in range(C // BC):                             # the score loop, one BC-row block a round
+        r0, ref, cols = b * BC, b * BC + BC // 2, (b + 1) * BC
+        with npu.vec(f"ref{b}"):                         # LoadAsFloatRow(gk, refToken): DataCopy, Adds copy
+            refs.append(rows(g, ref, ref + 1) + 0.0)
+        npu.keep(refs[b])
+        with npu.vec(f"qw{b}"):                          # the block's rows, BC / 2 on each AIV: one tile
+            qb, kb, gb = rows(Q, r0, cols), rows(K, r0, cols), rows(g, r0, cols)
+            e = _exp2_of(_rows_back([_minus(_pair(gb, i, BC // 2), refs[b]) for i in range(BC // 2)], BC // 2))
+            qg.append(_clamp_out(qb * e))                # Mul, clamp (Cast: on the store)
+            kw.append(_clamp_out(kb * e))
+        with npu.vec(f"kg{b}"):                          # k e^(g_ref - g) of rows 0 .. cols, split in halves
+            kc, gc = rows(K, 0, cols), rows(g, 0, cols)
+            d = _rows_back([_minus(refs[b], _pair(gc, i, cols // 2)) for i in range(cols // 2)], cols // 2)
+            kg.append(_clamp_out(kc * _exp2_of(d)))
+        npu.sync(qg[b], kw[b], kg[b])                    # ready: the factors through the score scratch (fp16)
+        with npu.cube(f"mma{b}"):                        # ComputeRawAqkAkkCubeBlock: B (kg) resident in L1
+            aqk.append(qg[b] @ kg[b].mT)                 # BC x cols x K, fp32 to the Aqk workspace
+            akk.append(kw[b] @ kg[b].mT)
+        npu.spill(aqk[b], akk[b])
+    npu.sync()                                           # the last free flag: the AIVs go on
+    with npu.vec("gate"):                                # PrepareGateProductsBulk: C / 2 rows on each AIV
+        e = _exp2_of(g + 0.0)                            # Adds copy, Muls, Mins, Maxs, Exp
+        QG = _clamp_out(Q * e)
+        w0 = _clamp_out(K * e)
+        kg0 = _clamp_out(K * _exp2_of(g * -1.0))         # Muls -1, ..., stored to qgScaled (rewritten later)
+    npu.spill(QG, w0, kg0)
+    L, X, Aqk_m = _solve_input(npu, beta, aqk, akk, C)
+    Ai, last = _solve(npu, L, X, C)
+    with npu.vec("wu"):                                  # PrepareWuCubeInputs: w and v scaled by beta
+        bw = npu.load(beta, (..., slice(None))) + 0.0    # LoadAsFloatRow
+        bb = bw[..., :, None].expand(*bw.shape, 8) * 1.0        # Brcb: one repeat per 8 rows
+        Wseed = w0 * bb[..., :, :1].expand_as(w0)        # ScaleRowsByBeta: Mul, one row a repeat
+        Useed = V * bb[..., :, :1].expand_as(V)
+    with npu.vec("fin"):                                 # FinalizePrepareIntermediates: aqk, akk, qg loaded
+        Aqk = _clamp_out(Aqk_m * scale)                  # Muls, clamp (Cast: on the store)
+        QGs = _clamp_out(QG * scale)
+        Akk_all = _clamp_out(torch.cat([Ai, last.reshape(*last.shape[:-2], -1, C)], -2))
+        Akk = Akk_all[..., :C, :]                        # the merged blocks ride on the last flag
+    return Aqk, Akk, QG, QGs, Wseed, Useed
+
+
+def _solve_input(npu, beta, aqk: list, akk: list, C: int):
+    """PrepareAqkAkkSolveInputRows: C / 2 rows on each AIV. Returns (L, X, masked Aqk)."""
+    half = C // 2
+    def wide(blocks):
+        return torch.cat([torch.cat([blk, torch.zeros(*blk.shape[:-1], C - blk.shape[-1])], -1)
+                                         for blk in blocks], -2)
+    causal = torch.as_tensor(np.tril(np.ones((C, C), dtype=bool)))           # the masks the scalar loop writes
+    strict = torch.as_tensor(np.tril(np.ones((C, C), dtype=bool), -1))
+    with npu.vec("solve_in"):
+        [_dup((C, C), 0.0), _dup((C, C), 0.0), _dup((C,), 0.0)]   # FillLocalFloat aqk, akk, beta
+        bs = npu.load(beta, (..., slice(None))) + 0.0                     # LoadAsFloatRow
+        Aqk, Akk = wide(aqk), wide(akk)                                    # DataCopyPad of the rows (fp32)
+        bb = bs[..., :, None].expand(*bs.shape, 8) * 1.0                          # Brcb
+        with npu.repeats(half):                                            # Mul(mask 8, repeat rows) x C / 8
+            cols = [Akk[..., :, c:c + 8] * bb for c in range(0, C, 8)]
+        _dup((8,), 0.0)                                             # SelectCausalRows
+        Aqk_m = torch.where(causal, Aqk, 0.0)                              # Select (after the scalar mask loop)
+        L = torch.where(strict, torch.cat(cols, -1), 0.0)
+        neg = L * -1.0                                                     # Muls
+        xs = []
+        for i in range(half):                                              # + I, one row a round on each AIV
+            m = _dup((2, C), 0.0)                                          # BuildPrefixMask(row + 1)
+            _dup((half + 2 * i + 2,), 1.0)
+            o = _dup((2, C), 0.0)                                          # BuildPrefixMask(row)
+            _dup((half + 2 * i,), 1.0) if i else None
+            xs.append(_pair(neg, i, half) + (m - o))                       # Sub, Add
+        X = _rows_back(xs, half)
+    npu.spill(Aqk_m, L, X)                               # aqk and L (akk) back to the fp32 workspace, X
+    npu.sync()                                           # ready: RunAicAfterBothAivReady
+    return L, X, Aqk_m
+
+
+def _solve(npu, L, X, C: int):
+    """ComputeAkkInverseMchFull with the AIVs' AddSolveTmpToXDiagRows rounds; returns (the inverse with its
+    diagonal blocks, the last merged block). Every Cube phase is one CubeGemmSolveSub."""
+    n, half = C // DIAG, C // 2
+    def d(i):
+        return i * DIAG
+    def diag(r):
+        return slice((r // DIAG) * DIAG, (r // DIAG + 1) * DIAG)
+    Yl, T, Xs = [], [], [X]                              # Y^(2^it) blocks, each round's X_ii Y_ii, X
+    for i in range(n):
+        with npu.cube(f"y{i}"):                          # L_ii L_ii
+            Yl.append(_block(npu, L, d(i), d(i), DIAG) @ _block(npu, L, d(i), d(i), DIAG))
+        npu.spill(Yl[i])
+    for it in range(MCH_ITERS):
+        for i in range(n):
+            with npu.cube(f"xy{it}_{i}"):                # tmp_ii = X_ii Y_ii
+                T.append(_block(npu, Xs[it], d(i), d(i), DIAG) @ _block(npu, Yl[it * n + i], 0, 0, DIAG))
+            npu.spill(T[it * n + i])
+        npu.sync()                                       # done: the AIVs add the round into X's diagonal
+        with npu.vec(f"add{it}"):                        # x rows and tmp rows loaded, one 16-wide Add a row
+            x = Xs[it]
+            tmp = torch.cat([torch.cat([T[it * n + i]] * n, -1) for i in range(n)], -2)
+            sums = [_pair(x, r, half)[..., diag(r)] + _pair(tmp, r, half)[..., diag(r)] for r in range(half)]
+            Xs.append(torch.cat([_rows_back(sums, half)] * n, -1))
+        npu.spill(Xs[it + 1])                            # x back to the solve scratch (the last: also to akk)
+        if it + 1 < MCH_ITERS:
+            for i in range(n):
+                with npu.cube(f"yy{it}_{i}"):            # Y_ii^2 while the AIVs add
+                    Y = Yl[it * n + i]
+                    Yl.append(_block(npu, Y, 0, 0, DIAG) @ _block(npu, Y, 0, 0, DIAG))
+                npu.spill(Yl[(it + 1) * n + i])
+        npu.sync(after=f"add{it}")                       # ready
+    Ai, merged = Xs[-1], []
+    size = 2 * DIAG
+    while size <= C:                                     # ComputeAkkMergeCube
+        h = size // 2
+        for b in range(0, C, size):
+            lo, k = b + h, len(merged)
+            with npu.cube(f"m{size}_{b}a"):              # tmp = Ai[lo, lo] X[lo, b]
+                merged.append(_block(npu, Ai, lo, lo, h) @ _block(npu, Ai, lo, b, h))
+            npu.spill(merged[k])
+            with npu.cube(f"m{size}_{b}b"):              # Ai[lo, b] = tmp Ai[b, b]
+                merged.append(_block(npu, merged[k], 0, 0, h) @ _block(npu, Ai, b, b, h))
+            if size < C:
+                npu.spill(merged[k + 1])
+        size *= 2
+    npu.sync(merged[-1])                                 # done: the AIVs read the inverse
+    return Ai, merged[-1]
+
+
+@phase_program("fla_npu.post_wu", returns=("W", "U", "Kg"), gm_layout="head-major")
+def post_wu(npu, K, g, Wseed, Akk, Useed):
+    """ChunkKdaFwdPostWu on one item: ComputePostWuCube, then CopyScratchWAndFinalizeKg (C / 2 rows on each
+    AIV, one tile)."""
+    C = K.shape[-2]
+    with npu.cube("w_mm"):                               # two Catlass calls, each loading Akk: PIPE_ALL after each
+        Wf = Akk @ Wseed                                 # C x K x C: fp32 to the W scratch
+    with npu.cube("u_mm"):
+        U = Akk @ Useed                                  # C x V x C: stored fp16
+    npu.sync(Wf)                                         # done: set after both
+    with npu.vec("glast"):                               # LoadAsFloatRow(gk, last)
+        g_last = npu.load(g, (..., slice(C - 1, C), slice(None))) + 0.0
+    npu.keep(g_last)
+    with npu.vec("w"):                                   # DataCopy, Cast, DataCopy out: the cast on the store
+        W = Wf.clone()
+    with npu.vec("kg"):                                  # k e^(g_last - g), row by row Subs
+        d = _rows_back([_minus(g_last, _pair(g, i, C // 2)) for i in range(C // 2)], C // 2)
+        Kg = _clamp_out(K * _exp2_of(d))
+    return W, U, Kg
+
+
+@phase_program("fla_npu.fwd_h", returns=("V_new", "S_new"), state=("S_prev", "S_new"), state_handoff="own",
+               gm_layout="head-major")
+def fwd_h(npu, Kg, W, U, g, H_in, S_prev):
+    """GDNFwdHKernel, one chunk of one stream (kGated, no scalar gate, use_exp2): S_prev is h [K, V] as the
+    cube reads it from GM, H_in the same h as the AIVs load it again."""
+    C, K = Kg.shape[-2], Kg.shape[-1]
+    with npu.cube("c1"):                                 # v_work = w @ h
+        WS = W @ S_prev
+    npu.sync(WS)                                         # cube1Done
+    with npu.vec("v1"):                                  # EpilogueGDNFwdHVnew: C / 2 rows on each AIV
+        V_new = U - WS                                   # Sub (u cast on its load)
+        Vd = V_new + 0.0                                 # Adds: the copy into the update buffer
+        Kd = Kg.clone()                                  # kg GM -> UB -> GM: the k-decay workspace
+    npu.sync(Vd, Kd)                                     # vec1Done
+    with npu.cube("c2"):                                 # h_work = kd^T @ v_d
+        HW = Kd.mT @ Vd
+    with npu.vec("v2_decay"):                            # EpilogueGDNFwdHUpdate before it waits for C2:
+        h = H_in * 1.0                                   # h loaded and cast, Muls(1.0) (no scalar gate);
+        gl = (npu.load(g, (..., slice(C - 1, C), slice(None))) * LN2).exp()     # Muls LN2, Exp;
+        gb = gl.mT.expand(*gl.shape[:-2], K, h.shape[-1]) * 1.0    # Broadcast<float, 2, 1> along the rows;
+        hd = h * gb                                      # Mul. K / 2 rows of h on each AIV
+    npu.keep(hd)
+    npu.sync(HW, after="c2")                             # cube2Done
+    with npu.vec("v2_update"):
+        S_new = hd + HW                                  # Add (cast and store: the state hand-off)
+    return V_new, S_new
+
+
+@phase_program("fla_npu.finalize", returns=("O",), gm_layout="head-major")
+def finalize(npu, QGs, Aqk, V_new, H):
+    """ChunkKdaFwdFinalize on one item: ComputeOutputCube, then FinalizeOutputRows (C / 2 rows on each AIV)."""
+    with npu.cube("qh"):                                 # (q g scale) h: fp32 to the state scratch; PIPE_ALL
+        OS = QGs @ H
+    with npu.cube("av"):                                 # Aqk v_new: fp32 to the local scratch; PIPE_ALL
+        OL = Aqk @ V_new
+    npu.sync(OS, OL)                                     # done
+    with npu.vec("o"):
+        O = _clamp_out(OS + OL)                          # Add, clamp (Cast: on the store)
+    return O
+
+
+# What each stage keeps in GM: the score scratch and the stage tensors in the operand type (fp16), the
+# Aqk/Akk workspaces, the solve scratch, the W and output scratches in fp32.
+_FP32 = ([f"aqk[{b}]" for b in range(4)] + [f"akk[{b}]" for b in range(4)]
+         + ["Aqk_m", "L", "X", "Wf", "WS", "HW", "OS", "OL"]
+         + [f"Yl[{k}]" for k in range(12)] + [f"T[{k}]" for k in range(12)] + [f"Xs[{k}]" for k in range(4)]
+         + [f"merged[{k}]" for k in range(6)])
+STORED = {"stored": ",".join(f"{n}=fp32" for n in _FP32), "gate": "channel"}
+
+FLA_NPU = Design("fla_npu", (
+    Pass("prepare", prepare, CHUNKS, slots=1, buffers=1),
+    Pass("post_wu", post_wu, CHUNKS, slots=2, buffers=1),
+    Pass("fwd_h", fwd_h, SEQUENTIAL, slots=1, buffers=1, interleave=2),
+    Pass("finalize", finalize, CHUNKS, slots=2, buffers=1),
+), description="flash-linear-attention-npu's AscendC ChunkKdaFwd: four kernels at chunk 64", notes=STORED)
