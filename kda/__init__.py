@@ -26,10 +26,11 @@ schema/       the run JSON's schema; validation/: the measured Ascend timings (p
 run.py validate.py attribution.py stability.py   python -m kda.run (.validate, .attribution, .stability)
 """
 import npusim.command  # noqa: F401  (first: a command's Ctrl-C while the modules import is one line, exit 130)
+
+from kda.decode.api import fused_recurrent_kda
 from kda.driver.checks import KdaInputError
 from kda.driver.chunk_kda import chunk_kda, recurrent_kda
 from kda.driver.execute import Execution, execute
-from kda.decode.api import fused_recurrent_kda
 from kda.programs import PROGRAMS, get_program
 
 __all__ = ["Execution", "KdaInputError", "PROGRAMS", "chunk_kda", "execute", "fused_recurrent_kda", "get_program",

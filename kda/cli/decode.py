@@ -16,11 +16,11 @@ from npusim.model.limits import check
 from npusim.output import files
 from npusim.output.files import same_file
 
-from kda.driver.checks import KdaInputError
 from kda.cli.checks import parse_overrides
 from kda.cli.common import Parser, console, fail, prog_name, seed_problem
 from kda.decode.programs.steps import BETA_SIGMOID, GATE, QK_L2NORM
 from kda.decode.study import ALL_DESIGNS, DecodeSettings, evaluate
+from kda.driver.checks import KdaInputError
 from kda.settings.work import MAX_NUMERIC_STEPS
 
 EXAMPLES = """examples:

@@ -22,8 +22,8 @@ from kda.decode.numerics import DecodeInputs, run_step
 from kda.decode.programs import DESIGNS
 from kda.decode.programs.steps import BETA_SIGMOID, GATE, QK_L2NORM
 from kda.decode.timing import Types
-from kda.driver.fla_options import check_heads
 from kda.driver.checks import KdaInputError, seqlens_of
+from kda.driver.fla_options import check_heads
 
 PREFILL_ONLY = ("chunk_size", "safe_gate", "return_intermediate_states", "disable_recompute", "cp_context",
                 "use_graph", "max_num_seqs", "version", "cu_seqlens_cpu", "transfer_dtype", "precision")

@@ -17,13 +17,13 @@ from dataclasses import dataclass, replace
 import torch
 
 from npusim import Executor
+from npusim.record.precision import DTYPES
 
 from kda.decode.design import DecodeDesign
 from kda.decode.programs.steps import BETA_SIGMOID, GATE, QK_L2NORM
 from kda.decode.timing import Types, input_types, precision_of
 from kda.reference.parity import Parity, compare
 from kda.reference.recurrence import naive_recurrent_kda
-from npusim.record.precision import DTYPES
 
 
 @dataclass
@@ -100,7 +100,8 @@ def _items(items, q, k, v, g, beta, S0, A_log, dt_bias, group, vt, length, layou
     """The inputs of the listed items, stacked on a leading axis."""
     def take(x, head_of):
         return torch.stack([x[b, lo:lo + length, head_of(j)] for _, b, lo, j, _ in items])
-    cols = lambda t: slice(t * vt, (t + 1) * vt)
+    def cols(t):
+        return slice(t * vt, (t + 1) * vt)
     state = torch.stack([S0[i, j, :, cols(t)] for i, _, _, j, t in items])
     out = {"q": take(q, lambda j: j // group), "k": take(k, lambda j: j // group),
            "v": torch.stack([v[b, lo:lo + length, j, cols(t)] for _, b, lo, j, t in items]),
@@ -123,6 +124,8 @@ def reference(x: DecodeInputs, options: tuple[str, ...] = (), lower_bound: float
     if QK_L2NORM in options:
         q, k = l2norm(q), l2norm(k)
     if GATE in options:          # on the gate's own width: K channels, or one per head (GDN)
+        if x.A_log is None:
+            raise ValueError("the in-kernel gate needs A_log")
         g = kda_gate(g, x.A_log.to(d), None if x.dt_bias is None else x.dt_bias.to(d), lower_bound)
     if BETA_SIGMOID in options:
         beta = beta_sigmoid(beta)

@@ -21,14 +21,14 @@ import torch.nn.functional as F
 from npusim import NpuSimError, load_profile
 from npusim.model.limits import check_chunk
 
-from kda.driver.checks import KdaInputError
 from kda.decode.design import DecodeDesign
+from kda.decode.kernels import MEASURED
 from kda.decode.numerics import DecodeInputs, StepParity, check, reference, run_step, stored
 from kda.decode.programs import DESIGNS
 from kda.decode.programs.steps import BETA_SIGMOID, GATE, OPTIONS, QK_L2NORM
 from kda.decode.timing import FLOOR, LAUNCH, DecodeRun, DecodeShape, options_for, time_step, types_for
-from kda.decode.kernels import MEASURED
-from kda.reference.parity import compare
+from kda.driver.checks import KdaInputError
+from kda.reference.parity import Parity, compare
 
 ALL_DESIGNS: dict[str, DecodeDesign] = {**DESIGNS, **MEASURED}
 MAX_BATCH = 65536            # sequences a step takes here (sglang's largest graph buckets are far below)
@@ -69,7 +69,7 @@ class DecodeResult:
     run: DecodeRun
     parity: StepParity | None = None
     prefill: StepParity | None = None       # the step after a prefill, against the recurrence of all tokens
-    prefill_state: object = None            # its final state against the prefill of the longer sequence
+    prefill_state: Parity | None = None     # its final state against the prefill of the longer sequence
     checked_sequences: int = 0              # sequences the numerics ran on (the first ones)
 
     @property
@@ -190,7 +190,8 @@ def make_inputs(d: DecodeDesign, s: DecodeSettings, seqlens, options, prefill: i
     row each, padded to the longest), seeded: q, k normalised unless l2norm runs in the kernel; the log
     decay in (-inf, 0), or the raw gate with A_log, dt_bias (Kimi's init: A_log = log U(1, 16))."""
     gen = torch.Generator().manual_seed(s.seed)
-    rnd = lambda *shape: torch.randn(*shape, generator=gen)
+    def rnd(*shape):
+        return torch.randn(*shape, generator=gen)
     B, T, H, HV, K, V = len(seqlens), prefill + max(seqlens), s.heads, s.hv, s.d_k, s.d_v
     width = 1 if d.gate == "gdn" else K
     q, k = rnd(B, T, H, K), rnd(B, T, H, K)
@@ -210,9 +211,11 @@ def decode_part(x: DecodeInputs, seqlens, prefill: int, packed: bool) -> DecodeI
     into one row with cu_seqlens when the lengths differ (FLA's varlen layout)."""
     if not packed:
         T = max(seqlens)
-        cut = lambda t: t[:, prefill:prefill + T]
+        def cut(t):
+            return t[:, prefill:prefill + T]
         return replace(x, q=cut(x.q), k=cut(x.k), v=cut(x.v), g=cut(x.g), beta=cut(x.beta))
-    pack = lambda t: torch.cat([t[b:b + 1, prefill:prefill + n] for b, n in enumerate(seqlens)], 1)
+    def pack(t):
+        return torch.cat([t[b:b + 1, prefill:prefill + n] for b, n in enumerate(seqlens)], 1)
     cu = tuple([0] + list(torch.tensor(seqlens).cumsum(0).tolist()))
     return replace(x, q=pack(x.q), k=pack(x.k), v=pack(x.v), g=pack(x.g), beta=pack(x.beta), cu_seqlens=cu)
 
@@ -223,11 +226,12 @@ def prefill_check(d, full: DecodeInputs, seqlens, s: DecodeSettings, types, opti
     from kda.driver.chunk_kda import chunk_kda
     from kda.driver.fla_options import beta_sigmoid, kda_gate
     L = s.prefill
-    kw = dict(use_qk_l2norm_in_kernel=QK_L2NORM in options, output_final_state=True, version="v6",
-              transfer_dtype=torch.float32)
+    kw: dict = dict(use_qk_l2norm_in_kernel=QK_L2NORM in options, output_final_state=True, version="v6",
+                    transfer_dtype=torch.float32)
     g = kda_gate(full.g, full.A_log, full.dt_bias, s.lower_bound) if GATE in options else full.g   # FLA's
     beta = beta_sigmoid(full.beta) if BETA_SIGMOID in options else full.beta    # (GDN's gate is one wide)
-    head = lambda t: t[:, :L]
+    def head(t):
+        return t[:, :L]
     _, h = chunk_kda(head(full.q), head(full.k), head(full.v), head(g), head(beta),
                      initial_state=full.initial_state, **kw)
     packed = s.seqlens is not None
@@ -246,7 +250,8 @@ def _whole(full: DecodeInputs, seqlens, L: int, packed: bool) -> DecodeInputs:
     """All tokens of every sequence (prefill and step): the batch as it is, or packed with cu_seqlens."""
     if not packed:
         return full
-    pack = lambda t: torch.cat([t[b:b + 1, :L + n] for b, n in enumerate(seqlens)], 1)
+    def pack(t):
+        return torch.cat([t[b:b + 1, :L + n] for b, n in enumerate(seqlens)], 1)
     cu = tuple([0] + list(torch.tensor([L + n for n in seqlens]).cumsum(0).tolist()))
     return replace(full, q=pack(full.q), k=pack(full.k), v=pack(full.v), g=pack(full.g), beta=pack(full.beta),
                    cu_seqlens=cu)

@@ -71,7 +71,8 @@ class Types:
 def item_inputs(design: DecodeDesign, shape: DecodeShape, options: tuple[str, ...], dtype=torch.float32) -> dict:
     """Random inputs of one work item (one value head, or one tile of its columns), for recording."""
     gen = torch.Generator().manual_seed(0)
-    rnd = lambda *s: torch.randn(*s, generator=gen, dtype=dtype)
+    def rnd(*s):
+        return torch.randn(*s, generator=gen, dtype=dtype)
     T, K = shape.tokens, shape.d_k
     V = design.v_tile or shape.d_v
     gate_width = 1 if design.gate == "gdn" else K
@@ -143,9 +144,13 @@ def _pipes_as_nodes(tpl: Template, loop: str) -> Template:
     """The phases of one unit as load, compute and store nodes (MTE2, the unit, MTE3): a phase's store
     overlaps the next phase's compute; the loop rule links one item to the next."""
     nodes: list[Node] = []
-    loads, comps, stores = [], [], []
+    loads: list[int] = []
+    comps: list[int] = []
+    stores: list[int] = []
     for node, plan in zip(tpl.nodes, tpl.plans):
         pipe = node.pipe
+        if pipe is None:
+            raise ValueError(f"decode: phase {node.name} has no pipe segments (a template built without pipes)")
         lb, sb = round(plan.load_bytes), round(plan.store_bytes)
         deps = list(comps[-1:])
         if lb:
@@ -220,12 +225,12 @@ class DecodeRun:
     @property
     def worker_us(self) -> float:
         """The busiest worker's items as its loop runs them, without contention (the module docstring)."""
-        n, l, c, s = max(self.counts), self.item_load_us, self.item_compute_us, self.item_store_us
+        n, ld, c, s = max(self.counts), self.item_load_us, self.item_compute_us, self.item_store_us
         if self.loop == STORE_BEHIND:
-            return n * (c + max(l, s)) + min(l, s)
+            return n * (c + max(ld, s)) + min(ld, s)
         if self.loop in (DOUBLE, "ping/pong"):
-            return n * max(l, c, s) + (l + c + s - max(l, c, s))
-        return n * (l + c + s)
+            return n * max(ld, c, s) + (ld + c + s - max(ld, c, s))
+        return n * (ld + c + s)
 
     @property
     def worker_term(self) -> str:
@@ -238,7 +243,7 @@ class DecodeRun:
     def bound(self) -> str:
         """The largest of the terms: what the step waits for most."""
         terms = self.terms()
-        return max(terms, key=terms.get)
+        return max(terms, key=lambda name: terms[name])
 
     @property
     def workers(self) -> int:

@@ -113,8 +113,9 @@ def check_numerics_work(*, B: int, T: int, H: int, K: int, V: int, chunk_size: i
 def check_options(*, version, transfer_dtype, precision, chunk_size, design_given: bool = False) -> None:
     """The keyword options of the API: one line naming what is wrong (KdaInputError), before any work.
     `design_given`: a program or design is passed instead of `version`, which is then not read."""
-    from kda.programs import DESIGNS
     from npusim.record.precision import Precision, dtype_name
+
+    from kda.programs import DESIGNS
     if not design_given and (not isinstance(version, str) or version not in DESIGNS):
         raise KdaInputError(f"unknown version {version!r:.40}: choose from {', '.join(DESIGNS)}")
     if precision is not None and not isinstance(precision, Precision):
@@ -154,8 +155,9 @@ def offsets_of(cu, name: str = "cu_seqlens") -> list[int]:
             raise KdaInputError(f"{name} must be one row of token offsets, got shape {list(cu.shape)}"
                                 f"{' (a meta tensor)' if cu.is_meta else ''}")
         cu = cu.tolist()
-    whole = lambda x: (isinstance(x, (int, float)) and not isinstance(x, bool)
-                       and (isinstance(x, int) or (math.isfinite(x) and x == int(x))))
+    def whole(x):
+        return (isinstance(x, (int, float)) and not isinstance(x, bool)
+                and (isinstance(x, int) or (math.isfinite(x) and x == int(x))))
     if not isinstance(cu, (list, tuple)) or not all(whole(x) for x in cu):
         raise KdaInputError(f"{name} must be whole token offsets, e.g. [0, 40, 150], got {cu!r:.80}")
     return [int(x) for x in cu]

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from npusim.chip.profile import Profile
 
-from kda.decode.timing import DecodeShape, Types, options_for, time_step
 from kda.decode.kernels import MEASURED
+from kda.decode.timing import DecodeShape, Types, options_for, time_step
 
 DECODE_KERNELS = MEASURED       # the designs of kda/decode/kernels/, by name
 KEYS = ("B", "T", "H", "HV", "K", "V", "state", "L2")

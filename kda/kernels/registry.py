@@ -24,13 +24,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from npusim import simulate
 from npusim.chip.profile import Profile
 from npusim.fit.measurements import Measurement, MeasurementError
 from npusim.model.host import timed_region
-from npusim.model.limits import (MAX_REPLAYS, MAX_SEQUENCES, LimitError, check, check_chunk, check_predictions,
-                                 replay_bound)
+from npusim.model.limits import (
+    MAX_REPLAYS,
+    MAX_SEQUENCES,
+    LimitError,
+    check,
+    check_chunk,
+    check_predictions,
+    replay_bound,
+)
 from npusim.model.multipass import simulate_design, templates
 from npusim.model.template import RIDE
 from npusim.model.whatif import DesignTimer
@@ -44,6 +52,9 @@ from kda.kernels.pto import GDN_PTO, GDN_PTO_FUSED
 from kda.kernels.recording import record_kernel
 from kda.kernels.triton import GDN_TRITON
 from kda.programs import DESIGNS, PROGRAMS
+
+if TYPE_CHECKING:
+    from kda.kernels.decode import DecodeKernelModel
 
 
 def _designs() -> dict:
@@ -265,7 +276,8 @@ class KernelModel:
                 "NC": sum(s.chunk_counts(self.chunk_size)) / s.heads, "N": s.batch * len(s.seqlens)}
 
 
-def model(kernel: str, shape: str, dtype: str, form: str = "simple", stage: str = "") -> KernelModel:
+def model(kernel: str, shape: str, dtype: str, form: str = "simple",
+          stage: str = "") -> KernelModel | DecodeKernelModel:
     """ValueError naming the kernel, stage or shape when it cannot be modelled. Decode kernels (one step of the
     recurrence) are kda/kernels/decode.py's, with their own shapes."""
     from kda.kernels.decode import DECODE_KERNELS, decode_model
@@ -308,7 +320,7 @@ def check_models(models, profile: Profile, predictions: int, what: str) -> None:
     check_predictions(what, total, predictions)
 
 
-def resolve(m: Measurement) -> KernelModel:
+def resolve(m: Measurement) -> KernelModel | DecodeKernelModel:
     """The model of a measured row; MeasurementError naming the row otherwise (a shape beyond this model's
     limits included)."""
     try:

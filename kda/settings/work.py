@@ -4,8 +4,15 @@ it (NPUSIM_NO_LIMITS=1)."""
 from __future__ import annotations
 
 from npusim import Profile
-from npusim.model.limits import (MAX_KEPT_EVENTS, MAX_RETIMED, MAX_SAMPLES, check, check_chunk, check_replay,
-                                 memory_bytes)
+from npusim.model.limits import (
+    MAX_KEPT_EVENTS,
+    MAX_RETIMED,
+    MAX_SAMPLES,
+    check,
+    check_chunk,
+    check_replay,
+    memory_bytes,
+)
 
 # Sequential chunk steps of the numerics on the CPU (tenths of a second each at d_k = d_v = 128).
 MAX_NUMERIC_STEPS = 100_000

@@ -56,7 +56,8 @@ def _parity_text(p: dict | None) -> str | None:
     """A point whose numerics fail parity failed, as `kda.run --strict` says (its row keeps the numbers)."""
     if not p or p.get("pass") is not False:
         return None
-    num = lambda x: "inf/NaN" if x is None else f"{x:.3g}"
+    def num(x):
+        return "inf/NaN" if x is None else f"{x:.3g}"
     errs = f"output rel RMS {num(p.get('rel_rms_err'))}, final state {num((p.get('state') or {}).get('rel_rms_err'))}"
     note = f" ({p['note']})" if p.get("note") else ""
     return f"fails parity: {errs}{note}"

@@ -171,6 +171,8 @@ def _on_dask(todo, workers: int | None, scheduler: str | None):
                     if part is not None:
                         part.close()
             raise
+    if client is None:
+        raise SchedulerError("the local cluster did not start")
     n_workers = len(client.scheduler_info().get("workers", {}))
 
     def results():

@@ -23,10 +23,12 @@ FORMATS = (".png", ".svg", ".pdf")
 def _events(r: DecodeResult):
     trace = r.run.run.trace
     if trace is None:
-        from npusim.model.engine import simulate          # the run kept no trace: replay it with one
+        from npusim.model.engine import simulate  # the run kept no trace: replay it with one
         run = r.run.run
         trace = simulate(run.template, run.profile, chunks=list(r.run.counts), sequences=r.run.workers,
                          trace=True).trace
+    if trace is None:
+        raise ValueError("decode: the replay kept no trace")
     return trace.events()
 
 

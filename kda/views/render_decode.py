@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from kda.decode.timing import FLOOR, STEADY
 from kda.decode.study import EXACT_POINTS, DecodeResult, DecodeSettings, crossover, points
+from kda.decode.timing import FLOOR, STEADY
 from kda.views.table import Column, table
 
 
@@ -17,7 +17,8 @@ def us(x: float) -> str:
 def verdict(r: DecodeResult) -> str:
     if r.parity is None:
         return "-"
-    ok = r.parity.passed and (r.prefill is None or (r.prefill.passed and r.prefill_state.passed))
+    ok = r.parity.passed and (r.prefill is None or (r.prefill.passed and r.prefill_state is not None
+                                                     and r.prefill_state.passed))
     return "pass" if ok else "FAIL"
 
 
@@ -42,7 +43,7 @@ def parity_lines(r: DecodeResult) -> list[str]:
                           + (f", on the first {r.checked_sequences} of {r.batch} sequences" if r.checked_sequences < r.batch else "")]
     lines.append(f"  this step        output rel RMS {p.output.rel_rms_err:.2e}  state {p.state.rel_rms_err:.2e}  "
                  f"{'pass' if p.passed else 'FAIL'}")
-    if r.prefill is not None:
+    if r.prefill is not None and r.prefill_state is not None:
         q = r.prefill
         lines.append(f"  after a prefill  output rel RMS {q.output.rel_rms_err:.2e}  state {q.state.rel_rms_err:.2e}  "
                      f"{'pass' if q.passed else 'FAIL'}   (v6 prefill, then this step, against the recurrence of all tokens)")
@@ -152,16 +153,17 @@ def print_results(results: list[DecodeResult], s: DecodeSettings, console: Conso
 
 def to_json(r: DecodeResult) -> dict:
     run = r.run
-    out = {"design": r.design.name, "source": r.design.source or None, "batch": r.batch, "tokens": r.tokens,
-           "heads": run.shape.heads, "value_heads": run.shape.value_heads, "d_k": run.shape.d_k, "d_v": run.shape.d_v,
-           "types": {"io": run.types.io, "gate": run.types.gate, "state": run.types.state}, "warm": run.warm,
-           "latency_us": run.latency_us, "device_us": run.device_us, "launch_us": run.launch_us,
-           "floor_us": run.floor_us, "floor_bytes": run.floor_bytes, "traffic_bytes": run.traffic_bytes,
-           "bound": run.bound, "terms_us": run.terms(), "workers": run.workers, "items": run.items,
-           "most_items_per_worker": max(run.counts), "loop": run.loop, "achieved_gbps": gbps(r)}
+    out: dict = {
+        "design": r.design.name, "source": r.design.source or None, "batch": r.batch, "tokens": r.tokens,
+        "heads": run.shape.heads, "value_heads": run.shape.value_heads, "d_k": run.shape.d_k, "d_v": run.shape.d_v,
+        "types": {"io": run.types.io, "gate": run.types.gate, "state": run.types.state}, "warm": run.warm,
+        "latency_us": run.latency_us, "device_us": run.device_us, "launch_us": run.launch_us,
+        "floor_us": run.floor_us, "floor_bytes": run.floor_bytes, "traffic_bytes": run.traffic_bytes,
+        "bound": run.bound, "terms_us": run.terms(), "workers": run.workers, "items": run.items,
+        "most_items_per_worker": max(run.counts), "loop": run.loop, "achieved_gbps": gbps(r)}
     if r.parity is not None:
         out["parity"] = {"output": r.parity.output.to_dict(), "state": r.parity.state.to_dict()}
-        if r.prefill is not None:
+        if r.prefill is not None and r.prefill_state is not None:
             out["parity"]["after_prefill"] = {"output": r.prefill.output.to_dict(), "state": r.prefill.state.to_dict(),
                                               "longer_prefill_state": r.prefill_state.to_dict()}
         out["parity"]["sequences_checked"] = r.checked_sequences

@@ -57,6 +57,8 @@ def kernel_table(spec: str):
         if path.suffix != ".py":
             raise NpuSimError(f"--kernels {spec}: a kernel table given by its path is a Python file (.py)")
         loader = importlib.util.spec_from_file_location(f"npusim_kernels_{abs(hash(str(path.resolve())))}", path)
+        if loader is None or loader.loader is None:
+            raise NpuSimError(f"--kernels {spec}: cannot load it as a Python module")
         module = importlib.util.module_from_spec(loader)
         try:
             loader.loader.exec_module(module)

@@ -24,7 +24,8 @@ from kda.decode.programs.steps import BETA_SIGMOID, in_kernel, rows
 def decode_chunked(npu, q, k, v, g, beta, S_in, scale, A_log=None, dt_bias=None, options=(), lower_bound=None):
     """T tokens of one head: q, k, g [T, K]; v [T, V]; beta [T]; S_in [K, V] -> o [T, V], S_out [K, V]."""
     with npu.vec("gates"):
-        per_token = lambda x: None if x is None else x[..., None, :]     # [.., 1, K]: over the T rows
+        def per_token(x):     # [.., 1, K]: over the T rows
+            return None if x is None else x[..., None, :]
         q, k, g, beta = in_kernel(q, k, g, beta, per_token(A_log), per_token(dt_bias), options, lower_bound)
         gc = g.cumsum(-2)                               # cumulative log decay [T, K]
         pair = (gc[..., :, None, :] - gc[..., None, :, :]).clamp_max(0.0).exp()   # [T, T, K], i >= j: <= 1
