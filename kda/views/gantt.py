@@ -1,8 +1,8 @@
 """The drawing primitives of the Gantt charts (matplotlib, Agg backend): rows per AI core (Cube, the two
 hand-off links, the Vector units), phase bars labelled with letter and chunk, hand-off bars and arrows,
 busy fractions per row. Where the profile gives the core's pipes (npusim/chip/pipes.py), rows Cube MTE2 / Cube
-FixPipe and Vec MTE2 / Vec MTE3 show each tile's GM load and store beside the compute. plots.py composes them
-into figures."""
+FixPipe and Vec MTE2 / Vec MTE3 show each tile's GM load and store beside the compute (only the rows some
+phase moves data on). plots.py composes them into figures."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,7 +20,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from npusim import Run  # noqa: E402
 from npusim.model.engine import PHASE, STATE, SYNC  # noqa: E402
 from npusim.output.overlap import busy_intervals, intersect  # noqa: E402
-from npusim.output.pipe_trace import has_pipes, segments  # noqa: E402
+from npusim.output.pipe_trace import pipe_rows, segments  # noqa: E402
 from npusim.record.graph import CUBE, VEC  # noqa: E402
 
 COLORS = {CUBE: ("#2f6db5", "#7fa8dc"), VEC: ("#e07b28", "#f3b27a")}
@@ -48,18 +48,17 @@ class Row:
 
 
 PIPE = "pipe:"
-PIPE_ROWS = {CUBE: (PIPE + "Cube MTE2", PIPE + "Cube FixPipe"), VEC: (PIPE + "Vec MTE2", PIPE + "Vec MTE3")}
 
 
-def rows_for(run: Run, cores: Sequence[int], both_busy: bool = False, pipes: bool = False) -> list[Row]:
-    """Top to bottom per core: Cube, the links, Vec0, Vec1, ... (and a Cube‖Vec row if asked); with
-    `pipes`, the Cube's MTE2 and FixPipe rows after Cube and the Vector units' MTE2 and MTE3 after them."""
+def rows_for(run: Run, cores: Sequence[int], both_busy: bool = False, pipes: Sequence[str] = ()) -> list[Row]:
+    """Top to bottom per core: Cube, the links, Vec0, Vec1, ... (and a Cube‖Vec row if asked); the pipe rows
+    named in `pipes` ("Cube MTE2", ...): the Cube's after Cube, the Vector units' after them."""
     rows, y = [], 0.0
     n_vec = run.profile.chip.vec_per_core
     for c in cores:
         extra = [(BOTH, 0)] if both_busy else []
-        cube_pipes = [(u, 0) for u in PIPE_ROWS[CUBE]] if pipes else []
-        vec_pipes = [(u, 0) for u in PIPE_ROWS[VEC]] if pipes else []
+        cube_pipes = [(PIPE + u, 0) for u in pipes if u.startswith("Cube")]
+        vec_pipes = [(PIPE + u, 0) for u in pipes if u.startswith("Vec")]
         for unit, k in [(CUBE, 0), *cube_pipes, *[(link, 0) for link in LINKS], *[(VEC, i) for i in range(n_vec)],
                         *vec_pipes, *extra]:
             if unit == BOTH:
@@ -90,7 +89,7 @@ def draw_gantt(ax, run: Run, *, cores: Sequence[int] | None = None, t_range: tup
     """Bars and arrows of `run` on `ax`. Returns {(core, unit, vec index): bars drawn} for phases and syncs
     (syncs: one bar each, its transfer; the latency after it is drawn lighter and not counted)."""
     cores = list(cores) if cores is not None else shown_cores(run, max_cores)
-    pipes = has_pipes(run)
+    pipes = pipe_rows(run)
     rows = rows_for(run, cores, both_busy, pipes)
     row_of = {(r.core, r.unit, r.vec_index): r for r in rows}
     events = [e for e in run.traced().events() if e.core in cores]
@@ -146,14 +145,18 @@ def draw_gantt(ax, run: Run, *, cores: Sequence[int] | None = None, t_range: tup
 
 
 def _labels(ax, events, row_of, n_vec: int, lo: float, hi: float, px: float) -> None:
-    """Phase letter + chunk inside its bar when it fits, else beside the row (above Cube, below Vec) when
+    """Phase letter + chunk (+ sequence where a core runs several) inside its bar when it fits, else beside the row (above Cube, below Vec) when
     there is room; sync numbers above their transfer."""
     outside_end: dict = {}
+    seqs: dict = {}
+    for e in events:
+        if e.kind == PHASE:
+            seqs.setdefault(e.core, set()).add(e.seq)
     for e in sorted(events, key=lambda e: e.start):
         a, b = max(e.start, lo), min(e.end, hi)
         width_px = (b - a) * px
         if e.kind == PHASE:
-            text = phase_tag(e.name, e.chunk)
+            text = phase_tag(e.name, e.chunk, e.seq if len(seqs[e.core]) > 1 else None)
             need = 6.2 * len(text) + 3
             for i in range(n_vec if e.unit == VEC else 1):
                 row = row_of[(e.core, e.unit, i)]
@@ -182,27 +185,39 @@ def _labels(ax, events, row_of, n_vec: int, lo: float, hi: float, px: float) -> 
                     fontsize=7, color="#222222", clip_on=True)
 
 
-def phase_tag(name: str, chunk: int) -> str:
-    """D3 for Phase D of chunk 3; Vec6a·3 where the name would run into the number."""
-    return f"{name}{chunk}" if len(name) == 1 else f"{name}·{chunk}"
+def phase_tag(name: str, chunk: int, seq: int | None = None) -> str:
+    """D3 for Phase D of chunk 3; Vec6a·3 where the name would run into the number; D3·s1 for sequence 1's,
+    where a core runs several sequences (interleaved heads)."""
+    tag = f"{name}{chunk}" if len(name) == 1 else f"{name}·{chunk}"
+    return tag if seq is None else f"{tag}·s{seq}"
 
 
 def _chunk_marks(ax, events, lo: float, hi: float, px: float) -> None:
-    """Ticks on the top edge where each chunk's first node starts (sequence 0), thinned to stay legible."""
+    """Ticks on the top edge where each chunk's first node starts (sequence 0): every chunk, or every 2nd, 5th,
+    10th, ... (the smallest stride whose ticks stand 24 px apart), so that a missing tick is a pattern."""
     starts: dict = {}
     for e in events:
-        if e.seq == 0 and e.index == 0:
+        if e.seq == 0 and e.index == 0 and lo <= e.start <= hi:
             starts[e.chunk] = e.start
-    pos, labels, last = [], [], -1e30
-    for c, t in sorted(starts.items()):
-        if lo <= t <= hi and (t - last) * px >= 24:
-            pos.append(t)
-            labels.append(f"c{c}")
-            last = t
+    shown = sorted(starts.items())
+    for stride in _strides(max(starts, default=0) + 1):
+        shown = sorted((c, t) for c, t in starts.items() if c % stride == 0)
+        if all((b - a) * px >= 24 for (_, a), (_, b) in zip(shown, shown[1:])):
+            break
+    pos, labels = [t for _, t in shown], [f"c{c}" for c, _ in shown]
     top = ax.secondary_xaxis("top")
     top.set_xticks(pos)
     top.set_xticklabels(labels)
     top.tick_params(length=3, labelsize=7, pad=1, colors="#555555")
+
+
+def _strides(n: int) -> list[int]:
+    """1, 2, 5, 10, 20, 50, ... up to the first one at least n (one tick at most among chunks 0 .. n - 1)."""
+    out = [1]
+    while out[-1] < n:
+        k = len(out) - 1
+        out.append((2, 5, 10)[k % 3] * 10 ** (k // 3))
+    return out
 
 
 def _arrows(ax, run: Run, events, row_of, alpha: float = 0.8) -> None:

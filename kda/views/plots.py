@@ -27,7 +27,7 @@ import matplotlib.ticker  # noqa: E402
 
 from npusim import Run  # noqa: E402
 from npusim.output.overlap import analyse  # noqa: E402
-from npusim.output.pipe_trace import has_pipes  # noqa: E402
+from npusim.output.pipe_trace import pipe_rows  # noqa: E402
 from npusim.record.graph import CUBE  # noqa: E402
 
 from kda.views.figure import png_bytes, save  # noqa: E402,F401  (plots.save, plots.png_bytes)
@@ -57,12 +57,12 @@ def headline(r, run: Run | None = None) -> str:
         nums += [f"serial {rep.serial_us:.1f}", f"bound {rep.bound_us:.1f}", f"efficiency {rep.efficiency:.2f}"]
     if ov.period_us is not None:
         nums.append(f"steady {ov.period_us:.2f} µs/chunk (bound {ov.period_bound_us:.2f})")
-    nums.append(f"Cube‖Vec {ov.concurrent_us:.1f} µs")
+    nums.append(f"Cube‖Vec {ov.concurrent_fraction:.0%} of the time ({ov.concurrent_us / run.cores_used:.1f} µs a core)")
     return parts[0] + "\n" + " · ".join(nums)
 
 
 def _rows_height(run: Run, cores: int) -> float:
-    return cores * (3 + run.profile.chip.vec_per_core + (4 if has_pipes(run) else 0)) + 0.4 * (cores - 1)
+    return cores * (3 + run.profile.chip.vec_per_core + len(pipe_rows(run))) + 0.4 * (cores - 1)
 
 
 def figure_run(run: Run, title: str = "", *, detail_chunks: int = 24, zoom_chunks: int = 3,
@@ -192,11 +192,12 @@ def figure_serial_vs_pipelined(r, *, window_chunks: int = 3, width: float = 15.0
     draw_gantt(a1, ser, cores=[0], t_range=t_range, chunk_marks=True)
     draw_gantt(a2, pip, cores=[0], t_range=t_range, both_busy=True, chunk_marks=True)
     a2.sharex(a1)
-    a1.set_title(f"serial (shaded above): every node after the one before · Cube‖Vec {o_s.concurrent_us:.1f} µs",
+    a1.set_title(f"serial (shaded above): every node after the one before · Cube‖Vec "
+                 f"{o_s.concurrent_us / ser.cores_used:.1f} µs a core",
                  fontsize=9, loc="left", pad=14)
-    a2.set_title(f"pipelined, same time window: Cube‖Vec {o_p.concurrent_us:.1f} µs over the run "
-                 f"({o_p.concurrent_fraction:.0%} of it); hand-offs in flight with both units idle "
-                 f"{o_p.exposed_sync_us:.1f} µs", fontsize=9, loc="left", pad=14)
+    a2.set_title(f"pipelined, same time window: Cube‖Vec {o_p.concurrent_us / pip.cores_used:.1f} µs a core over the "
+                 f"run ({o_p.concurrent_fraction:.0%} of it); hand-offs in flight with both units idle "
+                 f"{o_p.exposed_sync_us / pip.cores_used:.1f} µs a core", fontsize=9, loc="left", pad=14)
     a2.set_xlabel("time (µs)")
     s = r.settings
     fig.suptitle(f"{r.version} on {r.profile.name} · {ser.chunks} chunks of {s.chunk_size} · {s.dtype}: "

@@ -111,6 +111,7 @@ class PhasePlan:
     parts: int = 1             # a grouped work item's value heads iterated in this many parts (capacity.py)
     group: int = 1             # value heads of the work item
     loads: tuple[tuple[str, float], ...] = ()    # GM bytes loaded per chunk, per buffer (reloads included)
+    fit_busy_us: float = 0.0   # the busy time at the fewest fitting tiles: what the finer cut saves against it
 
     @property
     def busy_us(self) -> float:
@@ -121,6 +122,7 @@ class PhasePlan:
         return {"phase": self.phase, "unit": self.unit, "memory": self.memory + (" per AIV" if self.unit != CUBE else ""),
                 "peak_bytes": self.peak_bytes, "capacity_bytes": self.capacity_bytes if math.isfinite(self.capacity_bytes) else None,
                 "peak_tensors": dict(self.peak_live), "tiles": self.tiles, "fewest_fitting_tiles": self.fit_tiles,
+                "fewest_fitting_busy_us": self.fit_busy_us,
                 "tile_bytes": self.tile_bytes,
                 "tile_shape": list(self.tile_shape) if self.tile_shape else None, "reload_bytes": self.reload_bytes,
                 "load_bytes": self.load_bytes, "store_bytes": self.store_bytes, "store_pipe": PIPE_NAME[t.store_pipe],
@@ -269,9 +271,10 @@ def plan_phase(phase: Phase, profile: Profile, mode: str = TILE, program: str = 
                 if n > need and footprint(phase, n, buffers, align, units, parts).nbytes <= cap:
                     options.append((parts, n))
                 n *= 2
-    best = None
+    best, busy = None, {}
     for parts, n in options:
         cand = _timing(phase, profile, n, buffers, parts)
+        busy[parts, n] = cand[0].busy_us()
         if best is None or cand[0].busy_us() < best[0][0].busy_us() - 1e-12:
             best = (cand, parts, n)
     (timing, load, store, extra), parts, tiles = best
@@ -289,4 +292,4 @@ def plan_phase(phase: Phase, profile: Profile, mode: str = TILE, program: str = 
         loads[lo.name] = loads.get(lo.name, 0.0) + (tiles - 1) * lo.nbytes
     return PhasePlan(phase.name, phase.unit, memory_name(phase.unit), peak.nbytes, peak.live, cap, tiles, need,
                      tiled.nbytes, shape, extra, load, store, l0_use(phase), l0_tiles(phase, profile), timing,
-                     parts, phase.group, tuple(sorted(loads.items())))
+                     parts, phase.group, tuple(sorted(loads.items())), busy[parts, need])

@@ -11,6 +11,7 @@ from npusim.model.engine import PHASE, Run
 from npusim.record.graph import CUBE
 
 KIB = 1024
+ROW_ORDER = ("Cube MTE2", "Cube FixPipe", "Vec MTE2", "Vec MTE3")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,23 @@ class Segment:
 def has_pipes(run: Run) -> bool:
     """Whether any phase of the run moves data on a pipe of its own (not with the seed-doc profile)."""
     return any(n.pipe is not None and n.pipe.io_us > 0 for n in run.template.nodes)
+
+
+def pipe_rows(run: Run) -> list[str]:
+    """The pipe rows that carry segments, in drawing order ("Cube MTE2", "Cube FixPipe", "Vec MTE2", "Vec MTE3"):
+    a row no phase moves data on is left out (on a chip whose matmuls drain L0C through the FixPipe inside
+    their own cost, no Cube phase has a store segment)."""
+    used = set()
+    for n in run.template.nodes:
+        t = n.pipe
+        if n.kind != PHASE or t is None:
+            continue
+        unit = "Cube" if n.resource == CUBE else "Vec"
+        if t.load_us > 0:
+            used.add(f"{unit} MTE2")
+        if t.store_us > 0:
+            used.add(f"{unit} {PIPE_NAME[t.store_pipe]}")
+    return [r for r in ROW_ORDER if r in used]
 
 
 def segments(run: Run, lo: float = -math.inf, hi: float = math.inf) -> list[Segment]:
@@ -77,8 +95,7 @@ def chrome_events(run: Run, pid_of: dict[int, int], first_tid: int, slice_event,
     out: list[dict] = []
     rows: dict[str, int] = {}
     if has_pipes(run):
-        order = ["Cube MTE2", "Cube FixPipe", "Vec MTE2", "Vec MTE3"]
-        rows = {name: first_tid + i for i, name in enumerate(order)}
+        rows = {name: first_tid + i for i, name in enumerate(ROW_ORDER)}
         for g in segments(run):
             if g.core not in pid_of:
                 continue

@@ -126,3 +126,56 @@ def test_long_versions_get_overviews_and_equal_windows(v3):
     widths = [ax.get_xlim()[1] - ax.get_xlim()[0] for ax in right]
     assert widths[0] == pytest.approx(widths[1])           # the same length of time for both versions
     plt.close(fig)
+
+
+def test_pipe_rows_are_those_a_phase_moves_data_on():
+    """On the calibrated chip a matmul drains L0C through the FixPipe inside its own cost, so no Cube phase has a
+    store segment and the Cube FixPipe row is left out; the uncalibrated profile prices v6's F2 store of O on the
+    FixPipe, so the row is drawn there, with bars. Every drawn pipe row has bars."""
+    small = dict(heads=1, chunks=2, chunk_size=64, d_k=128, d_v=128)
+    for profile, fixpipe in (("ascend-910b2", False), ("ascend-910b2-uncalibrated", True)):
+        r = evaluate("v6", Settings(profile=profile, **small), timing=True)
+        fig, ax = plt.subplots(figsize=(12, 4))
+        plots.draw_gantt(ax, r.pipelined)
+        rows = {t.get_text() for t in ax.get_yticklabels()}
+        pipe_rows = {x for x in rows if x.endswith(("MTE2", "MTE3", "FixPipe"))}
+        assert ("Cube FixPipe" in rows) == fixpipe and {"Cube MTE2", "Vec MTE2"} <= pipe_rows
+        drawn = {gid.split(":")[3] for gid in bars(fig, "pipe")}
+        assert drawn == pipe_rows
+        plt.close(fig)
+
+
+def test_chunk_ticks_step_evenly():
+    """The ticks above the bars name every chunk, or every 2nd, 5th, 10th ...: never an irregular gap."""
+    from kda.views.gantt import _strides
+    assert _strides(1) == [1] and _strides(7) == [1, 2, 5, 10] and _strides(21)[-1] == 50
+    r = evaluate("v3", Settings(chunks=40, profile="ascend-910b2", **SMALL), timing=True)
+    for width in (6, 30):
+        fig, ax = plt.subplots(figsize=(width, 3))
+        plots.draw_gantt(ax, r.pipelined, chunk_marks=True, labels=False, arrows=False)
+        top = ax.child_axes[0]
+        chunks = [int(t.get_text()[1:]) for t in top.get_xticklabels()]
+        steps = {b - a for a, b in zip(chunks, chunks[1:])}
+        assert len(steps) == 1 and chunks[0] == 0, chunks
+        plt.close(fig)
+
+
+def test_interleaved_sequences_are_told_apart_in_the_labels():
+    """Two heads alternated on one core: each phase label carries its sequence (A0·s0, A0·s1)."""
+    r = evaluate("v3", Settings(chunks=2, heads=2, cores=1, interleave=2, profile="ascend-910b2", **SMALL), timing=True)
+    fig, ax = plt.subplots(figsize=(40, 3))
+    plots.draw_gantt(ax, r.pipelined, arrows=False)
+    tags = [t.get_text() for t in ax.texts if "·s" in t.get_text()]
+    assert {"A0·s0", "A0·s1"} <= set(tags)
+    assert all(t.endswith(("·s0", "·s1")) for t in tags)
+    plt.close(fig)
+
+
+def test_the_overlap_in_titles_is_per_core():
+    """Cube‖Vec is summed over cores by the analysis; the titles divide by the cores used and say so."""
+    r = evaluate("v3", Settings(chunks=4, heads=4, profile="ascend-910b2", **SMALL), timing=True)
+    title = plots.headline(r)
+    run = r.pipelined
+    from npusim.output.overlap import analyse
+    ov = analyse(run)
+    assert run.cores_used == 4 and f"({ov.concurrent_us / 4:.1f} µs a core)" in title
