@@ -8,8 +8,8 @@ Each recorded step becomes a node with its durations on a profile and its depend
   - write-after-read: a chunk may not overwrite a resident tensor before the previous chunk's readers are
     done with it;
   - a flag into the next item (`npu.sync(..., next_item=True)`, a depth-1 reverse flag): the next item's
-    phase waits for it, an edge of the same kind, from the previous item on the core (of its lane, where the
-    core interleaves sequences) to this one;
+    phase waits for it, an edge of the same kind, from the previous item on the core to this one (the engine
+    refuses it where a core interleaves sequences: the edge would link a lane's items);
   - a ping/pong slot: taken when the chunk's first node starts, freed after `slot_release`.
 """
 from __future__ import annotations

@@ -184,6 +184,16 @@ def test_post_wu_and_finalize_walls(graphs):
     assert _walls(fin, "o") == 4
 
 
+def test_fwd_h_walls(graphs):
+    """The GDN fwd_h's epilogues on the path taken (kGated, no scalar gate, use_exp2, V <= 128, fp16 h), per
+    chunk on each AIV: EpilogueGDNFwdHVnew (block_epilogue_gdn_fwdh_vnew.hpp:268-323) Sub, Adds and the two
+    Casts down, a barrier after each: 4; EpilogueGDNFwdHUpdate (block_epilogue_gdn_fwdh_update.hpp:237-294)
+    before the wait for C2: the Cast of h in, Muls 1.0, the gk row loaded, Muls LN2, Exp, Broadcast, Mul, a
+    barrier after each: 7; after it: Add and the Cast down: 2."""
+    h = graphs["fwd_h"]
+    assert [_walls(h, name) for name in ("v1", "v2_decay", "v2_update")] == [4, 7, 2]
+
+
 def test_prepare_ends_with_w_v_scaled_and_the_intermediates_cast(graphs):
     """PrepareWuCubeInputs (hpp:1618): LoadAsFloatRow, Brcb, then ScaleRowsByBeta of w and of v (Cast, two
     64-lane Muls, Cast each: one recorded Mul per matrix). FinalizePrepareIntermediates (hpp:1641): Muls,

@@ -97,3 +97,8 @@ def test_the_fast_replays_follow_the_flag(toy_profile):
     # latency 2, the 8 items one after another on the one core: Q 1, done 4 + 2, the flag back 2 (the Cube
     # waits for it after its last item too)
     assert want == pytest.approx(8 * (1 + 4 + 2 + 2))
+
+
+def test_a_flag_into_the_next_item_is_refused_with_interleaved_sequences(toy_profile):
+    with pytest.raises(ValueError, match="flag into the next item .* interleave 1"):
+        simulate(done_then_vector(True), toy_profile(slots=8), chunks=2, sequences=2, interleave=2)
