@@ -30,17 +30,27 @@ Read from the kernels' source (common/kda/chunk_kda_fwd_kernel.hpp, the GDN fwd_
               AIVs their sum clamped, cast and stored.
 
 Every AscendC Vector instruction is one recorded op (a loop over rows one op per row pair: row i of AIV0 and
-row i of AIV1 are one instruction on each), casts of 16-bit tiles on their loads and stores; the fitted
-per-instruction wait (isa.vec_dependent_cycles) stands for the kernel's pipe_barrier(PIPE_V) walls (fewer
-than its instructions: tests/kda/test_kernels_fla_npu.py counts both). Departures from the source, all small: ScaleRowsByBeta's
-two 64-lane Muls per matrix are one op; the score blocks' three earlier free flags are left out (the AIVs
-are behind the AIC, so they gate nothing); V1's load of u, issued before it waits for C1, waits with it.
-Not modelled: the scalar loop that writes the causal masks (two 64-bit stores a row, about 20 scalar
-instructions: no public figure prices them), the flags inside a unit (MTE2 -> V and back), Catlass's unit
-flag letting the FixPipe drain L0C while the MMAD runs, the first chunk's copy of the initial state and the
-last chunk's fp32 final state in fwd_h. The fp16 build (the measured one): its ClampFp32ToOutputType
-Mins/Maxs run before every fp16 store. Timing model: the programs compute on the recording's random inputs,
-not the kernel's exact arithmetic.
+row i of AIV1 are one instruction on each), casts of 16-bit tiles on their loads and stores. Prepare,
+PostWu and Finalize declare their barriers (npusim/chip/issue.py): each pipe_barrier(PIPE_V) and
+WaitFlag<V_S> of the source is a wall after the instruction before it, an instruction with none after it
+(the row Subs of a loop, the Casts issued back to back) costs its issue alone; Duplicate and Brcb are the
+chip's Dup and Brcb; the scalar loop that writes the causal Select masks (BuildCausalSelectMasks: two
+64-bit stores a row, each AIV its own rows) is a scalar loop on the AIV's time. fwd_h still charges the
+fitted per-instruction wait (isa.vec_dependent_cycles) for its barriers (its epilogues not counted yet).
+Cross-core flags are Catlass's WithReverse flags: with depth 1 the setter waits for the waiter's reverse
+flag, which the waiter sets as it passes its wait; in the solve's first two rounds the AIC waits for it
+before it squares Y (an empty Vector phase marks the AIV passing its wait). Departures from the source, all
+small: ScaleRowsByBeta's two 64-lane Muls per matrix are one op (its walls counted); the score blocks'
+three earlier free flags and their reverse flags are left out (the AIVs are behind the AIC, so they gate
+nothing); V1's load of u, issued before it waits for C1, waits with it. Not modelled: the flags inside a
+unit (SetFlag / WaitFlag between MTE2, V, MTE3: a phase's load, compute and store run in series already,
+their own latency has no public figure); Catlass's per-call set-up (each BlockMmad's constructor and
+destructor set and wait its event flags: no public figure prices them) and its unit flag letting the FixPipe
+drain L0C while the MMAD runs; the reverse flag of PostWu's and Finalize's done flag, which keeps the AIC at
+most one item ahead of the AIVs across items (the engine orders nodes within an item only); the first
+chunk's copy of the initial state and the last chunk's fp32 final state in fwd_h. The fp16 build (the
+measured one): its ClampFp32ToOutputType Mins/Maxs run before every fp16 store. Timing model: the programs
+compute on the recording's random inputs, not the kernel's exact arithmetic.
 """
 from __future__ import annotations
 
@@ -61,19 +71,31 @@ MCH_ITERS = 3                   # KDA_SOLVE_DIAG_MCH_ITERS
 SHAPES = {"C": 64, "K": 128, "V": 128}      # the path read (the kernel tiles other shapes differently)
 
 
-def _clamp_exp(x):
-    """ClampExpInput: Mins, Maxs."""
-    return x.clamp_max(EXP_BOUND).clamp_min(-EXP_BOUND)
+def _clamp_exp(npu, x):
+    """ClampExpInput: Mins, barrier, Maxs, barrier."""
+    x = x.clamp_max(EXP_BOUND)
+    npu.pipe_barrier()
+    x = x.clamp_min(-EXP_BOUND)
+    npu.pipe_barrier()
+    return x
 
 
-def _clamp_out(x):
-    """ClampFp32ToOutputType (fp16): Mins, Maxs."""
-    return x.clamp_max(FP16_MAX).clamp_min(-FP16_MAX)
+def _clamp_out(npu, x, cast: bool = True):
+    """ClampFp32ToOutputType (fp16): Mins, barrier, Maxs, barrier; then (`cast`) the Cast down, a barrier
+    (the Cast itself rides on the 16-bit store)."""
+    x = x.clamp_max(FP16_MAX)
+    npu.pipe_barrier()
+    x = x.clamp_min(-FP16_MAX)
+    npu.pipe_barrier(2 if cast else 1)
+    return x
 
 
-def _dup(shape, value: float):
-    """Duplicate (FillLocalFloat, BuildPrefixMask): one instruction over `shape`."""
-    return torch.full(shape, value) * 1.0
+def _dup(npu, shape, value: float, barrier: bool = True):
+    """Duplicate (FillLocalFloat, BuildPrefixMask): one instruction over `shape`, a barrier after it."""
+    out = npu.dup(value, torch.zeros(shape))
+    if barrier:
+        npu.pipe_barrier()
+    return out
 
 
 def _pair(x, i: int, half: int):
@@ -92,9 +114,20 @@ def _minus(a, b):
     return a.expand_as(b) - b if a.numel() < b.numel() else a - b.expand_as(a)
 
 
-def _exp2_of(diffs):
-    """e^(x ln 2) of the row differences: Muls LN2, ClampExpInput, Exp."""
-    return _clamp_exp(diffs * LN2).exp()
+def _exp2_of(npu, diffs):
+    """e^(x ln 2) of the row differences: Muls LN2, ClampExpInput, Exp, a barrier after each."""
+    x = diffs * LN2
+    npu.pipe_barrier()
+    x = _clamp_exp(npu, x).exp()
+    npu.pipe_barrier()
+    return x
+
+
+def _load_row(npu, t, index):
+    """LoadAsFloatRow of an fp32 row: DataCopy, the Adds copy, two barriers (hpp:501)."""
+    out = npu.load(t, index) + 0.0
+    npu.pipe_barrier(2)
+    return out
 
 
 def _block(npu, t, r: int, c: int, size: int):
@@ -103,7 +136,8 @@ def _block(npu, t, r: int, c: int, size: int):
     return npu.load(t, (..., slice(r, r + size), slice(c, c + size)), strided=True)
 
 
-@phase_program("fla_npu.prepare", returns=("Aqk", "Akk", "QG", "QGs", "Wseed", "Useed"), gm_layout="head-major")
+@phase_program("fla_npu.prepare", returns=("Aqk", "Akk", "QG", "QGs", "Wseed", "Useed"), gm_layout="head-major",
+               barriers="explicit")
 def prepare(npu, Q, K, V, g, beta, scale):
     """ChunkKdaFwdPrepare on one (chunk, value head) item (ProcessChunkPreAivFp32 / ProcessChunkPreAicFp32)."""
     C = Q.shape[-2]
@@ -112,18 +146,27 @@ def prepare(npu, Q, K, V, g, beta, scale):
     refs, qg, kw, kg, aqk, akk = [], [], [], [], [], []
     for b in range(C // BC):                             # the score loop, one BC-row block a round
         r0, ref, cols = b * BC, b * BC + BC // 2, (b + 1) * BC
-        with npu.vec(f"ref{b}"):                         # LoadAsFloatRow(gk, refToken): DataCopy, Adds copy
-            refs.append(rows(g, ref, ref + 1) + 0.0)
+        with npu.vec(f"ref{b}"):                         # LoadAsFloatRow(gk, refToken)
+            refs.append(_load_row(npu, g, (..., slice(ref, ref + 1), slice(None))))
         npu.keep(refs[b])
         with npu.vec(f"qw{b}"):                          # the block's rows, BC / 2 on each AIV: one tile
             qb, kb, gb = rows(Q, r0, cols), rows(K, r0, cols), rows(g, r0, cols)
-            e = _exp2_of(_rows_back([_minus(_pair(gb, i, BC // 2), refs[b]) for i in range(BC // 2)], BC // 2))
-            qg.append(_clamp_out(qb * e))                # Mul, clamp (Cast: on the store)
-            kw.append(_clamp_out(kb * e))
+            d = _rows_back([_minus(_pair(gb, i, BC // 2), refs[b]) for i in range(BC // 2)], BC // 2)
+            npu.pipe_barrier(2)                          # after the two Casts in, after the row Subs
+            e = _exp2_of(npu, d)
+            qm = qb * e                                  # Mul, clamp, Cast (on the store)
+            npu.pipe_barrier()
+            qg.append(_clamp_out(npu, qm))
+            km = kb * e
+            npu.pipe_barrier()
+            kw.append(_clamp_out(npu, km))
         with npu.vec(f"kg{b}"):                          # k e^(g_ref - g) of rows 0 .. cols, split in halves
             kc, gc = rows(K, 0, cols), rows(g, 0, cols)
             d = _rows_back([_minus(refs[b], _pair(gc, i, cols // 2)) for i in range(cols // 2)], cols // 2)
-            kg.append(_clamp_out(kc * _exp2_of(d)))
+            npu.pipe_barrier(2)                          # after the Cast in, after the row Subs
+            km = kc * _exp2_of(npu, d)
+            npu.pipe_barrier()
+            kg.append(_clamp_out(npu, km))
         npu.sync(qg[b], kw[b], kg[b])                    # ready: the factors through the score scratch (fp16)
         with npu.cube(f"mma{b}"):                        # ComputeRawAqkAkkCubeBlock: B (kg) resident in L1
             aqk.append(qg[b] @ kg[b].mT)                 # BC x cols x K, fp32 to the Aqk workspace
@@ -131,22 +174,38 @@ def prepare(npu, Q, K, V, g, beta, scale):
         npu.spill(aqk[b], akk[b])
     npu.sync()                                           # the last free flag: the AIVs go on
     with npu.vec("gate"):                                # PrepareGateProductsBulk: C / 2 rows on each AIV
-        e = _exp2_of(g + 0.0)                            # Adds copy, Muls, Mins, Maxs, Exp
-        QG = _clamp_out(Q * e)
-        w0 = _clamp_out(K * e)
-        kg0 = _clamp_out(K * _exp2_of(g * -1.0))         # Muls -1, ..., stored to qgScaled (rewritten later)
+        g0 = g + 0.0                                     # Adds copy (after the Casts in: two barriers)
+        npu.pipe_barrier(2)
+        e = _exp2_of(npu, g0)                            # Muls, Mins, Maxs, Exp
+        QG = Q * e
+        npu.pipe_barrier()
+        QG = _clamp_out(npu, QG)
+        w0 = K * e
+        npu.pipe_barrier()
+        w0 = _clamp_out(npu, w0)
+        gn = g * -1.0                                    # Muls -1, ..., stored to qgScaled (rewritten later)
+        npu.pipe_barrier()
+        kg0 = K * _exp2_of(npu, gn)
+        npu.pipe_barrier()
+        kg0 = _clamp_out(npu, kg0)
     npu.spill(QG, w0, kg0)
     L, X, Aqk_m = _solve_input(npu, beta, aqk, akk, C)
     Ai, last = _solve(npu, L, X, C)
     with npu.vec("wu"):                                  # PrepareWuCubeInputs: w and v scaled by beta
-        bw = npu.load(beta, (..., slice(None))) + 0.0    # LoadAsFloatRow
-        bb = bw[..., :, None].expand(*bw.shape, 8) * 1.0        # Brcb: one repeat per 8 rows
-        Wseed = w0 * bb[..., :, :1].expand_as(w0)        # ScaleRowsByBeta: Mul, one row a repeat
+        bw = _load_row(npu, beta, (..., slice(None)))    # LoadAsFloatRow
+        bb = npu.brcb(bw)                                # Brcb: one repeat per 8 rows
+        npu.pipe_barrier()
+        Wseed = w0 * bb[..., :, :1].expand_as(w0)        # ScaleRowsByBeta: Cast in, two 64-lane Muls, Cast out
+        npu.pipe_barrier(4)                              # (one recorded Mul), a barrier after each
         Useed = V * bb[..., :, :1].expand_as(V)
+        npu.pipe_barrier(4)
     with npu.vec("fin"):                                 # FinalizePrepareIntermediates: aqk, akk, qg loaded
-        Aqk = _clamp_out(Aqk_m * scale)                  # Muls, clamp (Cast: on the store)
-        QGs = _clamp_out(QG * scale)
-        Akk_all = _clamp_out(torch.cat([Ai, last.reshape(*last.shape[:-2], -1, C)], -2))
+        Aqk = Aqk_m * scale                              # Muls, Cast in, barrier, Muls, barrier
+        QGs = QG * scale
+        npu.pipe_barrier(2)
+        Aqk = _clamp_out(npu, Aqk, cast=False)           # the three clamps, then the three Casts, a barrier
+        QGs = _clamp_out(npu, QGs, cast=False)
+        Akk_all = _clamp_out(npu, torch.cat([Ai, last.reshape(*last.shape[:-2], -1, C)], -2))
         Akk = Akk_all[..., :C, :]                        # the merged blocks ride on the last flag
     return Aqk, Akk, QG, QGs, Wseed, Useed
 
@@ -160,23 +219,34 @@ def _solve_input(npu, beta, aqk: list, akk: list, C: int):
     causal = torch.as_tensor(np.tril(np.ones((C, C), dtype=bool)))           # the masks the scalar loop writes
     strict = torch.as_tensor(np.tril(np.ones((C, C), dtype=bool), -1))
     with npu.vec("solve_in"):
-        [_dup((C, C), 0.0), _dup((C, C), 0.0), _dup((C,), 0.0)]   # FillLocalFloat aqk, akk, beta
-        bs = npu.load(beta, (..., slice(None))) + 0.0                     # LoadAsFloatRow
+        [_dup(npu, (C, C), 0.0), _dup(npu, (C, C), 0.0), _dup(npu, (C,), 0.0)]   # FillLocalFloat aqk, akk, beta
+        bs = _load_row(npu, beta, (..., slice(None)))                      # LoadAsFloatRow
         Aqk, Akk = wide(aqk), wide(akk)                                    # DataCopyPad of the rows (fp32)
-        bb = bs[..., :, None].expand(*bs.shape, 8) * 1.0                          # Brcb
+        bb = npu.brcb(bs)                                                  # Brcb
+        npu.pipe_barrier()
+        cols = []
         with npu.repeats(half):                                            # Mul(mask 8, repeat rows) x C / 8
-            cols = [Akk[..., :, c:c + 8] * bb for c in range(0, C, 8)]
-        _dup((8,), 0.0)                                             # SelectCausalRows
-        Aqk_m = torch.where(causal, Aqk, 0.0)                              # Select (after the scalar mask loop)
-        L = torch.where(strict, torch.cat(cols, -1), 0.0)
+            for c in range(0, C, 8):
+                cols.append(Akk[..., :, c:c + 8] * bb)
+                npu.pipe_barrier()
+        _dup(npu, (2, 8), 0.0)                                             # SelectCausalRows: the zero block
+        masks = npu.scalar("BuildCausalSelectMasks: two 64-bit masks a row", lambda: torch.stack(
+            [causal, strict]), accesses=2 * half, matrices=2)              # each AIV its rows' masks
+        Aqk_m = torch.where(masks[0], Aqk, 0.0)                            # Select, a row a repeat
+        L = torch.where(masks[1], torch.cat(cols, -1), 0.0)
+        npu.pipe_barrier(2)                                                # and WaitFlag<V_S>
         neg = L * -1.0                                                     # Muls
+        npu.pipe_barrier()
         xs = []
         for i in range(half):                                              # + I, one row a round on each AIV
-            m = _dup((2, C), 0.0)                                          # BuildPrefixMask(row + 1)
-            _dup((half + 2 * i + 2,), 1.0)
-            o = _dup((2, C), 0.0)                                          # BuildPrefixMask(row)
-            _dup((half + 2 * i,), 1.0) if i else None
-            xs.append(_pair(neg, i, half) + (m - o))                       # Sub, Add
+            m = _dup(npu, (2, C), 0.0, barrier=False)                      # BuildPrefixMask(row + 1)
+            _dup(npu, (half + 2 * i + 2,), 1.0)
+            o = _dup(npu, (2, C), 0.0, barrier=not i)                      # BuildPrefixMask(row)
+            _dup(npu, (half + 2 * i,), 1.0) if i else None
+            mask = m - o                                                   # Sub, Add
+            npu.pipe_barrier()
+            xs.append(_pair(neg, i, half) + mask)
+            npu.pipe_barrier()
         X = _rows_back(xs, half)
     npu.spill(Aqk_m, L, X)                               # aqk and L (akk) back to the fp32 workspace, X
     npu.sync()                                           # ready: RunAicAfterBothAivReady
@@ -202,13 +272,20 @@ def _solve(npu, L, X, C: int):
                 T.append(_block(npu, Xs[it], d(i), d(i), DIAG) @ _block(npu, Yl[it * n + i], 0, 0, DIAG))
             npu.spill(T[it * n + i])
         npu.sync()                                       # done: the AIVs add the round into X's diagonal
+        if it + 1 < MCH_ITERS:                           # the AIV's WaitFlagWithReverse sets the reverse flag
+            with npu.vec(f"rev{it}"):                    # as it passes (depth 1): the AIC waits for it before
+                pass                                     # it squares Y
         with npu.vec(f"add{it}"):                        # x rows and tmp rows loaded, one 16-wide Add a row
             x = Xs[it]
             tmp = torch.cat([torch.cat([T[it * n + i]] * n, -1) for i in range(n)], -2)
-            sums = [_pair(x, r, half)[..., diag(r)] + _pair(tmp, r, half)[..., diag(r)] for r in range(half)]
+            sums = []
+            for r in range(half):
+                sums.append(_pair(x, r, half)[..., diag(r)] + _pair(tmp, r, half)[..., diag(r)])
+                npu.pipe_barrier()
             Xs.append(torch.cat([_rows_back(sums, half)] * n, -1))
         npu.spill(Xs[it + 1])                            # x back to the solve scratch (the last: also to akk)
         if it + 1 < MCH_ITERS:
+            npu.sync(after=f"rev{it}")                   # the reverse flag
             for i in range(n):
                 with npu.cube(f"yy{it}_{i}"):            # Y_ii^2 while the AIVs add
                     Y = Yl[it * n + i]
@@ -233,7 +310,7 @@ def _solve(npu, L, X, C: int):
     return Ai, merged[-1]
 
 
-@phase_program("fla_npu.post_wu", returns=("W", "U", "Kg"), gm_layout="head-major")
+@phase_program("fla_npu.post_wu", returns=("W", "U", "Kg"), gm_layout="head-major", barriers="explicit")
 def post_wu(npu, K, g, Wseed, Akk, Useed):
     """ChunkKdaFwdPostWu on one item: ComputePostWuCube, then CopyScratchWAndFinalizeKg (C / 2 rows on each
     AIV, one tile)."""
@@ -244,13 +321,16 @@ def post_wu(npu, K, g, Wseed, Akk, Useed):
         U = Akk @ Useed                                  # C x V x C: stored fp16
     npu.sync(Wf)                                         # done: set after both
     with npu.vec("glast"):                               # LoadAsFloatRow(gk, last)
-        g_last = npu.load(g, (..., slice(C - 1, C), slice(None))) + 0.0
+        g_last = _load_row(npu, g, (..., slice(C - 1, C), slice(None)))
     npu.keep(g_last)
-    with npu.vec("w"):                                   # DataCopy, Cast, DataCopy out: the cast on the store
-        W = Wf.clone()
+    with npu.vec("w"):                                   # DataCopy, Cast, barrier, DataCopy out: the cast on
+        W = Wf.clone()                                   # the store
     with npu.vec("kg"):                                  # k e^(g_last - g), row by row Subs
         d = _rows_back([_minus(g_last, _pair(g, i, C // 2)) for i in range(C // 2)], C // 2)
-        Kg = _clamp_out(K * _exp2_of(d))
+        npu.pipe_barrier(3)                              # W's Cast, the Cast of k in, the row Subs
+        km = K * _exp2_of(npu, d)
+        npu.pipe_barrier()
+        Kg = _clamp_out(npu, km)
     return W, U, Kg
 
 
@@ -282,7 +362,7 @@ def fwd_h(npu, Kg, W, U, g, H_in, S_prev):
     return V_new, S_new
 
 
-@phase_program("fla_npu.finalize", returns=("O",), gm_layout="head-major")
+@phase_program("fla_npu.finalize", returns=("O",), gm_layout="head-major", barriers="explicit")
 def finalize(npu, QGs, Aqk, V_new, H):
     """ChunkKdaFwdFinalize on one item: ComputeOutputCube, then FinalizeOutputRows (C / 2 rows on each AIV)."""
     with npu.cube("qh"):                                 # (q g scale) h: fp32 to the state scratch; PIPE_ALL
@@ -291,7 +371,9 @@ def finalize(npu, QGs, Aqk, V_new, H):
         OL = Aqk @ V_new
     npu.sync(OS, OL)                                     # done
     with npu.vec("o"):
-        O = _clamp_out(OS + OL)                          # Add, clamp (Cast: on the store)
+        O = OS + OL                                      # Add, clamp, Cast (on the store)
+        npu.pipe_barrier()
+        O = _clamp_out(npu, O)
     return O
 
 

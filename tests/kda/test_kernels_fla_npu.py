@@ -5,8 +5,8 @@ model's output. Counts are per item (one chunk of one head) and per AIV, where t
 
 Prepare's AIV code issues 558 Vector instructions an item on AIV0 (the score loop 208, the gate products 24,
 the solve input 208, three adds 96, w/v 10, the intermediates 12) and 388 pipe_barrier(PIPE_V) (104, 23, 145,
-96, 11, 9): the calibrated chip charges its fitted wait per dependent instruction (fitted on MegaGDN's PTO
-kernels, whose barriers are fewer than their instructions too), so the instructions are what is priced."""
+96, 11, 9) and one WaitFlag<V_S> (after the Selects); Prepare, PostWu and Finalize declare their barriers, so
+these walls, not the instructions, are what the chip's per-barrier wait prices (npusim/chip/issue.py)."""
 from __future__ import annotations
 
 import pytest
@@ -71,7 +71,8 @@ def test_the_gate_products_and_the_solve_input(graphs):
     gate = p.phase("gate")
     assert len(gate.ops) + _casts(gate) == 24
     assert gate.gm_write_bytes == 3 * C * K * 2
-    assert _ops(p, "solve_in") == 208
+    solve_in = p.phase("solve_in").ops
+    assert len([op for op in solve_in if op.kind != "scalar"]) == 208
     masked = [op for op in p.phase("solve_in").ops if op.repeats]
     assert len(masked) == 8 and all(op.repeats == C // 2 and op.elements == C * 8 for op in masked)
     assert p.phase("solve_in").gm_write_bytes == 3 * C * C * 4     # aqk, L (akk) and X back, fp32
@@ -99,9 +100,70 @@ def test_the_flags_of_an_item(graphs):
     ready, 3 rounds of done / ready, the merge's done (the 3 earlier score free flags gate nothing: the AIVs
     are behind the AIC)."""
     p = graphs["prepare"]
-    assert len(p.syncs) == 4 + 1 + 1 + 3 * 2 + 1
+    assert len(p.syncs) == 4 + 1 + 1 + 3 * 2 + 1 + 2
     assert [s.producer for s in p.syncs if s.direction == "vec->cube" and not s.consumer.startswith("mma")] == \
-        ["solve_in", "add0", "add1", "add2"]
+        ["solve_in", "rev0", "add0", "rev1", "add1", "add2"]
+
+
+def test_the_solve_rounds_reverse_flags(graphs):
+    """syncDoneFlag_ is a Catlass CrossCoreFlagWithReverse of depth 1 (KDA_SYNC_REVERSE_DEPTH, hpp:73, 2408):
+    CrossCoreSetFlagWithReverse sets the flag, then waits for the reverse one, which
+    CrossCoreWaitFlagWithReverse sets as soon as its wait passes. In rounds 0 and 1 of ComputeAkkInverseMchFull
+    (hpp:1499-1506) the AIC squares Y after its done flag, so it waits for the AIVs' reverse flag first: an
+    empty Vector phase (the AIVs passing their wait) hands the reverse flag to the first Y^2 call. Round 2
+    squares nothing: its reverse flag arrives before the AIVs' ready flag, and gates nothing."""
+    p = graphs["prepare"]
+    for it in (0, 1):
+        assert p.phase(f"rev{it}").ops == ()
+        (rev,) = [s for s in p.syncs if s.producer == f"rev{it}"]
+        assert rev.consumer == f"yy{it}_0" and rev.nbytes == 0
+    assert "rev2" not in [ph.name for ph in p.phases]
+
+
+def _walls(graph, name):
+    return sum(op.walls or 0 for op in graph.phase(name).ops)
+
+
+def test_prepare_walls_are_the_sources_barriers(graphs):
+    """pipe_barrier(PIPE_V) counted in the source per AIV (WaitFlag<V_S> counted with them):
+    LoadAsFloatRow of an fp32 row (hpp:501): 2 (after the Adds copy, at the end);
+    PrepareScoreFactorsBulk's qw tile (hpp:626-664): after the Casts, the row Subs, Muls, Mins, Maxs, Exp, then
+    Mul, Mins, Maxs, Cast twice: 14; its kg tile (hpp:678-697): Cast, Subs, Muls, Mins, Maxs, Exp, Mul, Mins,
+    Maxs, Cast: 10; PrepareGateProductsBulk (hpp:762-812): 23; PrepareAqkAkkSolveInputRows (hpp:1160): 3
+    FillLocalFloat + LoadAsFloatRow 2 + Brcb 1 + 8 column Muls + SelectCausalRows' Duplicate 1, Selects 1 and
+    WaitFlag<V_S> 1 + Muls 1 + 32 rows x (BuildPrefixMask twice, Sub, Add) 4 = 146; AddSolveTmpToXDiagRows
+    (hpp:1395-1400): one per row, 32; PrepareWuCubeInputs (hpp:1618): LoadAsFloatRow 2, Brcb 1, then for w and
+    v a Cast in, two Muls, a Cast out: 11; FinalizePrepareIntermediates (hpp:1676-1690): 9."""
+    p = graphs["prepare"]
+    for b in range(C // 16):
+        assert (_walls(p, f"ref{b}"), _walls(p, f"qw{b}"), _walls(p, f"kg{b}")) == (2, 14, 10)
+    assert _walls(p, "gate") == 23
+    assert _walls(p, "solve_in") == 146
+    assert [_walls(p, f"add{i}") for i in range(3)] == [32, 32, 32]
+    assert (_walls(p, "wu"), _walls(p, "fin")) == (11, 9)
+    kg3 = [op for op in p.phase("kg3").ops if op.name == "sub"]
+    assert [op.walls for op in kg3] == [0] * 31 + [2]     # no barrier inside the row loop; the Cast's and the
+                                                          # loop's land after its last Sub
+
+
+def test_the_causal_masks_scalar_loop_and_the_dups(graphs):
+    """BuildCausalSelectMasks (hpp:988): per row of the AIV's 32, two 64-bit stores by the scalar unit (one
+    column block of 64, KDA_SOLVE_BT); each AIV writes its own rows' masks. Duplicate: 3 FillLocalFloat, the
+    Select zero block, and BuildPrefixMask's (hpp:965) two or one per mask, two masks a row: 4 x 32 - 1 on
+    AIV0 (row 0's one-hot has no prefix). Brcb: beta in the solve input and in PrepareWuCubeInputs."""
+    p = graphs["prepare"]
+    (scalar,) = [op for op in p.phase("solve_in").ops if op.kind == "scalar"]
+    assert scalar.steps == 2 * 32 and scalar.elements == 2
+    assert len([op for op in p.phase("solve_in").ops if op.name == "dup"]) == 3 + 1 + 4 * 32 - 1
+    assert [len([op for op in p.phase(n).ops if op.name == "brcb"]) for n in ("solve_in", "wu")] == [1, 1]
+
+
+def test_post_wu_and_finalize_walls(graphs):
+    """CopyScratchWAndFinalizeKg (hpp:1780): LoadAsFloatRow 2, W's Cast 1, then the kg tile as Prepare's: 10.
+    FinalizeOutputRows (hpp:1927): Add, Mins, Maxs, Cast: 4."""
+    pw, fin = graphs["post_wu"], graphs["finalize"]
+    assert sum(_walls(pw, ph.name) for ph in pw.phases if ph.unit == "vec") == 2 + 1 + 10
+    assert _walls(fin, "o") == 4
 
 
 def test_prepare_ends_with_w_v_scaled_and_the_intermediates_cast(graphs):
