@@ -16,7 +16,9 @@ bench: .venv/.stamp
 	$(PY) -m pip --disable-pip-version-check -q install -e ".[bench]"
 	$(PY) benchmarks/scale.py
 	$(PY) benchmarks/replay_speed.py
+	$(PY) benchmarks/decode_speed.py
 	$(PY) benchmarks/uncertainty.py
+	$(PY) benchmarks/page_faults.py
 
 notebooks: .venv/.stamp
 	$(PY) scripts/execute_notebooks.py

@@ -6,6 +6,8 @@
                                                                           beta sigmoid, ...); differentiable
                                                                           (kda/driver/autograd.py)
     recurrent_kda(...)                              -> (o, final_state)   the ground truth
+    fused_recurrent_kda(q, k, v, g, beta, ...)      -> (o, final_state)   a decode step (FLA's shape) by a
+                                                                          decode design (kda/decode/)
     python -m kda.run --version v3 --chunks 16                            the command line
 
 The folders, in layer order (tests/test_layering.py keeps imports going one way):
@@ -14,6 +16,7 @@ programs/     the designs as phase programs, one file each
 reference/    the ground truth every design is held to
 driver/       the numerics driver: chunk_kda, execute, the backward and autograd
 kernels/      the real kernels' timed shapes and their models
+decode/       the one-token decode step: its designs, the measured decode kernels, the decode study
 settings/     a run's settings, built and checked once
 studies/      what one run, or many, says about a design
 views/        tables, plots and traces of the results
@@ -22,9 +25,13 @@ sweep/        design-space sweeps
 schema/       the run JSON's schema; validation/: the measured Ascend timings (package data)
 run.py validate.py attribution.py stability.py   python -m kda.run (.validate, .attribution, .stability)
 """
+import npusim.command  # noqa: F401  (first: a command's Ctrl-C while the modules import is one line, exit 130)
+
+from kda.decode.api import fused_recurrent_kda
 from kda.driver.checks import KdaInputError
 from kda.driver.chunk_kda import chunk_kda, recurrent_kda
 from kda.driver.execute import Execution, execute
 from kda.programs import PROGRAMS, get_program
 
-__all__ = ["Execution", "KdaInputError", "PROGRAMS", "chunk_kda", "execute", "get_program", "recurrent_kda"]
+__all__ = ["Execution", "KdaInputError", "PROGRAMS", "chunk_kda", "execute", "fused_recurrent_kda", "get_program",
+           "recurrent_kda"]

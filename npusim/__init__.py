@@ -10,16 +10,21 @@ output/       reports and traces of what the event model ran
 fit/          the model against measurements: the fitted profile and its uncertainty
 profiles/     the shipped hardware profiles (TOML, a source for every number)
 errors.py     the errors the runtime raises, each one line
+command.py    a command's process: Ctrl-C, closed pipes, SIGINT held while workers start
 calibrate.py  python -m npusim.calibrate
 """
-from npusim.chip.profile import Profile, load_profile, shipped_profiles
-from npusim.errors import DataflowError, NpuSimError, ProfileError, WorkspaceError
-from npusim.model.engine import OWN, RIDE, Run, Template, Trace, TraceEvent, build_template, simulate
-from npusim.output.report import Report, build_report, run_and_report
-from npusim.record.graph import CUBE, VEC, Payload, Phase, PhaseGraph, StateSpec, Sync
-from npusim.record.memory import keep_freed_memory
-from npusim.record.precision import DTYPES, Precision
-from npusim.record.program import Executor, Nonfinite, Npu, PhaseProgram, phase_program
+from npusim.command import quiet_while_starting
+
+quiet_while_starting()          # a command's Ctrl-C during these imports: one line, exit 130 (npusim/command.py)
+
+from npusim.chip.profile import Profile, load_profile, shipped_profiles  # noqa: E402
+from npusim.errors import DataflowError, NpuSimError, ProfileError, WorkspaceError  # noqa: E402
+from npusim.model.engine import OWN, RIDE, Run, Template, Trace, TraceEvent, build_template, simulate  # noqa: E402
+from npusim.output.report import Report, build_report, run_and_report  # noqa: E402
+from npusim.record.graph import CUBE, VEC, Payload, Phase, PhaseGraph, StateSpec, Sync  # noqa: E402
+from npusim.record.memory import keep_freed_memory  # noqa: E402
+from npusim.record.precision import DTYPES, Precision  # noqa: E402
+from npusim.record.program import Executor, Nonfinite, Npu, PhaseProgram, phase_program  # noqa: E402
 
 __all__ = [
     "CUBE", "VEC", "OWN", "RIDE", "DTYPES",

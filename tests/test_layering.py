@@ -14,12 +14,12 @@ MAX_MODULES = 13                    # "at most ~12 modules per folder" (__init__
 # Each folder's rank: a module may import its own rank or lower, never higher. The package roots'
 # command shims (kda/run.py, ...) and re-exporting __init__ files rank with the command lines.
 LAYERS = {
-    "npusim.errors": 0, "npusim.record": 1, "npusim.chip": 2, "npusim.model": 3, "npusim.output": 4,
+    "npusim.errors": 0, "npusim.command": 0, "npusim.record": 1, "npusim.chip": 2, "npusim.model": 3, "npusim.output": 4,
     "npusim.fit": 4, "npusim": 5,
-    "kda.programs": 10, "kda.reference": 10, "kda": 11, "kda.driver": 11, "kda.kernels": 12, "kda.settings": 12, "kda.studies": 13, "kda.views": 14,
+    "kda.programs": 10, "kda.reference": 10, "kda": 11, "kda.driver": 11, "kda.decode": 11, "kda.kernels": 12, "kda.settings": 12, "kda.studies": 13, "kda.views": 14,
     "kda.cli": 15, "kda.sweep": 16,
 }
-ROOT_SHIMS = {"kda.run", "kda.validate", "kda.attribution", "kda.stability", "npusim.calibrate"}
+ROOT_SHIMS = {"kda.run", "kda.validate", "kda.attribution", "kda.stability", "npusim.calibrate", "kda.decode.__main__"}
 
 
 def _rank(module: str) -> int:

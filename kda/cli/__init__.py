@@ -7,4 +7,5 @@
     attribution.py   python -m kda.attribution
     stability.py     python -m kda.stability
     validate.py      python -m kda.validate
+    decode.py        python -m kda.decode (python -m kda.run --decode): decode steps
 """

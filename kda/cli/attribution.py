@@ -5,6 +5,10 @@ and search a precision policy for a target (attribution.py holds the model).
 """
 from __future__ import annotations
 
+import math
+
+from npusim import NpuSimError
+from npusim.command import as_command
 
 from kda.driver.checks import KdaInputError
 from kda.studies.attribution import attribution_table, sci, find_policy, one_thread
@@ -13,10 +17,11 @@ from kda.studies.evaluate import evaluate
 from kda.settings.inputs import make_settings_inputs
 from kda.driver.inputs import GATES
 from kda.programs import PROGRAMS, get_program
-from kda.cli.common import Parser, console, fail, prog_name
+from kda.cli.common import Parser, console, fail, prog_name, seed_problem
 from kda.cli.checks import parse_payload_dtypes
 
 
+@as_command
 def main(argv: list[str] | None = None) -> int:
     with one_thread():
         return _main(argv)
@@ -49,11 +54,15 @@ def _main(argv: list[str] | None) -> int:
     try:
         if args.chunks < 1 or args.heads < 1:
             raise KdaInputError("--chunks and --heads must be >= 1")
+        if problem := seed_problem(args.seed):
+            raise KdaInputError(problem)
+        if args.target is not None and not (math.isfinite(args.target) and args.target > 0):
+            raise KdaInputError(f"--target is a relative RMS error: a number > 0, got {args.target}")
         s = Settings(chunks=args.chunks, heads=args.heads, dtype=args.dtype, gates=args.gates, seed=args.seed,
                      payload_dtypes=parse_payload_dtypes(args.precision), state_dtype=args.state_dtype,
                      attribution=True)
         r = evaluate(args.version, s, timing=False)
-    except ValueError as err:            # KdaInputError included: one line, exit 2
+    except (ValueError, NpuSimError) as err:      # KdaInputError and the work limits included: one line, exit 2
         return fail(str(err))
     con = console()
     con.print(attribution_table(r.attribution, f"{args.version}, {args.dtype}, gates {args.gates}, "

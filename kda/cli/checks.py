@@ -12,7 +12,8 @@ import torch
 
 from npusim import NpuSimError
 
-from kda.driver.checks import KdaInputError
+from kda.cli.common import seed_problem
+from kda.driver.checks import KdaInputError, check_inputs, check_tensor
 from kda.driver.inputs import KdaInputs
 
 
@@ -43,6 +44,8 @@ def check_args(args) -> None:
         raise KdaInputError("--gate-lower-bound bounds the in-kernel gate: it needs --gate-in-kernel")
     if lb is not None and not -5.0 <= lb < 0.0:      # also refuses nan and inf
         raise KdaInputError(f"--gate-lower-bound must be in [-5, 0) (FLA's safe gate), got {lb}")
+    if problem := seed_problem(args.seed):
+        raise KdaInputError(problem)
     if args.uncertainty is not None:
         from kda.studies.uncertainty import check_samples
         try:
@@ -68,6 +71,16 @@ def check_args(args) -> None:
     if "states" in named and not args.backward:
         raise KdaInputError("--states chooses how the backward pass gets the forward's intermediates: "
                             "it needs --backward")
+
+
+def check_interleave(settings, cores: int) -> None:
+    """--interleave N alternates N sequences a core holds: more than the busiest core holds would be
+    reported as asked while the run alternates fewer (a sweep may still ask for it: there it is one axis)."""
+    per = (len(settings.seqlens) if settings.seqlens else settings.batch) * settings.heads
+    most = -(-per // max(1, min(cores, per)))
+    if settings.interleave > most:
+        raise KdaInputError(f"--interleave {settings.interleave}: a core holds at most {most} sequence(s) here "
+                            f"({per} over {min(cores, per)} core(s)); it cannot alternate more")
 
 
 def parse_payload_dtypes(text: str | None) -> dict[str, str]:
@@ -149,6 +162,12 @@ def load_inputs(path: Path) -> KdaInputs:
     missing = [k for k in ("q", "k", "v", "beta") if k not in data]
     if missing or ("g" not in data and "alpha" not in data):
         raise KdaInputError(f"--inputs {path}: missing {', '.join(missing) or 'g or alpha'}")
+    try:                                 # the API's checks of each tensor, before any arithmetic on one
+        for name, x in data.items():
+            if name in ("q", "k", "v", "g", "alpha", "beta", "initial_state"):
+                check_tensor(name, x, optional=name == "initial_state")
+    except KdaInputError as err:
+        raise KdaInputError(f"--inputs {path}: {err}") from None
     g = data.get("g")
     if g is None:
         alpha = data["alpha"].float()
@@ -159,4 +178,9 @@ def load_inputs(path: Path) -> KdaInputs:
             raise KdaInputError(f"decay alpha must lie in (0, 1]; {int(bad.sum())} values do not "
                                 f"(min {float(alpha.min()):.4g}, max {float(alpha.max()):.4g})")
         g = alpha.log()
-    return KdaInputs(data["q"], data["k"], data["v"], g, data["beta"], data.get("initial_state"))
+    x = KdaInputs(data["q"], data["k"], data["v"], g, data["beta"], data.get("initial_state"))
+    try:                                 # shapes and values as the API checks them
+        check_inputs(x.q, x.k, x.v, x.g, x.beta, None, 1)   # the state per sequence: check_inputs_seqlens
+    except KdaInputError as err:
+        raise KdaInputError(f"--inputs {path}: {err}") from None
+    return x

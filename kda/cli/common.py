@@ -76,3 +76,14 @@ class progress:
         if self.enabled:
             self.bar.__exit__(*exc)
         return False
+
+
+SEED_LIMIT = 2 ** 63              # torch's generators take a signed 64-bit seed
+
+
+def seed_problem(seed: int, flag: str = "--seed") -> str | None:
+    """The one check of a seed, for every command line: a whole number in [0, 2**63); the line saying what
+    is wrong, or None."""
+    if not 0 <= seed < SEED_LIMIT:
+        return f"{flag} must be in [0, 2**63), got {seed}"
+    return None

@@ -11,9 +11,12 @@ import math
 import sys
 
 from npusim import NpuSimError, keep_freed_memory
+from npusim.command import as_command, sigint_held
+from npusim.output import files
+from npusim.output.files import same_file
 
 from kda.cli import jsonout
-from kda.cli.checks import check_args, check_inputs_seqlens, given, load_inputs
+from kda.cli.checks import check_args, check_inputs_seqlens, check_interleave, given, load_inputs
 from kda.driver.checks import KdaInputError
 from kda.cli.common import fail, progress
 from kda.cli.run_options import build_parser, settings_from_args
@@ -37,7 +40,12 @@ def parse_args(argv: list[str] | None = None, parser: argparse.ArgumentParser | 
     return args
 
 
+@as_command
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--decode" in argv:               # the one-token recurrent step: kda/cli/decode.py (python -m kda.decode)
+        from kda.cli.decode import main as decode
+        return decode([a for a in argv if a != "--decode"])
     args = parse_args(argv)
     if args.version is None:
         from kda.cli.run_backward import DEFAULT_BACKWARD
@@ -56,44 +64,51 @@ def main(argv: list[str] | None = None) -> int:
         from kda.cli.run_backward import run_backward
         return run_backward(args, settings, inputs, _fail, profile)
     results, errors = [], []
-    ref = None
-    with progress(enabled=not args.json and settings.numerics,
-                   total=len(versions) * math.ceil(settings.T / settings.chunk_size)) as tick:
-        for v in versions:
-            try:        # a version the input does not suit is reported; the others still run
-                r = evaluate(v, settings, inputs, ref, progress=tick, foreign_payloads_ok=len(versions) > 1,
-                             profile=profile)
-            except (KdaInputError, NpuSimError, ValueError) as err:
-                errors.append(f"{v}: {err}" if len(versions) > 1 else str(err))
-                continue
-            if settings.numerics:
-                ref = ref or reference(r.execution)
-            results.append(r)
-            if r.capacity_error:          # what was computed is shown; the run still fails
-                errors.append(f"{v}: {r.capacity_error}" if len(versions) > 1 else r.capacity_error)
-    try:
+    ref, spread, stopped = None, None, None
+    try:                        # Ctrl-C: the designs that finished are reported, then one line (exit 130)
+        with progress(enabled=not args.json and settings.numerics,
+                       total=len(versions) * math.ceil(settings.T / settings.chunk_size)) as tick:
+            for v in versions:
+                stopped = v
+                try:        # a version the input does not suit is reported; the others still run
+                    r = evaluate(v, settings, inputs, ref, progress=tick, foreign_payloads_ok=len(versions) > 1,
+                                 profile=profile)
+                except (KdaInputError, NpuSimError, ValueError) as err:
+                    errors.append(f"{v}: {err}" if len(versions) > 1 else str(err))
+                    continue
+                if settings.numerics:
+                    ref = ref or reference(r.execution)
+                results.append(r)
+                if r.capacity_error:          # what was computed is shown; the run still fails
+                    errors.append(f"{v}: {r.capacity_error}" if len(versions) > 1 else r.capacity_error)
+            stopped = None
         if results:
-            _check_policy_names(settings, results)
-    except ValueError as err:
-        errors.append(str(err))
+            try:
+                _check_policy_names(settings, results)
+            except ValueError as err:
+                errors.append(str(err))
+            stopped = "writing --trace/--plot"
+            try:
+                _write_outputs(args, results)
+            except (ValueError, NpuSimError) as err:
+                errors.append(str(err))
+            stopped = "--uncertainty"
+            spread = _uncertainty(args, settings, results, errors)
+            stopped = None
+    except KeyboardInterrupt:
+        pass
     if results:
         try:
-            _write_outputs(args, results)
-        except (ValueError, OSError) as err:
-            errors.append(str(err))
-        spread = _uncertainty(args, settings, results, errors)
-        if args.json:
-            payload = [r.to_json() for r in results]
-            for item in payload if spread is not None else ():
-                item["uncertainty"] = spread.to_dict()
-            print(jsonout.dumps(payload if len(versions) > 1 else payload[0], indent=2, ensure_ascii=False,
-                             default=_json_default))
-        else:
-            from kda.views.render import print_results
-            print_results(results)
-            if spread is not None:
-                from kda.studies.uncertainty import lines
-                print("\n".join(lines(spread)))
+            with sigint_held():               # the report goes out whole, not cut by a Ctrl-C
+                _print_results(args, results, spread, len(versions) > 1)
+        except KeyboardInterrupt:             # it came while the report was written: it is complete
+            stopped = stopped or "the end"
+    if stopped is not None:
+        done = ", ".join(r.version for r in results)
+        fail_line = (f"interrupted at {stopped}: {len(results)} of {len(versions)} designs finished ({done}), "
+                     f"reported above" if results else f"interrupted at {stopped}: no design finished")
+        print(fail_line, file=sys.stderr)
+        return 130
     if errors:                  # after what was computed, so that nothing is lost
         for e in errors:
             _fail(e)
@@ -113,6 +128,7 @@ def _prepare(args, versions: int):
     if inputs is not None and settings.seqlens:
         check_inputs_seqlens(inputs, settings.seqlens, args.inputs)
     profile = checked_profile(settings, args.uncertainty or 0, versions)
+    check_interleave(settings, profile.chip.ai_cores)
     if args.uncertainty is not None:
         _check_ranges(settings, profile)
     return settings, profile, inputs or (make_settings_inputs(settings) if settings.numerics else None)
@@ -124,6 +140,21 @@ def _check_ranges(settings: Settings, profile) -> None:
     if not design_fields(profile, settings.overrides):
         free = " that --set leaves free" if profile.ranges else ""
         raise KdaInputError(f"--uncertainty: profile {profile.name} gives no field a range{free}: nothing to sample")
+
+
+def _print_results(args, results, spread, several: bool) -> None:
+    if args.json:
+        payload = [r.to_json() for r in results]
+        for item in payload if spread is not None else ():
+            item["uncertainty"] = spread.to_dict()
+        print(jsonout.dumps(payload if several else payload[0], indent=2, ensure_ascii=False,
+                            default=_json_default))
+    else:
+        from kda.views.render import print_results
+        print_results(results)
+        if spread is not None:
+            from kda.studies.uncertainty import lines
+            print("\n".join(lines(spread)))
 
 
 def _uncertainty(args, settings: Settings, results, errors: list[str]):
@@ -154,12 +185,17 @@ def _check_policy_names(settings: Settings, results) -> None:
 
 def _check_outputs(args) -> str | None:
     """Before the long part: can --trace and --plot be written where asked?"""
-    for flag, path in (("--trace", args.trace), ("--plot", args.plot)):
-        if path is not None and not path.parent.is_dir():
-            return f"{flag} {path}: no directory {path.parent}"
     formats = (".png", ".svg", ".pdf")          # kda.views.figure.FORMATS (matplotlib loads only when plotting)
     if args.plot is not None and args.plot.suffix.lower() not in formats:
         return f"--plot {args.plot}: the file must end in {', '.join(formats)}"
+    if args.trace is not None and args.plot is not None and same_file(args.trace, args.plot):
+        return f"--trace {args.trace} and --plot {args.plot} name one file: each needs its own"
+    for flag, path in (("--trace", args.trace), ("--plot", args.plot)):
+        try:
+            if path is not None:
+                files.check_writable(flag, path)
+        except files.OutputError as err:
+            return str(err)
     if args.trace_window is not None:
         if args.trace is None:
             return "--trace-window cuts the trace: it needs --trace OUT.json"
@@ -181,11 +217,7 @@ def _write_outputs(args, results) -> None:
         raise ValueError("--trace/--plot: no version has timing (" +
                          "; ".join(f"{r.version}: {r.workspace_error}" for r in results) + ")")
     design_axis = any(len(r.design.passes) > 1 for r in results)
-    try:
-        _write_files(args, timed, design_axis)
-    except OSError as err:                 # name the option: the message alone says only the path
-        flag = "--plot" if args.plot is not None and str(args.plot) in str(err) else "--trace"
-        raise OSError(f"{flag}: cannot write {err.filename or ''} ({err.strerror or err})") from None
+    _write_files(args, timed, design_axis)  # each file whole or not at all, its option named (files.OutputError)
 
 
 def _write_files(args, timed, design_axis: bool) -> None:

@@ -61,7 +61,7 @@ def run_backward(args, settings, inputs, fail, profile=None) -> int:
     if results:
         try:
             _write_outputs(args, results)
-        except (ValueError, OSError) as err:
+        except (ValueError, NpuSimError) as err:
             errors.append(str(err))
         if args.attribution and settings.numerics:
             _attribution(args, settings, inputs, results)

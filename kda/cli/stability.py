@@ -5,13 +5,18 @@ import argparse
 import sys
 from dataclasses import asdict, replace
 
+from npusim import NpuSimError
+from npusim.command import as_command
+
 from kda.cli import jsonout
-from kda.cli.common import Parser, console, prog_name
+from kda.cli.common import Parser, console, fail, prog_name
 from kda.programs import PROGRAMS
+from kda.settings.profile import checked_profile
 from kda.studies.attribution import one_thread
 from kda.studies.stability import GRID_SETTINGS, THRESHOLD_SETTINGS, grid, grid_table, threshold_table, thresholds
 
 
+@as_command
 def main(argv: list[str] | None = None) -> int:
     with one_thread():
         return _main(argv)
@@ -37,7 +42,12 @@ def _main(argv: list[str] | None) -> int:
             else "no versions"
         print(f"error: {what} (versions: {', '.join(PROGRAMS)})", file=sys.stderr)
         return 2
-    cells = grid(versions, base=replace(GRID_SETTINGS, chunks=args.chunks))
+    base = replace(GRID_SETTINGS, chunks=args.chunks)
+    try:
+        checked_profile(base)                        # one line before the inputs are made (kda/settings/work.py)
+    except NpuSimError as err:
+        return fail(str(err))
+    cells = grid(versions, base=base)
     ths = thresholds() if args.thresholds else []
     if args.json:
         print(jsonout.dumps({"grid": [asdict(c) for c in cells], "thresholds": [asdict(t) for t in ths],

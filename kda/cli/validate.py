@@ -12,10 +12,12 @@ import sys
 from pathlib import Path
 
 from npusim import NpuSimError
-from npusim.model.limits import MAX_SAMPLES, check
+from npusim.command import as_command
+from npusim.model.limits import MAX_SAMPLES, available_cores, check
+from npusim.output import files
 
 from kda.cli import jsonout
-from kda.cli.common import Parser, console, fail, prog_name
+from kda.cli.common import Parser, console, fail, prog_name, seed_problem
 from kda.studies import predictions as registered
 from kda.studies.validate import SHIPPED, by_implementation, reported, summary, validate
 
@@ -45,7 +47,8 @@ def build_parser() -> Parser:
     p.add_argument("--fields", metavar="FIELD,...", help="with --fit: only these ranged fields (default: all)")
     p.add_argument("--only", metavar="IMPLEMENTATION", help="only the rows of one implementation")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="worker processes for the predictions (the numbers do not depend on it)")
+                   help="worker processes for the predictions, at most one per core (the numbers do not depend "
+                        "on it)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
     p.add_argument("--plot", type=Path, metavar="OUT.png",
                    help="also draw predicted against measured, log-log, held-out rows hollow (.png, .svg, .pdf)")
@@ -57,17 +60,25 @@ def _check_plot(path: Path | None) -> str | None:
         return None
     if path.suffix.lower() not in FORMATS:
         return f"--plot {path}: the file must end in {', '.join(FORMATS)}"
-    if not path.parent.is_dir():
-        return f"--plot {path}: no such folder {path.parent}"
+    try:
+        files.check_writable("--plot", path)
+    except files.OutputError as err:
+        return str(err)
     return None
 
 
+@as_command
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.samples < 0 or args.samples == 1:
         return fail(f"--samples must be 0 or >= 2, got {args.samples}")
     if args.jobs < 1:
         return fail(f"--jobs must be >= 1, got {args.jobs}")
+    args.jobs = min(args.jobs, available_cores())   # more processes than cores only contend
+    if problem := seed_problem(args.seed):
+        return fail(problem)
+    if args.fields is not None and not args.fit:
+        return fail("--fields chooses the fields --fit fits: it needs --fit")
     if problem := _check_plot(args.plot):
         return fail(problem)
     paths = args.data or list(SHIPPED)
@@ -107,7 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot is not None:
         from kda.views.plot_validate import figure_validation
         from kda.views.plots import save
-        save(figure_validation(rows), args.plot)
+        try:
+            save(figure_validation(rows), args.plot)
+        except files.OutputError as err:         # the report is printed above: say so, exit 2
+            return fail(f"{err}; the report above is complete")
         print(f"wrote {args.plot}", file=sys.stderr)
     return 0
 

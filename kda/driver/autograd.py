@@ -15,7 +15,7 @@ from npusim import Precision
 
 from kda.driver import backward as kda_backward
 from kda.driver.backward import backward_design, check_backward_chunk_size, execute_backward
-from kda.driver.checks import KdaInputError, warn_nonfinite
+from kda.driver.checks import KdaInputError, check_options, warn_nonfinite
 from kda.driver.execute import ChunkLoop, Types, execute
 from kda.driver.multipass import stored_types
 from kda.programs import get_design
@@ -39,7 +39,7 @@ class ChunkKdaFunction(torch.autograd.Function):
         ex = execute(q, k, v, g, beta, scale, h0, version=version, chunk_size=chunk_size, cu_seqlens=cu_seqlens,
                      types=Types(transfer=transfer_dtype, policy=precision, out=v.dtype, compute=compute),
                      loop=ChunkLoop(batched=batched))        # as the backward's passes (backward.py)
-        warn_nonfinite(ex)
+        warn_nonfinite(ex, version)
         ctx.save_for_backward(q, k, v, g, beta, h0)
         ctx.settings = (scale, version, chunk_size, transfer_dtype, precision, h0 is None, cu_seqlens)
         return ex.o, ex.final_state.to(torch.float64 if q.dtype == torch.float64 else torch.float32)
@@ -72,7 +72,7 @@ def forward_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_s
     [1, total tokens, H, K] and the final state [number of sequences, H, K, V]."""
     ex = execute(q, k, v, g, beta, scale, initial_state, version=version, chunk_size=chunk_size,
                  types=Types(transfer=transfer_dtype, policy=precision, out=v.dtype), cu_seqlens=cu_seqlens)
-    warn_nonfinite(ex)
+    warn_nonfinite(ex, version)
     o, final_state = ex.computed()
     return o, (final_state.to(torch.float32) if output_final_state else None)
 
@@ -87,6 +87,7 @@ def differentiable_kda(q, k, v, g, beta, scale=None, initial_state=None, output_
         return forward_kda(q, k, v, g, beta, scale, initial_state, output_final_state, version=version,
                              chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
                              cu_seqlens=cu_seqlens)
+    check_options(version=version, transfer_dtype=transfer_dtype, precision=precision, chunk_size=chunk_size)
     try:                                      # one line if the design has no backward program, before any work
         backward_design(version)
     except KdaInputError as err:

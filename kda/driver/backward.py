@@ -23,7 +23,7 @@ from npusim import Executor, Nonfinite, PhaseGraph, Precision
 from npusim.model.schedule import CHUNKS, Design, Pass
 from npusim.record.precision import itemsize
 
-from kda.driver.checks import KdaInputError, blocks, check_inputs, seqlens_of
+from kda.driver.checks import KdaInputError, blocks, check_inputs, check_numerics_work, check_options, seqlens_of
 from kda.driver.execute import Types, chunked, design_precision, resolve_precision
 from kda.driver.multipass import pass_args, record_passes, run_items, run_sequential
 from kda.programs import STATES, get_backward_design
@@ -75,7 +75,7 @@ def check_grad_outputs(do, dht, B: int, T: int, H: int, K: int, V: int) -> None:
 
 def check_backward_chunk_size(chunk_size) -> None:
     """The backward's sub-chunks are 16 wide, two or more: one line otherwise (before the forward runs)."""
-    if not isinstance(chunk_size, int) or chunk_size % 16 or chunk_size < 32:
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size % 16 or chunk_size < 32:
         raise KdaInputError(f"backward: chunk_size must be a multiple of 16 and at least 32 (16-wide sub-chunks, "
                             f"two or more), got {chunk_size}")
 
@@ -91,9 +91,12 @@ def execute_backward(q, k, v, g, beta, scale=None, initial_state=None, do=None, 
         return _varlen(q, k, v, g, beta, scale, initial_state, do, dht, cu_seqlens, version=version,
                        chunk_size=chunk_size, transfer_dtype=transfer_dtype, precision=precision,
                        compute_dtype=compute_dtype, states=states, progress=progress)
-    B, T, H, K, V = check_inputs(q, k, v, g, beta, initial_state, chunk_size)
+    check_options(version=version, transfer_dtype=transfer_dtype, precision=precision, chunk_size=chunk_size,
+                  design_given=True)                 # backward_design names an unknown version below
+    B, T, H, K, V = check_inputs(q, k, v, g, beta, initial_state, chunk_size, scale)
     check_grad_outputs(do, dht, B, T, H, K, V)
     check_backward_chunk_size(chunk_size)
+    check_numerics_work(B=B, T=T, H=H, K=K, V=V, chunk_size=chunk_size, states=True)
     if states not in STATES:
         raise KdaInputError(f"states must be one of {', '.join(STATES)}, got {states!r}")
     backward_design(version, states)

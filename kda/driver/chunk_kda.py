@@ -38,7 +38,7 @@ from __future__ import annotations
 import torch
 
 from kda.driver.autograd import differentiable_kda
-from kda.driver.checks import KdaInputError, check_inputs, seqlens_of
+from kda.driver.checks import KdaInputError, check_inputs, seqlens_of, warn_recurrence
 from kda.driver.execute import Types, execute
 from kda.driver.fla_options import beta_sigmoid, check_gate, check_heads, check_refused, expand_groups, kda_gate, l2norm
 from kda.reference.recurrence import naive_recurrent_kda
@@ -185,6 +185,7 @@ def _intermediate_states(core, q, k, v, g, beta, h0, cu_seqlens, C: int):
 
 def recurrent_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False):
     """The token-by-token recurrence (FLA's naive_recurrent_kda), in fp32. Returns (o, final_state or None)."""
-    check_inputs(q, k, v, g, beta, initial_state, 1)
+    check_inputs(q, k, v, g, beta, initial_state, 1, scale)
     o, S = naive_recurrent_kda(q, k, v, g, beta, scale, initial_state, output_final_state, dtype=torch.float32)
+    warn_recurrence(o, S)
     return o.to(v.dtype), S

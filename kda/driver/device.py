@@ -29,6 +29,8 @@ def resolve_device(name: str | torch.device) -> torch.device:
         device = torch.device(text)
     except (RuntimeError, TypeError) as err:
         raise DeviceError(f"--device {text}: not a torch device ({str(err).splitlines()[0]})") from None
+    if kind == "cpu" and device.index not in (None, 0):
+        raise DeviceError(f"--device {text}: torch has one CPU device (cpu, or cpu:0); the numerics use its cores")
     if kind == "cuda":
         if not torch.cuda.is_available():
             why = ("this torch was built without CUDA" if torch.version.cuda is None

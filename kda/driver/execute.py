@@ -18,10 +18,11 @@ import torch
 import torch.nn.functional as F
 
 from npusim import Executor, Nonfinite, PhaseGraph, Precision
+from npusim.model.limits import check_chunk
 from npusim.model.schedule import Design
 from npusim.record.precision import dtype_name
 
-from kda.driver.checks import KdaInputError, check_inputs, seqlens_of
+from kda.driver.checks import KdaInputError, check_inputs, check_numerics_work, check_options, seqlens_of
 from kda.driver.multipass import record_passes, run_passes, stored_types
 from kda.programs import get_design
 
@@ -132,6 +133,7 @@ def record_graph(program, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
     (its gate ops then touch C values instead of C x d_k). `group` > 1 records one q/k head with the
     `group` value heads that share it (grouped value heads): Q and K [1, C, d_k] loaded once, V, g, beta
     and the state [group, ...]; the program's ops broadcast Q and K over the group."""
+    check_recording(chunk_size, d_k, d_v, group)
     gen = torch.Generator().manual_seed(0)
     cd = precision.compute
     def rnd(*shape):
@@ -142,6 +144,13 @@ def record_graph(program, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
               "scale": d_k ** -0.5}
     ex = Executor(program, precision, input_types={"g": "fp32", "beta": "fp32"})
     return ex.record(inputs, torch.zeros(G, d_k, d_v, dtype=cd, device="cpu"), shapes=_shapes(C, d_k, d_v, G))
+
+
+def check_recording(chunk_size: int, d_k: int, d_v: int, group: int = 1) -> None:
+    """Every tool records a chunk of its design before it times or computes anything: the dimensions are
+    checked here, once, against this machine (npusim/model/limits.py: LimitError, one line)."""
+    check_chunk(chunk_size, d_k, d_v, group, f"recording one chunk (C = {chunk_size}, d_k = {d_k}, d_v = {d_v}"
+                                             f"{f', {group} value heads' if group > 1 else ''})")
 
 
 def _shapes(C: int, d_k: int, d_v: int, group: int = 1) -> dict[str, int]:
@@ -194,6 +203,7 @@ def record_graphs(design, *, chunk_size: int, d_k: int, d_v: int, precision: Pre
     if design.single:
         return [record_graph(design.passes[0].program, chunk_size=chunk_size, d_k=d_k, d_v=d_v,
                              precision=precision, gate_width=gate_width, group=group)], precision
+    check_recording(chunk_size, d_k, d_v, group)
     precision = design_precision(design, precision)
     gen = torch.Generator().manual_seed(0)
     cd, C, G = precision.compute, chunk_size, group
@@ -218,11 +228,14 @@ def execute(q, k, v, g, beta, scale=None, initial_state=None, *, version: str = 
     `loop`: how the chunks are computed (the same numbers every way). `cu_seqlens` (FLA's varlen: q is
     [1, sum of lengths, H, K]) gives each sequence's start and end. `intermediate_states`: also keep the
     state each chunk starts from (Execution.states), copied out of the same chunk loop."""
+    check_options(version=version, transfer_dtype=types.transfer, precision=types.policy, chunk_size=chunk_size,
+                  design_given=design is not None)
     if cu_seqlens is not None:
         return _execute_varlen(q, k, v, g, beta, scale, initial_state, cu_seqlens, version=version,
                                chunk_size=chunk_size, design=design, types=types, loop=loop,
                                progress=progress, intermediate_states=intermediate_states)
-    check_inputs(q, k, v, g, beta, initial_state, chunk_size, scale)
+    B, T, H, K, V = check_inputs(q, k, v, g, beta, initial_state, chunk_size, scale)
+    check_numerics_work(B=B, T=T, H=H, K=K, V=V, chunk_size=chunk_size, states=intermediate_states)
     design = design or get_design(version)
     run = _execute_one_pass if design.single else _execute_design
     return run(design, q, k, v, g, beta, scale, initial_state, chunk_size=chunk_size, types=types, loop=loop,

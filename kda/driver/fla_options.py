@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kda.driver.checks import KdaInputError
+from kda.driver.checks import KdaInputError, check_tensor, offsets_of
 
 L2NORM_EPS = 1e-6          # FLA's l2norm_fwd default
 SAFE_GATE_RANGE = (-5.0, 0.0)
@@ -78,13 +78,14 @@ def _shape(x) -> list | str:
 def check_heads(q, k, v, g, beta) -> tuple[int, int]:
     """(H, HV): q/k heads and value heads; KdaInputError where v's heads are not a multiple of q's."""
     for name, x in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta)):
-        if not isinstance(x, torch.Tensor):
-            raise KdaInputError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        check_tensor(name, x)                 # types and layouts before any shape is read
     if q.dim() != 4 or v.dim() != 4:
         raise KdaInputError(f"q must be [B, T, H, K] and v [B, T, HV, V], got q {_shape(q)}, v {_shape(v)}")
     if list(k.shape) != list(q.shape):
         raise KdaInputError(f"k must have shape {list(q.shape)} to match q {list(q.shape)}, got {list(k.shape)}")
     H, HV = q.shape[2], v.shape[2]
+    if min(q.shape) < 1 or min(v.shape) < 1:
+        raise KdaInputError(f"empty input: q {list(q.shape)}, v {list(v.shape)}")
     if HV % H:
         raise KdaInputError(f"v has HV={HV} value heads, not a multiple of the H={H} heads of q and k "
                             f"(grouped value heads need HV % H == 0)")
@@ -100,12 +101,12 @@ def check_heads(q, k, v, g, beta) -> tuple[int, int]:
     return H, HV
 
 
-def _param(name: str, x, numel: int, shapes: str) -> None:
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+def _param(name: str, x, allowed: list[list[int]], shapes: str) -> None:
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.is_meta or x.layout != torch.strided:
         raise KdaInputError(f"{name} must be a floating-point torch.Tensor of shape {shapes}, got "
                             f"{getattr(x, 'dtype', type(x).__name__)}")
-    if x.numel() != numel:
-        raise KdaInputError(f"{name} must have shape {shapes} ({numel} values), got {list(x.shape)}")
+    if list(x.shape) not in allowed:              # the same count in another shape would mean other heads
+        raise KdaInputError(f"{name} must have shape {shapes}, got {list(x.shape)}")
     if not bool(torch.isfinite(x).all()):
         raise KdaInputError(f"{name} contains NaN or inf")
 
@@ -129,9 +130,10 @@ def check_gate(g, A_log, dt_bias, *, use_gate_in_kernel: bool, safe_gate: bool, 
         raise KdaInputError(f"A_log: use_gate_in_kernel=True needs A_log (one decay rate per value head, shape "
                             f"[{HV}]) unless lower_bound is set")
     if A_log is not None:
-        _param("A_log", A_log, HV, f"[{HV}] (one per value head)")
+        _param("A_log", A_log, [[HV]], f"[{HV}] (one per value head)")
     if dt_bias is not None:
-        _param("dt_bias", dt_bias, HV * K, f"[{HV * K}] or [{HV}, {K}] (one per value head and key channel)")
+        _param("dt_bias", dt_bias, [[HV * K], [HV, K]], f"[{HV * K}] or [{HV}, {K}] (one per value head and key "
+               f"channel)")
     if safe_gate:
         lo, hi = SAFE_GATE_RANGE
         if lower_bound is None:
@@ -154,9 +156,7 @@ def check_refused(*, cp_context, use_graph, max_num_seqs, cu_seqlens, cu_seqlens
     if cu_seqlens_cpu is not None:
         if cu_seqlens is None:
             raise KdaInputError("cu_seqlens_cpu is a host copy of cu_seqlens: pass cu_seqlens too")
-        def as_list(c):
-            return [int(x) for x in (c.tolist() if isinstance(c, torch.Tensor) else c)]
-        if as_list(cu_seqlens_cpu) != as_list(cu_seqlens):
+        if offsets_of(cu_seqlens_cpu, "cu_seqlens_cpu") != offsets_of(cu_seqlens):
             raise KdaInputError("cu_seqlens_cpu must hold the same values as cu_seqlens")
     unknown = sorted(set(kwargs) - set(FLA_KWARGS))
     if unknown:

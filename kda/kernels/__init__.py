@@ -7,6 +7,7 @@
     fla_npu_intra.py          flash-linear-attention-npu's ChunkKdaFwdIntraSubChunk (KDA, AscendC), shipped
     fla_npu_intra_history.py  its earlier builds, each from the source at its commit
     recording.py  graphs of a design recorded for one kernel shape
+    decode.py     the measured decode kernels (kda/decode/kernels/): decode shapes, predicted step latency
 """
 from kda.kernels.registry import KERNELS, KernelShape, kernel_names, resolve
 

@@ -269,6 +269,14 @@ class IntraSubChunk:
             return [nc * math.ceil(heads / 2) for n in chunks for _ in range(n)]
         return [nc for n in chunks for _ in range(n * heads)]
 
+    def task_bound(self, batch: int, seqlens: tuple[int, ...], heads: int, chunk: int) -> tuple[int, int]:
+        """(tasks, windows of the largest task) as items() lays them out, worked out without listing them."""
+        nc = chunk // BC
+        chunks = batch * sum(math.ceil(n / chunk) for n in seqlens)
+        if self.version.window:
+            return chunks, nc * math.ceil(heads / 2)
+        return chunks * heads, nc
+
     def record(self, dtype: str, d_k: int) -> list:
         precision = design_precision(self.design, Precision(dtype, {}))
         gen = torch.Generator().manual_seed(0)

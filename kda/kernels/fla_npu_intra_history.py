@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import torch
 
-from kda.kernels.fla_npu_intra import BC, SHIPPED, Version, fold_rows, kernel, row_back, row_out
+from kda.kernels.fla_npu_intra import BC, SHIPPED, IntraSubChunk, Version, fold_rows, kernel, row_back, row_out
 
 
 def fwdsub_scalar(npu, A):
@@ -82,7 +82,7 @@ def fwdsub_brcd(npu, A):
     return A
 
 
-def _lockstep(step: str, commit: str, fwdsub) -> object:
+def _lockstep(step: str, commit: str, fwdsub) -> IntraSubChunk:
     return kernel(Version(step, commit, window=False, barriers="b0"), fwdsub)
 
 

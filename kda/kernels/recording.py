@@ -17,11 +17,12 @@ import torch.nn.functional as F
 
 from npusim.record.precision import Precision
 
-from kda.driver.execute import design_precision, program_default_state
+from kda.driver.execute import check_recording, design_precision, program_default_state
 from kda.driver.multipass import record_passes
 
 
 def record_kernel(design, chunk_size: int, d_k: int, d_v: int, dtype: str, heads: int) -> list:
+    check_recording(chunk_size, d_k, d_v, max(heads, 1))
     state_program = (design.state_pass or design.passes[0]).program
     precision = design_precision(design, Precision(dtype, {}, state=program_default_state(state_program, dtype)))
     gen = torch.Generator().manual_seed(0)

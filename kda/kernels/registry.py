@@ -24,11 +24,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from npusim import simulate
 from npusim.chip.profile import Profile
 from npusim.fit.measurements import Measurement, MeasurementError
 from npusim.model.host import timed_region
+from npusim.model.limits import (
+    MAX_REPLAYS,
+    MAX_SEQUENCES,
+    LimitError,
+    check,
+    check_chunk,
+    check_predictions,
+    replay_bound,
+)
 from npusim.model.multipass import simulate_design, templates
 from npusim.model.template import RIDE
 from npusim.model.whatif import DesignTimer
@@ -42,6 +52,9 @@ from kda.kernels.pto import GDN_PTO, GDN_PTO_FUSED
 from kda.kernels.recording import record_kernel
 from kda.kernels.triton import GDN_TRITON
 from kda.programs import DESIGNS, PROGRAMS
+
+if TYPE_CHECKING:
+    from kda.kernels.decode import DecodeKernelModel
 
 
 def _designs() -> dict:
@@ -75,7 +88,8 @@ def stage_of(pass_name: str) -> str:
 
 
 def kernel_names() -> list[str]:
-    return list(KERNELS)
+    from kda.kernels.decode import DECODE_KERNELS
+    return list(KERNELS) + list(DECODE_KERNELS)
 
 
 def held_out(kernel: str) -> bool:
@@ -222,6 +236,8 @@ class KernelModel:
         heads = self.shape.heads
         design, graphs = self.timed()
         tpls = templates(design, graphs, profile, RIDE)   # a pass may declare its own state hand-off
+        check(f"{self.name} {self.shape.text()}: chunks replayed on the busiest core",
+              self.replays(profile.chip.ai_cores), MAX_REPLAYS)          # before the sequences are listed
         counts = self.counts()
         if self.design.single:
             uniform = len(set(counts)) == 1
@@ -238,6 +254,21 @@ class KernelModel:
             return kernel_us[""]
         return timed_region(host, self.stage, kernel_us, self.dims(), profile)
 
+    @property
+    def sequences(self) -> int:
+        """(sequence, head) pairs: each a state, laid out over the cores."""
+        return self.shape.batch * len(self.shape.seqlens) * self.shape.heads
+
+    def replays(self, cores: int) -> int:
+        """Chunks one prediction replays on its busiest core, at most (every pass), worked out without
+        listing the sequences: what limits.py weighs before a prediction runs."""
+        s = self.shape
+        passes = len(self.design.passes) if not self.stage else 1
+        if self.name in LAID_OUT:                    # its tasks, as counts() lists them
+            return passes * replay_bound(*LAID_OUT[self.name].task_bound(s.batch, s.seqlens, s.heads,
+                                                                          self.chunk_size), cores)
+        return passes * replay_bound(self.sequences, -(-max(s.seqlens) // self.chunk_size), cores)
+
     def dims(self) -> dict[str, float]:
         """The dimensions a wrapper's sizes name (npusim/model/host.py)."""
         s = self.shape
@@ -245,9 +276,14 @@ class KernelModel:
                 "NC": sum(s.chunk_counts(self.chunk_size)) / s.heads, "N": s.batch * len(s.seqlens)}
 
 
-def model(kernel: str, shape: str, dtype: str, form: str = "simple", stage: str = "") -> KernelModel:
-    """ValueError naming the kernel, stage or shape when it cannot be modelled."""
+def model(kernel: str, shape: str, dtype: str, form: str = "simple",
+          stage: str = "") -> KernelModel | DecodeKernelModel:
+    """ValueError naming the kernel, stage or shape when it cannot be modelled. Decode kernels (one step of the
+    recurrence) are kda/kernels/decode.py's, with their own shapes."""
+    from kda.kernels.decode import DECODE_KERNELS, decode_model
     kernel = ALIASES.get(kernel, kernel)
+    if kernel in DECODE_KERNELS:
+        return decode_model(kernel, shape, dtype, stage)
     if kernel not in KERNELS:
         raise ValueError(f"unknown kernel {kernel!r} (known: {', '.join(kernel_names())})")
     passes = list(dict.fromkeys(stage_of(p.name) for p in KERNELS[kernel][0].passes))
@@ -264,12 +300,30 @@ def model(kernel: str, shape: str, dtype: str, form: str = "simple", stage: str 
             want = ", ".join(f"{k} = {v}" for k, v in path.items())
             raise ValueError(f"kernel {kernel} is modelled on its {want} path, one q/k head per value head; "
                              f"shape {shape!r} has {', '.join(off) or 'grouped q/k heads'}")
-    return KernelModel(kernel, parsed, dtype, chunk_size, stage)
+    m = KernelModel(kernel, parsed, dtype, chunk_size, stage)
+    check_chunk(chunk_size, parsed.d_k, parsed.d_v, parsed.heads if any(p.all_heads for p in m.design.passes)
+                else 1, f"{kernel} {shape}: one chunk")
+    check(f"{kernel} {shape}: sequences x heads", m.sequences, MAX_SEQUENCES)
+    return m
 
 
-def resolve(m: Measurement) -> KernelModel:
-    """The model of a measured row; MeasurementError naming the row otherwise."""
+def check_models(models, profile: Profile, predictions: int, what: str) -> None:
+    """LimitError (one line) before a tool predicts every model `predictions` times on `profile`: a model whose
+    one prediction replays too much, or all of them together (npusim/model/limits.py)."""
+    total = 0
+    for m in models:
+        if not hasattr(m, "replays"):        # a model that is not one of these (a test's stand-in)
+            continue
+        n = m.replays(profile.chip.ai_cores)
+        check(f"{m.name} {m.shape.text()}: chunks replayed on the busiest core", n, MAX_REPLAYS)
+        total += n
+    check_predictions(what, total, predictions)
+
+
+def resolve(m: Measurement) -> KernelModel | DecodeKernelModel:
+    """The model of a measured row; MeasurementError naming the row otherwise (a shape beyond this model's
+    limits included)."""
     try:
         return model(m.kernel, m.shape, m.dtype, m.form, getattr(m, "stage", ""))
-    except ValueError as err:
+    except (ValueError, LimitError) as err:
         raise MeasurementError(f"{m.where()}: {err}") from None

@@ -35,13 +35,14 @@ from typing import Sequence
 import numpy as np
 
 from npusim import NpuSimError, load_profile
-from npusim.fit.least_squares import fit
+from npusim.fit.least_squares import fit, typical_evaluations
 from npusim.chip.floor import FloorPredictors, floors
 from npusim.fit.measurements import MeasurementError, read_measurements
 from npusim.record.precision import itemsize
 from npusim.fit.uncertainty import Influence, assumptions, rank_influences, sample_profiles, sample_values
 
-from kda.kernels.registry import held_out as kda_kernel, resolve
+from kda.kernels.registry import check_models, resolve
+from kda.kernels.registry import held_out as kda_kernel
 from kda.studies import predictions as registry_of_predictions
 
 _SHIPPED = resources.files("kda") / "validation"                                   # package data
@@ -137,7 +138,7 @@ def load(paths: Path | Sequence[Path] = SHIPPED) -> tuple[list[Row], dict]:
     rows, models, ids = [], {}, {}
     for path in _paths(paths):
         measured = read_measurements(path)
-        lines = list(csv.reader(path.read_text(encoding="utf-8-sig").splitlines()))
+        lines = list(csv.reader(path.read_text(encoding="utf-8-sig").splitlines()))   # read_measurements read it
         header = [h.strip() for h in lines[0]]
         for m in measured:
             cells = dict(zip(header, (c.strip() for c in lines[m.row - 1])))
@@ -238,8 +239,14 @@ def validate(paths: Path | Sequence[Path] = SHIPPED, profile_name: str = "ascend
     if refit and sum(r.held_out for r in rows) < 2:
         raise MeasurementError(f"{', '.join(map(str, _paths(paths)))}: --fit needs at least 2 rows marked "
                                f"held_out = yes, to test the fit on")
+    if refit and sum(not r.held_out for r in rows) < 2:
+        raise MeasurementError(f"{', '.join(map(str, _paths(paths)))}: --fit needs at least 2 rows not held "
+                               f"out, to fit on; got {sum(not r.held_out for r in rows)}")
     keys = list(dict.fromkeys(r.key for r in rows))
     fields = assumptions(profile)
+    fitted = len(fit_fields or fields) if refit else 0
+    check_models([models[k] for k in keys], profile, 1 + samples + (typical_evaluations(fitted) if refit else 0),
+                 "kda.validate")                     # one line before hours of replays
     chosen = fields
     if fit_fields:
         known = {f.field for f in fields}

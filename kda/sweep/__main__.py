@@ -14,6 +14,10 @@ import sys
 import time
 from pathlib import Path
 
+from npusim import NpuSimError
+from npusim.command import as_command, sigint_held
+from npusim.output import files
+
 from kda.cli.common import Parser, fail, prog_name
 
 
@@ -58,14 +62,16 @@ def plot_parser() -> argparse.ArgumentParser:
     return p
 
 
+@as_command
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         if argv[:1] == ["plot"]:
             return plot_main(argv[1:])
         return run_main(argv)
-    except KeyboardInterrupt:              # before the first point or after the last: nothing to keep
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt:              # before the first point (run_main keeps the rest): nothing to keep
+        print("interrupted: nothing had finished" + (" (each figure is written whole or not at all)"
+                                                     if argv[:1] == ["plot"] else ""), file=sys.stderr)
         return 130
 
 
@@ -81,8 +87,10 @@ def run_main(argv: list[str]) -> int:
     output = args.output or args.spec.with_suffix(".parquet" if have_parquet() else ".csv")
     if output.suffix not in (".parquet", ".csv"):
         return _fail(f"--output {output}: the table must end in .parquet or .csv")
-    if not output.parent.is_dir():
-        return _fail(f"--output {output}: no directory {output.parent}")
+    try:
+        files.check_writable("--output", output)
+    except files.OutputError as err:
+        return _fail(str(err))
     try:
         spec = load_spec(args.spec)
     except SpecError as err:
@@ -116,15 +124,24 @@ def run_main(argv: list[str]) -> int:
         return _fail(f"--cache {err.path}: cannot write there ({err.strerror}); the sweep stopped: "
                      f"{_points(len(err.rows))} finished, {_rows(len(err.rows))} on stdout")
     try:
-        written = write_table(out.rows, output)
-    except (OSError, ValueError) as err:      # the points are computed: say where they are kept
+        with sigint_held():                # the table goes out whole; a Ctrl-C meanwhile waits for it
+            written = write_table(out.rows, output)
+    except KeyboardInterrupt:
+        print(f"interrupted: all {_points(len(out.rows))} finished, the table is written to {output}",
+              file=sys.stderr)
+        return 130
+    except (OSError, ValueError, NpuSimError) as err:      # the points are computed: say where they are kept
         if cache is None:
             print_rows(out.rows)
         kept = f"the {len(out.rows)} rows are in {cache}: run again to write the table" if cache else \
             f"the {len(out.rows)} rows are on stdout (--no-cache)"
-        return _fail(f"cannot write {output} ({err}); {kept}")
+        why = str(err) if isinstance(err, NpuSimError) else f"--output {output}: cannot write it ({err})"
+        return _fail(f"{why}; {kept}")
     for m in out.unmatched_metrics:
         print(f"warning: metric {m!r} matched no column", file=sys.stderr)
+    if out.unusable_cache_lines:
+        print(f"warning: --cache {cache}: {out.unusable_cache_lines} line(s) could not be used (cut short, not "
+              f"text, or not matching their digest): those points ran again", file=sys.stderr)
     if not args.quiet:
         where = f"{out.workers} Dask workers" if out.workers else "in-process"
         print(f"{len(out.rows)} points ({out.ran} run {where}, {out.cached} from the cache), "

@@ -1,8 +1,10 @@
 """Results cached by a hash of each point's settings, the project's version and sources, and the profile
 file's contents: an interrupted or extended sweep runs only the points it has not finished.
 
-The cache is one JSON line per finished point, appended as each arrives (a line cut short by an interrupt
-is skipped on reading)."""
+The cache is one JSON line per finished point, appended as each arrives: its key, its row and a digest of
+both. A line that cannot be used (cut short by an interrupt, not text, not JSON, or whose row no longer
+matches its digest: edited or damaged) is skipped on reading, and its point runs again. The digest is a
+check of integrity, not a signature: anyone who can write the file can write a matching digest."""
 from __future__ import annotations
 
 import dataclasses
@@ -60,19 +62,32 @@ def point_key(version: str, settings) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def row_digest(key: str, row: dict) -> str:
+    """sha256 of a cache entry's key and row, as JSON with sorted keys."""
+    return hashlib.sha256(json.dumps({"key": key, "row": row}, sort_keys=True, default=str).encode()).hexdigest()
+
+
 class Cache:
-    """Rows by point key, in a JSON-lines file; `None` path: no cache."""
+    """Rows by point key, in a JSON-lines file; `None` path: no cache. `skipped`: lines that could not be used."""
 
     def __init__(self, path: str | Path | None):
         self.path = Path(path) if path is not None else None
         self.rows: dict[str, dict] = {}
+        self.skipped = 0
         if self.path is not None and self.path.is_file():
-            for line in self.path.read_text(encoding="utf-8").splitlines():
+            for line in self.path.read_bytes().splitlines():
+                if not line.strip():
+                    continue
                 try:
-                    entry = json.loads(line)
-                    self.rows[entry["key"]] = entry["row"]
-                except (ValueError, KeyError, TypeError):
-                    continue            # a line cut short by an interrupt
+                    entry = json.loads(line.decode("utf-8"))
+                    key, row, digest = entry["key"], entry["row"], entry["digest"]
+                except (ValueError, KeyError, TypeError):     # UnicodeDecodeError is a ValueError
+                    self.skipped += 1                         # cut short, binary, not an entry
+                    continue
+                if not isinstance(key, str) or not isinstance(row, dict) or digest != row_digest(key, row):
+                    self.skipped += 1                         # edited or damaged: run the point again
+                    continue
+                self.rows[key] = row
         self._file = None
 
     def get(self, key: str) -> dict | None:
@@ -88,7 +103,7 @@ class Cache:
             self._file = self.path.open("a", encoding="utf-8")
             if cut:                        # a last line cut short must not swallow this row
                 self._file.write("\n")
-        self._file.write(json.dumps({"key": key, "row": row}) + "\n")
+        self._file.write(json.dumps({"key": key, "row": row, "digest": row_digest(key, row)}) + "\n")
         self._file.flush()
 
     def close(self) -> None:

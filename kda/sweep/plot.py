@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from npusim.output import files
+
 SHAPE = ("batch", "heads", "tokens", "seqlens", "d_k", "d_v")
 WORKSPACE = "workspace_kib.needed"
 
@@ -86,15 +88,27 @@ def figure_pareto(df):
     return fig
 
 
+def _metric(ok, metric: str | None) -> str:
+    """The metric column to plot or rank by: present, and numbers (a text column has no minimum to show)."""
+    if metric is not None and not metric.strip():
+        raise PlotError("--metric: empty; name a column of numbers (default latency_us)")
+    metric = metric or "latency_us"
+    if metric not in ok.columns:
+        raise PlotError(f"--metric: no column {metric!r}")
+    try:
+        ok[metric] = ok[metric].astype(float)
+    except (TypeError, ValueError):
+        raise PlotError(f"--metric {metric}: not a column of numbers") from None
+    return metric
+
+
 def heatmap_table(df, x: str, y: str, metric: str | None = None):
     """metric by (y, x): the smallest over the other axes, where others vary."""
     for c in (x, y):
         if c not in df.columns:
             raise PlotError(f"--heatmap: no column {c!r}; the axes are {', '.join(axes(df)) or 'none'}")
     ok = with_objectives(df)
-    metric = metric or "latency_us"
-    if metric not in ok.columns:
-        raise PlotError(f"--metric: no column {metric!r}")
+    metric = _metric(ok, metric)
     return ok.pivot_table(index=y, columns=x, values=metric, aggfunc="min")
 
 
@@ -128,9 +142,7 @@ def best_per_shape(df, metric: str | None = None):
     """Per shape (batch, heads, tokens, d_k, d_v), the ok point with the smallest metric (default the
     latency) among those that pass parity where numerics ran."""
     ok = with_objectives(df)
-    metric = metric or "latency_us"
-    if metric not in ok.columns:
-        raise PlotError(f"--metric: no column {metric!r}")
+    metric = _metric(ok, metric)
     if "parity.pass" in ok.columns:
         ok = ok[ok["parity.pass"].isna() | (ok["parity.pass"] == True)]  # noqa: E712 - a column of bools
     ok = ok[ok[metric].notna()]
@@ -152,24 +164,57 @@ def plot_table(path: str | Path, outdir: str | Path | None = None, heatmaps: lis
         df = read_table(path)
     except (FileNotFoundError, OSError, ValueError) as err:
         raise PlotError(f"{path}: {err}") from None
-    outdir = Path(outdir) if outdir is not None else path.with_name(path.stem + "_plots")
-    outdir.mkdir(parents=True, exist_ok=True)
-    from kda.views.plots import png_bytes
-    written = []
+    settings_columns(df)                           # a sweep's table, or one line saying it is not one
     pairs = [tuple(h) for h in heatmaps or []]
     if any(len(p) != 2 for p in pairs):
         raise PlotError("--heatmap takes two columns, X,Y")
+    outdir = Path(outdir) if outdir is not None else path.with_name(path.stem + "_plots")
+    _make_outdir(outdir)
     if not pairs and len(axes(df)) >= 2:
         pairs = [tuple(axes(df)[:2])]
-    figures = [("pareto.png", figure_pareto(df))]
-    figures += [(f"heatmap_{x}_{y}.png".replace("/", "_"), figure_heatmap(df, x, y, metric)) for x, y in pairs]
-    for name, fig in figures:
-        (outdir / name).write_bytes(png_bytes(fig, 100))
-        written.append(outdir / name)
-    best = markdown_table(best_per_shape(df, metric))
-    (outdir / "best.md").write_text(best + "\n", encoding="utf-8")
-    written.append(outdir / "best.md")
+    try:
+        out = _drawn(df, pairs, metric)
+    except (KeyError, TypeError, ValueError) as err:
+        if isinstance(err, PlotError):
+            raise
+        raise PlotError(f"{path}: cannot plot this table ({type(err).__name__}: {err})") from None
+    best = out[-1][1].decode("utf-8").rstrip("\n")
+    written = []
+    try:
+        for name, data in out:                     # each file whole or not at all
+            written.append(files.write_bytes("-o", outdir / name, data))
+    except files.OutputError as err:
+        raise PlotError(str(err)) from None
     return written, best
+
+
+def _drawn(df, pairs, metric) -> list[tuple[str, bytes]]:
+    """(file name, bytes) of the Pareto front, the heat maps and the best points, drawn in memory."""
+    import matplotlib.pyplot as plt
+    from kda.views.plots import png_bytes
+    figures = []
+    try:
+        figures.append(("pareto.png", figure_pareto(df)))
+        figures += [(f"heatmap_{x}_{y}.png".replace("/", "_"), figure_heatmap(df, x, y, metric)) for x, y in pairs]
+        best = markdown_table(best_per_shape(df, metric))
+    except BaseException:
+        for _, fig in figures:
+            plt.close(fig)
+        raise
+    return [(name, png_bytes(fig, 100)) for name, fig in figures] + [("best.md", (best + "\n").encode("utf-8"))]
+
+
+def _make_outdir(outdir: Path) -> None:
+    """The folder of the figures, made if missing; PlotError (one line) where it cannot be written."""
+    if outdir.exists() and not outdir.is_dir():
+        raise PlotError(f"-o {outdir}: a file, not a folder (the figures go into a folder)")
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+        files.check_writable("-o", outdir / "best.md")
+    except OSError as err:
+        raise PlotError(f"-o {outdir}: cannot make the folder ({err.strerror or err})") from None
+    except files.OutputError as err:
+        raise PlotError(str(err)) from None
 
 
 def markdown_table(df) -> str:

@@ -18,8 +18,8 @@ OK, FAILED = "ok", "failed"
 def run_point(version: str, settings: Settings, threads: int | None = None) -> tuple[dict, bool]:
     """(row, cacheable): the row holds `status`, `error` and every metric of the --json report, flattened
     to dotted columns. Errors of the input (a bad combination, a workspace or a phase that does not fit,
-    an overflow)
-    are results and cacheable; anything else (a crash) is reported but run again next time."""
+    an overflow, numerics that fail parity) are results and cacheable; anything else (a crash) is reported
+    but run again next time."""
     if threads:
         import torch
         torch.set_num_threads(threads)
@@ -31,7 +31,8 @@ def run_point(version: str, settings: Settings, threads: int | None = None) -> t
     except Exception as err:  # noqa: BLE001 - a sweep outlives any one point
         return {"status": FAILED, "error": f"{type(err).__name__}: {err}"}, False
     data["workspace_kib"] = workspace_kib(r)
-    error = r.workspace_error or getattr(r, "capacity_error", None) or _overflow_text(data.get("overflow"))
+    error = (r.workspace_error or getattr(r, "capacity_error", None) or _overflow_text(data.get("overflow"))
+             or _parity_text(data.get("parity")))
     return {"status": FAILED if error else OK, "error": error, **flatten(data)}, True
 
 
@@ -49,6 +50,17 @@ def _overflow_text(o: dict | None) -> str | None:
     if not o:
         return None
     return f"overflow: inf/NaN first in {o.get('tensor')} ({o.get('where') or o.get('phase')}, chunk {o.get('chunk')})"
+
+
+def _parity_text(p: dict | None) -> str | None:
+    """A point whose numerics fail parity failed, as `kda.run --strict` says (its row keeps the numbers)."""
+    if not p or p.get("pass") is not False:
+        return None
+    def num(x):
+        return "inf/NaN" if x is None else f"{x:.3g}"
+    errs = f"output rel RMS {num(p.get('rel_rms_err'))}, final state {num((p.get('state') or {}).get('rel_rms_err'))}"
+    note = f" ({p['note']})" if p.get("note") else ""
+    return f"fails parity: {errs}{note}"
 
 
 def flatten(data: dict, prefix: str = "") -> dict:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
-import threading
-from contextlib import contextmanager
+import warnings
 from dataclasses import dataclass, field
+
+from npusim.command import sigint_ignored, workers_starting
+from npusim.model.limits import available_cores
 
 from kda.sweep.cache import Cache, point_key
 from kda.sweep.point import FAILED, run_point
@@ -45,6 +46,7 @@ class Outcome:
     failed: int = 0                        # rows whose status is "failed"
     workers: int = 0                       # 0: in-process
     unmatched_metrics: list[str] = field(default_factory=list)
+    unusable_cache_lines: int = 0          # lines of the cache skipped (cut short, damaged, edited)
 
 
 def run_sweep(spec: Spec, *, workers: int | None = 0, scheduler: str | None = None,
@@ -85,7 +87,7 @@ def run_sweep(spec: Spec, *, workers: int | None = 0, scheduler: str | None = No
             pass
     rows = finished()
     return Outcome(rows, len(todo), len(found), sum(r["status"] == FAILED for r in rows), n_workers,
-                   _unmatched(spec.metrics, rows))
+                   _unmatched(spec.metrics, rows), store.skipped)
 
 
 def _row(spec: Spec, point, result: dict) -> dict:
@@ -137,6 +139,7 @@ def _in_process(todo):
 def _on_dask(todo, workers: int | None, scheduler: str | None):
     """(generator of (index, row, cacheable), worker count) on a LocalCluster or the given scheduler."""
     try:
+        import dask
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError:
         raise SchedulerError("dask.distributed is not installed: pip install 'dask[distributed]', "
@@ -148,11 +151,28 @@ def _on_dask(todo, workers: int | None, scheduler: str | None):
             raise SchedulerError(f"--scheduler {scheduler}: cannot connect ({err})") from None
         cluster = None
     else:
-        n = workers if workers else (os.cpu_count() or 1)
-        with sigint_ignored():             # the workers start ignoring Ctrl-C: this process alone handles it
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
-                                   silence_logs=logging.CRITICAL)
-            client = Client(cluster)
+        cores = available_cores()
+        if workers and workers > cores:
+            raise SchedulerError(f"--workers {workers}: this machine has {cores} cores; a local cluster takes at "
+                                 f"most one worker per core (--scheduler for a larger cluster)")
+        n = workers if workers else cores
+        cluster = client = None
+        try:
+            with workers_starting() as method, warnings.catch_warnings(), \
+                    dask.config.set({"distributed.worker.multiprocessing-method": method}):
+                # the scheduler's HTTP server takes another port when its default is busy: nothing to report
+                warnings.filterwarnings("ignore", message="Port .* is already in use")
+                cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                                       silence_logs=logging.CRITICAL)
+                client = Client(cluster)
+        except BaseException:              # a Ctrl-C held while the cluster started arrives here
+            with sigint_ignored():
+                for part in (client, cluster):
+                    if part is not None:
+                        part.close()
+            raise
+    if client is None:
+        raise SchedulerError("the local cluster did not start")
     n_workers = len(client.scheduler_info().get("workers", {}))
 
     def results():
@@ -171,21 +191,6 @@ def _on_dask(todo, workers: int | None, scheduler: str | None):
                 if cluster is not None:
                     cluster.close()
     return results(), n_workers
-
-
-@contextmanager
-def sigint_ignored():
-    """SIGINT ignored while in the block (from the main thread; elsewhere nothing changes). Processes
-    started in the block keep ignoring it: a terminal's Ctrl-C, sent to the whole process group, then
-    reaches this process alone, which stops the sweep and its workers in order, with no worker tracebacks."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 class _Bar:

@@ -141,10 +141,19 @@ def point_settings(options: dict, numerics: bool = True, keep_trace: bool = True
     return settings if keep_trace else replace(settings, keep_trace=False)
 
 
+MAX_SPEC_BYTES = 1 << 20          # a spec file read past this is not a spec
+
+
 def load_spec(path: str | Path) -> Spec:
     path = Path(path)
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        if path.exists() and not path.is_file():
+            raise SpecError(f"{path}: not a regular file (a folder, a device or a pipe)")
+        with open(path, "rb") as f:
+            data = f.read(MAX_SPEC_BYTES + 1)
+        if len(data) > MAX_SPEC_BYTES:
+            raise SpecError(f"{path}: over {MAX_SPEC_BYTES // 1024} KiB; a spec is a few lines of TOML")
+        raw = tomllib.loads(data.decode("utf-8"))
     except FileNotFoundError:
         raise SpecError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
@@ -154,6 +163,8 @@ def load_spec(path: str | Path) -> Spec:
 
 def parse_spec(raw: dict, origin: str = "spec") -> Spec:
     """A spec from a dict of the TOML's shape; every axis value is checked through kda.cli.run's parser."""
+    if not raw:                       # an empty file would run kda.run's defaults as if that was asked
+        raise SpecError(f"{origin}: an empty spec: give [axes] (the values to sweep) and/or [fixed]")
     unknown = set(raw) - {"axes", "fixed", "metrics", "numerics"}
     if unknown:
         raise SpecError(f"{origin}: unknown key {sorted(unknown)[0]!r} (a spec has [axes], [fixed], metrics, "

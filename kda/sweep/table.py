@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
+
+from npusim.output import files
 
 
 def have_parquet() -> bool:
@@ -29,16 +32,18 @@ def frame(rows: list[dict]):
 
 
 def write_table(rows: list[dict], path: str | Path) -> Path:
-    """Write the rows; returns the path written (.csv instead of .parquet without pyarrow)."""
+    """Write the rows, whole or not at all (npusim/output/files.py: OutputError naming --output); returns the
+    path written (.csv instead of .parquet without pyarrow)."""
     path = Path(path)
     if path.suffix == ".parquet" and not have_parquet():
         path = path.with_suffix(".csv")
     if path.suffix == ".parquet":
-        frame(rows).to_parquet(path, index=False)
-        return path
-    with path.open("w", newline="", encoding="utf-8") as f:
-        write_csv(rows, f)
-    return path
+        buf = io.BytesIO()
+        frame(rows).to_parquet(buf, index=False)
+        return files.write_bytes("--output", path, buf.getvalue())
+    text = io.StringIO(newline="")
+    write_csv(rows, text)
+    return files.write_text("--output", path, text.getvalue())
 
 
 def write_csv(rows: list[dict], f) -> None:

@@ -372,6 +372,8 @@ def _check_number(value, type_name: str, where: str, origin: str):
         if where in _MAY_BE_INF:
             return math.inf
         raise ProfileError(f"profile {origin}: field {where} must be a finite number, got {value!r}")
+    if where in _SWITCHES and value not in (0, 1):          # a switch: no value in between means anything
+        raise ProfileError(f"profile {origin}: field {where} is a switch: 0 (off) or 1 (on), got {value!r}")
     if type_name == "int":
         if value != int(value) or value < 1:
             raise ProfileError(f"profile {origin}: field {where} must be a whole number >= 1, got {value!r}")
@@ -384,6 +386,7 @@ def _check_number(value, type_name: str, where: str, origin: str):
     return value if type_name == "int" else float(value)
 
 
+_SWITCHES = {"isa.enabled"}            # fields that turn a part of the model on (1) or off (0)
 # Rates that divide: zero would mean infinite time.
 _POSITIVE = {"clock_ghz", "macs_per_cycle", "fp32_macs_per_cycle", "elems_per_cycle", "bandwidth_gbps",
              "gm_bandwidth_gbps", "chip_bandwidth_gbps", "l2_bandwidth_gbps", "slot_kib",
@@ -392,13 +395,12 @@ _POSITIVE = {"clock_ghz", "macs_per_cycle", "fp32_macs_per_cycle", "elems_per_cy
              "gm_l1_bytes_per_cycle", "gm_ub_bytes_per_cycle", "ub_gm_bytes_per_cycle", "fixpipe_bytes_per_cycle"}
 # Fields whose infinity means "not modelled" (no contention, no capacity limit); every other must be finite.
 _MAY_BE_INF = {"memory.gm_bandwidth_gbps", "memory.chip_bandwidth_gbps", "memory.l2_bandwidth_gbps",
-               *(f"core.{n}_kib" for n in ("ub", "l1", "l0a", "l0b", "l0c")),
-               *(f"core.{n}_gbps" for n in ("mte2", "mte3", "fixpipe"))}
+               *(f"core.{n}_kib" for n in ("ub", "l1", "l0a", "l0b", "l0c")), "core.mte2_gbps", "core.mte3_gbps",
+               "core.fixpipe_gbps"}
 # The values the model accepts, by 'section.field' or by field name (default [0, 1e9]): generous bounds
 # around any chip (a 1 s sync, a 100 GHz clock), tight enough that nothing overflows or rounds to zero.
 _LIMITS = {
-    # the rates and capacities that divide: at least 1e-3 of their unit, so that no time or tile count
-    # overflows (a 1e-308 GB/s link would make one transfer last longer than a float can say)
+    # rates and capacities that divide: >= 1e-3 of their unit, so that no time or tile count overflows
     **{name: (1e-3, 1e9) for name in _POSITIVE},
     "chip.ai_cores": (1, 4096), "chip.vec_per_core": (1, 64), "clock_ghz": (1e-3, 100.0),
     "launch_overhead_us": (0.0, 1e6), "barrier_us": (0.0, 1e6), "sync.latency_us": (0.0, 1e6),

@@ -7,9 +7,11 @@ ASSUMED source; the report says which and why. Bad input gets one line on stderr
 `--host-floor`: the timings are wall clock around a whole call (host dispatch included), so one constant
 host time is fitted beside the fields (floor.py) and reported, not written into the profile.
 
-Kernels are modelled by a plug-in module (default `kda.kernels.registry`) with `resolve(measurement)` returning an
-object with `predict(profile) -> us`: the runtime does not know the programs, the plug-in does. Rows kept for
-validation never enter the fit: a row marked `held_out = yes`, and every row of a kernel the plug-in's
+Kernels are modelled by a kernel table (default `kda`, the entry point of kda.kernels.registry) with
+`resolve(measurement)` returning an object with `predict(profile) -> us`: the runtime does not know the
+programs, the table does. A table is named by its entry point (group npusim.kernels) or given as a file path,
+never looked up as a bare module name (a file of that name in the working directory would run). Rows kept for
+validation never enter the fit: a row marked `held_out = yes`, and every row of a kernel the table's
 `held_out(kernel)` names (kda: the measured KDA kernels); they are skipped, and said so.
 """
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import dataclasses
 import datetime as _dt
 import importlib
+import importlib.util
 import json
 import math
 import os
@@ -25,31 +28,74 @@ import sys
 from pathlib import Path
 
 import tomli_w
+from importlib import metadata
 
+from npusim.command import as_command
 from npusim.errors import NpuSimError
-from npusim.fit.least_squares import Fit, fit
+from npusim.output import files
+from npusim.fit.least_squares import Fit, fit, typical_evaluations
 from npusim.chip.floor import FloorPredictors
 from npusim.fit.measurements import read_measurements
 from npusim.chip.profile import _SECTIONS, Profile, load_profile
 from npusim.fit.uncertainty import assumptions
 
 
-def calibrate(path: str | Path, profile: Profile, kernels: str = "kda.kernels.registry", fields=None,
+KERNELS_GROUP = "npusim.kernels"                 # entry points: name -> a module with resolve(measurement)
+BUILTIN_KERNELS = {"kda": "kda.kernels.registry"}
+
+
+def kernel_table(spec: str):
+    """A kernel table: a module with resolve(measurement), and optionally check_models(models, profile,
+    predictions, what) to refuse a fit too large before it starts. Named by its entry point of group
+    npusim.kernels (`kda`: this project's), by that entry point's module, or given as a Python file by its
+    path (a name with a slash or ending in .py). A bare module name is never looked up on sys.path: a file of
+    that name in the working directory would run. NpuSimError (one line) otherwise."""
+    if spec.endswith(".py") or "/" in spec or os.sep in spec:
+        path = Path(spec)
+        if not path.is_file():
+            raise NpuSimError(f"--kernels {spec}: no such file")
+        if path.suffix != ".py":
+            raise NpuSimError(f"--kernels {spec}: a kernel table given by its path is a Python file (.py)")
+        loader = importlib.util.spec_from_file_location(f"npusim_kernels_{abs(hash(str(path.resolve())))}", path)
+        if loader is None or loader.loader is None:
+            raise NpuSimError(f"--kernels {spec}: cannot load it as a Python module")
+        module = importlib.util.module_from_spec(loader)
+        try:
+            loader.loader.exec_module(module)
+        except Exception as err:  # noqa: BLE001 - a user's file: any failure is one line
+            raise NpuSimError(f"--kernels {spec}: cannot load it ({type(err).__name__}: {err})") from None
+    else:
+        tables = {**BUILTIN_KERNELS, **{ep.name: ep.value.split(":")[0]
+                                        for ep in metadata.entry_points(group=KERNELS_GROUP)}}
+        modules = {m: m for m in tables.values()}
+        if spec not in tables and spec not in modules:
+            raise NpuSimError(f"--kernels {spec!r}: not a kernel table; name one of {', '.join(sorted(tables))} "
+                              f"(entry points of group {KERNELS_GROUP}), their modules, or a .py file by its path")
+        try:
+            module = importlib.import_module(tables.get(spec) or modules[spec])
+        except ImportError as err:
+            raise NpuSimError(f"--kernels {spec}: cannot import it ({err})") from None
+    if not callable(getattr(module, "resolve", None)):
+        raise NpuSimError(f"--kernels {spec}: not a kernel table (it has no function resolve(measurement))")
+    return module
+
+
+def kernel_origin(spec: str) -> str:
+    """Where a kernel table comes from: a file's full path, or the module an entry point names."""
+    if spec.endswith(".py") or "/" in spec or os.sep in spec:
+        return str(Path(spec).resolve())
+    return spec
+
+
+def calibrate(path: str | Path, profile: Profile, kernels: str = "kda", fields=None,
               ignore_unknown: bool = False, host_floor: bool = False) -> tuple[Fit, list, list[str]]:
     """Read, model and fit. Returns the fit, the measurements used, and notes (rows skipped). With
     `host_floor`, the timings are taken to include one constant host time (floor.py), solved at every step
     and kept in `Fit.host_floor_us`; without, they are kernel device times (msprof's Task Duration)."""
-    try:
-        plugin = importlib.import_module(kernels)
-        resolve = plugin.resolve
-    except ImportError as err:
-        raise NpuSimError(f"--kernels {kernels}: cannot import it ({err})") from None
-    except AttributeError:
-        raise NpuSimError(f"--kernels {kernels}: not a kernel table (it has no resolve(measurement))") from None
-    if not callable(resolve):
-        raise NpuSimError(f"--kernels {kernels}: its resolve is not a function")
+    table = kernel_table(kernels)
+    resolve = table.resolve
     rows, models, notes = [], [], []
-    kept = getattr(plugin, "held_out", None)
+    kept = getattr(table, "held_out", None)
     for m in read_measurements(path):
         if m.held_out or (callable(kept) and kept(m.kernel)):
             notes.append(f"skipped {m.where()}: {m.kernel} is held out (validation only, never fitted)")
@@ -77,6 +123,9 @@ def calibrate(path: str | Path, profile: Profile, kernels: str = "kda.kernels.re
     if not chosen:
         raise NpuSimError(f"profile {profile.name}: no field has a range to fit")
     measured = [m.measured_us for m in rows]
+    check_models = getattr(table, "check_models", None)
+    if callable(check_models):                # a table that can weigh its models: before the fit starts
+        check_models(models, profile, typical_evaluations(len(chosen)), "npusim.calibrate")
     if not host_floor:
         return fit(profile, chosen, [k.predict for k in models], measured), rows, notes
     fp = FloorPredictors(models, ["all"] * len(rows), measured)
@@ -112,13 +161,18 @@ def profile_toml(fitted: Profile, result: Fit, data: str, date: str) -> str:
                 entry["range"] = list(fitted.ranges[key])
                 entry["range_reason"] = fitted.range_reasons[key]
             doc[section][name] = entry
-    lines = [f"# Calibrated by python -m npusim.calibrate from {data} on {date}.",
+    lines = [f"# Calibrated by python -m npusim.calibrate from {_one_line(data)} on {_one_line(date)}.",
              _toml_pair("name", doc["name"]), _toml_pair("description", doc["description"])]
     for section in _SECTIONS:         # one line per field, an inline table as in the shipped profiles
         lines += ["", f"[{section}]"]
         lines += [f"{name} = {{ {', '.join(_toml_pair(k, v) for k, v in entry.items())} }}"
                   for name, entry in doc[section].items()]
     return "\n".join(lines) + "\n"
+
+
+def _one_line(text: str) -> str:
+    """`text` for a TOML comment: its control characters (a newline would end the comment) escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def _toml_pair(key: str, value) -> str:
@@ -158,6 +212,7 @@ EXAMPLES = """examples:
   python -m npusim.calibrate op_summary_0.csv --ignore-unknown --fields sync.latency_us,cube.fp32_macs_per_cycle"""
 
 
+@as_command
 def main(argv: list[str] | None = None) -> int:
     p = _Parser(prog="python -m npusim.calibrate", description=__doc__.splitlines()[0], epilog=EXAMPLES,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -167,8 +222,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="profile to start from (default: ascend-910b2)")
     p.add_argument("--out", type=Path, metavar="FILE.toml", help="write the fitted profile here (default: print it)")
     p.add_argument("--fields", metavar="FIELD,...", help="comma-separated fields to fit (default: every ranged field)")
-    p.add_argument("--kernels", default="kda.kernels.registry", metavar="MODULE",
-                   help="module that models the kernels, with resolve() (default: kda.kernels.registry)")
+    p.add_argument("--kernels", default="kda", metavar="NAME|FILE.py",
+                   help="the kernel table: an entry point of group npusim.kernels (kda: this project's "
+                        "kda.kernels.registry), or a Python file with resolve(measurement), by its path")
     p.add_argument("--ignore-unknown", action="store_true", help="skip rows of kernels the model does not know "
                    "(other operators in an msprof summary) instead of failing")
     p.add_argument("--host-floor", action="store_true", help="the timings include a constant host time "
@@ -176,14 +232,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--date", help="date to write in the FIT sources (default: today, UTC)")
     p.add_argument("--json", action="store_true", help="print the fit as JSON")
     args = p.parse_args(argv)
-    if args.out is not None and not args.out.parent.is_dir():
-        return _fail(f"--out {args.out}: no directory {args.out.parent}")
-    if args.out is not None and (args.out.is_dir() or not os.access(args.out if args.out.exists()
-                                                                     else args.out.parent, os.W_OK)):
-        return _fail(f"--out {args.out}: cannot write there")          # before the fit, not after
+    if args.date is not None and not (args.date.strip() and args.date.isprintable()):
+        return _fail(f"--date {args.date!r}: one line of printable text, e.g. 2026-11-23")
+    try:
+        if args.out is not None:
+            files.check_writable("--out", args.out)                     # before the fit, not after
+    except files.OutputError as err:
+        return _fail(str(err))
     try:
         profile = load_profile(args.profile)
-        fields = [x.strip() for x in args.fields.split(",") if x.strip()] if args.fields else None
+        fields = [x.strip() for x in args.fields.split(",") if x.strip()] if args.fields is not None else None
+        if fields == []:
+            raise NpuSimError(f"--fields {args.fields!r} names no field (leave it out to fit every ranged field)")
         result, rows, notes = calibrate(args.data, profile, args.kernels, fields, args.ignore_unknown,
                                         args.host_floor)
     except NpuSimError as err:
@@ -195,18 +255,20 @@ def main(argv: list[str] | None = None) -> int:
     for n in notes:
         print(n, file=sys.stderr)
     if args.json:
-        print(json.dumps({"rms_before": result.rms_before, "rms_after": result.rms_after,
+        print(json.dumps({"kernels": kernel_origin(args.kernels), "rms_before": result.rms_before,
+                          "rms_after": result.rms_after,
                           "host_floor_us": result.host_floor_us,
                           "fields": [f.to_dict() for f in result.fields]}, indent=2))
     else:
         print("\n".join(report_lines(result, rows)))
+    if args.kernels not in BUILTIN_KERNELS:
+        print(f"kernel table: {kernel_origin(args.kernels)}", file=sys.stderr)
     if args.out is not None:
         try:
-            args.out.write_text(text)
-        except OSError as err:                 # the fit is done: print it rather than lose it
+            files.write_text("--out", args.out, text)
+        except files.OutputError as err:       # the fit is done: print it rather than lose it
             print(text)
-            return _fail(f"--out {args.out}: cannot write it ({err.strerror or err}); the fitted profile is "
-                         f"printed above")
+            return _fail(f"{err}; the fitted profile is printed above")
         print(f"wrote {args.out}", file=sys.stderr)
     elif not args.json:
         print(text)

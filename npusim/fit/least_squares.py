@@ -79,6 +79,12 @@ class Fit:
 Predictor = Callable[[Profile], float]
 
 
+def typical_evaluations(fields: int) -> int:
+    """Predictions of every row a fit of `fields` fields makes, typically: ten steps, each one prediction and
+    one more per field for the Jacobian (what a tool weighs before it starts: npusim/model/limits.py)."""
+    return 10 * (1 + fields)
+
+
 def _profile(base: Profile, fields: Sequence[Assumption], phi: np.ndarray) -> Profile:
     return base.replace(**{f.field.replace(".", "__", 1): float(math.exp(x)) for f, x in zip(fields, phi)})
 

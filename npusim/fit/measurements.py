@@ -54,7 +54,10 @@ def read_measurements(path: str | Path) -> list[Measurement]:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as err:
         raise MeasurementError(f"{path}: cannot read it as text ({type(err).__name__})") from None
-    rows = list(csv.reader(text.splitlines()))
+    try:
+        rows = list(csv.reader(text.splitlines()))
+    except csv.Error as err:        # a field past the csv module's limit, a NUL byte
+        raise MeasurementError(f"{path}: not a measurements CSV ({err})") from None
     if not rows or not any(cell.strip() for cell in rows[0]):
         raise MeasurementError(f"{path}: empty file, expected a header row")
     header = [h.strip() for h in rows[0]]

@@ -20,6 +20,7 @@ MAX_SAMPLES = 10_000             # profiles sampled for an interval (each replay
 MAX_RETIMED = 100_000_000        # chunks timed over the samples of an interval (re-timed or replayed compiled,
                                  # ~10 us each: about a quarter of an hour)
 MAX_POINTS = 1_000_000           # points of a sweep grid
+MAX_TOOL_REPLAYS = 50_000_000    # chunks replayed over every prediction a tool makes (validation, calibration)
 
 
 class LimitError(NpuSimError):
@@ -35,6 +36,41 @@ def check(what: str, amount: float, limit: float, unit: str = "") -> None:
     if amount > limit and not lifted():
         raise LimitError(f"{what}: {amount:.3g}{unit} exceeds this model's limit of {limit:.3g}{unit} "
                          f"(too long or too large for this machine; set {ENV}=1 to run it anyway)")
+
+
+def memory_bytes() -> float:
+    """This machine's physical memory (16 GiB where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 16 * 2**30
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its affinity where the system says, else all of them)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def check_chunk(chunk_size: int, d_k: int, d_v: int, sequences: int = 1, what: str = "one chunk") -> None:
+    """The working set of one chunk (recorded even for timing only): C x C matrices, the chunk's rows and the
+    state, for `sequences` at once; at most half of this machine's memory."""
+    gib = 4 / 2**30 * sequences * (8 * chunk_size ** 2 + 4 * chunk_size * (d_k + d_v) + 2 * d_k * d_v)
+    check(f"{what}'s working set", gib, memory_bytes() / 2 / 2**30, " GiB")
+
+
+def replay_bound(sequences: int, most_chunks: int, cores: int) -> int:
+    """Chunks the busiest core replays, at most, for `sequences` sequences of up to `most_chunks` chunks laid
+    out over `cores` cores: worked out before any list of that size is made."""
+    return most_chunks * -(-sequences // max(1, min(cores, sequences)))
+
+
+def check_predictions(what: str, replays: int, predictions: int) -> None:
+    """A tool that replays `replays` chunks per prediction, `predictions` times (every row under every
+    sampled profile, every step of a fit)."""
+    check(f"{what}: chunks replayed over {predictions} predictions", replays * predictions, MAX_TOOL_REPLAYS)
 
 
 def busiest_core_chunks(counts: Sequence[int], cores: int) -> int:

@@ -8,4 +8,5 @@
     trace_events.py   the trace events of one pass's run
     pipe_trace.py     the data-movement segments as traces and Gantt charts draw them
     trace_file.py     writing a trace, cutting it to a window
+    files.py          files a command writes: checked before the long part, written whole or not at all
 """

@@ -23,6 +23,7 @@ from typing import Sequence
 from npusim.model.engine import Run
 from npusim.model.multipass import DesignRun
 from npusim.model.schedule import BARRIER, CHUNKS
+from npusim.output import files
 from npusim.output.trace_events import PID_STRIDE, meta_event, run_events, run_meta, to_ns, x_event
 
 Runs = Run | DesignRun | Sequence[Run] | Sequence[DesignRun]
@@ -51,8 +52,7 @@ def build(runs: Runs, labels: Sequence[str] | None = None, heads: int | None = N
 def write(path: str | Path, runs: Runs, **kwargs) -> dict:
     """Build the trace (see `build`) and write it as JSON; returns it."""
     trace = build(runs, **kwargs)
-    Path(path).write_text(json.dumps(trace, ensure_ascii=False, separators=(",", ":"), allow_nan=False),
-                          encoding="utf-8")
+    files.write_text("--trace", path, json.dumps(trace, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
     return trace
 
 

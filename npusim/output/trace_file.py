@@ -9,6 +9,8 @@ import json
 import math
 from pathlib import Path
 
+from npusim.output import files
+
 LARGE_BYTES = 100_000_000               # a trace over this gets a warning: Perfetto loads it slowly
 SAMPLE = 2000                           # events whose JSON is measured to estimate the whole file
 
@@ -56,5 +58,6 @@ def window(trace: dict, start: float, end: float) -> dict:
     return {**trace, "traceEvents": kept, "metadata": meta}
 
 
-def write(path: str | Path, trace: dict) -> None:
-    Path(path).write_text(_dumps(trace), encoding="utf-8")
+def write(path: str | Path, trace: dict, option: str = "--trace") -> None:
+    """The trace as JSON, whole or not at all (npusim/output/files.py: OutputError naming `option`)."""
+    files.write_text(option, path, _dumps(trace))

@@ -24,6 +24,8 @@ from npusim.record.ops import CONST, HOST, LAYOUT, MATMUL, REDUCE, UNIT_OF, Issu
 from npusim.record.precision import Precision, itemsize
 from npusim.record.records import GM, STATE, Buf, Info, PhaseRec, SyncRec
 
+SAME_TYPE_CASTS = ("to", "float", "double", "half", "bfloat16", "type_as")   # may return their input unchanged
+
 
 class Checker(HandOffs, Issued):
     """Receives the events of one recorded chunk (phases, ops, syncs) and checks them as they happen."""
@@ -181,7 +183,8 @@ class Checker(HandOffs, Issued):
         storage = (self.info[id(inputs[0])].storage_bytes if kind == LAYOUT and inputs and id(inputs[0]) in self.info
                    else itemsize(self.precision.transfer))
         for out in outputs:
-            if name == "__setitem__" and id(out) in self.info:
+            in_place = name == "__setitem__" or (inputs and out is inputs[0] and name not in SAME_TYPE_CASTS)
+            if in_place and kind != LAYOUT and id(out) in self.info:   # x[...] = y, x.mul_(y): x's own buffer
                 info = self.info[id(out)]
                 if info.producer != phase.name:
                     raise DataflowError(f"Phase {phase.name} writes into {self._label(info)}, made by "
@@ -292,7 +295,7 @@ class Checker(HandOffs, Issued):
                                    self._locals(s), s.step, int(shapes.get("group", 1))))
             else:
                 steps.append(Sync(s.number, s.producer.name, s.into.name,
-                                  f"{s.producer.unit}->{s.into.unit}", tuple(p for _, p in s.payload)))
+                                  f"{s.producer.unit}->{s.into.unit}", tuple(p for _, p in s.payload), s.next_item))
         tensors = {}
         for info in self.info.values():
             if info.name is None or info.name in tensors:

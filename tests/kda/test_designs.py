@@ -94,7 +94,7 @@ def test_floor_counts_inputs_outputs_and_states_once():
 
 
 def test_cli_runs_a_design_with_numerics_and_interleave(capsys):
-    assert main(["--version", "v5", "--chunks", "3", "--heads", "2", "--dk", "32", "--dv", "32", "--dtype", "fp32",
+    assert main(["--version", "v5", "--chunks", "3", "--heads", "2", "--cores", "1", "--dk", "32", "--dv", "32", "--dtype", "fp32",
                  "--interleave", "2", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["parity"]["pass"] and d["errors"]["o"] < 1e-5 and d["interleave"] == 2

@@ -130,3 +130,46 @@ def test_inf_in_the_forward_is_named_however_rarely_the_flags_are_read(small_blo
     assert want.nonfinite is not None and got.nonfinite == want.nonfinite
     assert "batched up to chunk 3" in got.replay
     assert torch.equal(got.o.nan_to_num(), want.o.nan_to_num())
+
+
+def _clobbering_step(inputs, state):
+    """A chunk step whose chain writes in place into a value made ahead of it: U = 2 K (no state), then its
+    first row less that of K S (the chain: U[..., :1, :] -= (K S)[..., :1, :]), S_new = 0.5 S + K^T U; O = U + 1
+    reads U after the write."""
+    K = inputs["K"]
+    U = K * 2.0
+    U[..., :1, :] = U[..., :1, :] - (K @ state)[..., :1, :]
+    new_state = 0.5 * state + K.mT @ U
+    O = U + 1.0
+    flag = (~torch.isfinite(torch.stack([O.sum(), new_state.sum()]))).any()
+    return {"O": O}, new_state, flag
+
+
+class _StepReplay:
+    """The little a BatchedReplay asks of a replay: the fast step, its identities, how often to read flags."""
+    check_every = 1
+
+    def __init__(self):
+        self.eyes = {}
+
+    def eager_step(self, inputs, state, _watch):
+        return _clobbering_step(inputs, state)
+
+
+def test_a_value_the_chain_writes_in_place_is_copied_for_the_walk():
+    # the walk runs the write on chunk j's row of the block's U; stage B then runs it again on the whole block
+    # with each chunk's incoming state. Were the walk's row not a copy, stage B would subtract twice.
+    gen = torch.Generator().manual_seed(0)
+    chunks = [{"K": torch.randn(2, 8, 8, generator=gen) * 0.3} for _ in range(5)]
+    S0 = torch.randn(2, 8, 8, generator=gen)
+    want, state = [], S0
+    for c in chunks:
+        out, state, _ = _clobbering_step(dict(c), state)
+        want.append(out["O"])
+    replay = batched.BatchedReplay(_StepReplay(), lambda t: dict(chunks[t]), S0, 5, block_items=6)  # blocks 3, 2
+    assert replay.walk.clobbered                   # U: read by the chain, written by it
+    got = {}
+    final = replay.run(S0, lambda t, out: got.__setitem__(t, out["O"]))
+    assert torch.equal(final, state)
+    for t in range(5):
+        assert torch.equal(got[t], want[t]), t

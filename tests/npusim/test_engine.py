@@ -145,3 +145,46 @@ def test_a_shared_transfer_counts_the_transfers_already_under_way():
     assert share.transfer_us(4.0, 1000, 0.0, 1) == pytest.approx(1.0)
     assert _Share(1000.0).transfer_us(0.0, 1000, 0.0, 3) == pytest.approx(3.0)
     assert _Share(1000.0).transfer_us(0.0, 1000, 5.0, 1) == pytest.approx(5.0)   # never above the core's own rate
+
+
+def test_a_transfer_ending_exactly_now_no_longer_shares():
+    """Hand-computed, 1000 B/us shared: A (1000 B) from 0 ends at exactly 1.0; B starting at 1.0 has the whole
+    rate (1 us), not half (2 us)."""
+    from npusim.model.engine import _Share
+    share = _Share(1000.0)
+    assert share.transfer_us(0.0, 1000, 0.0, 1) == pytest.approx(1.0)
+    assert share.transfer_us(1.0, 1000, 0.0, 1) == pytest.approx(1.0)
+
+
+def test_a_lockstep_class_holds_its_share_for_every_core_of_it():
+    """Hand-computed, 1000 B/us shared: a class of 3 cores moving 1000 B each from 0 takes 3 us (a third
+    each); one more transfer at 0.5 finds those 3 under way and gets a quarter: 4 us, to 4.5. At 3.0 the class
+    is done and the single one still under way: a class of 2 gets a third each, 3 us."""
+    from npusim.model.engine import _Share
+    share = _Share(1000.0)
+    assert share.transfer_us(0.0, 1000, 0.0, 3) == pytest.approx(3.0)
+    assert share.transfer_us(0.5, 1000, 0.0, 1) == pytest.approx(4.0)
+    assert share.transfer_us(3.0, 1000, 0.0, 2) == pytest.approx(3.0)
+    assert share.busy == pytest.approx(6 * 1000 / 1000)          # 6 transfers of 1 us of the whole rate
+
+
+def test_the_cores_of_a_class_share_the_chip_in_the_replay(toy_profile):
+    # 3 cores in lockstep, L2 shared at 2000 B/us: each core's first sync (4000 B) gets a third: 6 us,
+    # above its own 4 us at 1000 B/us; the first chunk ends at 1 + (6 + 1) + 1 = 9 us
+    run = simulate(toy(), toy_profile(cores=3, l2_bw=2.0), chunks=1, sequences=3)
+    syncs = [e for e in run.trace.events() if e.name == "sync1"]
+    assert len(syncs) == 3 and all(e.busy_end - e.start == pytest.approx(6.0) for e in syncs)
+    assert run.makespan_us == pytest.approx(9.0)
+    # each core simulated on its own: the first finds nothing under way (4 us, its own rate), the second
+    # the first (2 cores: 4 us), the third both (6 us)
+    alone = simulate(toy(), toy_profile(cores=3, l2_bw=2.0), chunks=1, sequences=3, symmetric=False)
+    assert sorted(e.busy_end - e.start for e in alone.trace.events() if e.name == "sync1") == \
+        [pytest.approx(4.0), pytest.approx(4.0), pytest.approx(6.0)]
+
+
+def test_the_first_chunk_of_each_sequence_pays_the_sync_latency(toy_profile):
+    # 2 sequences on one core, one chunk each, serial: every sync is 4 us + 1 us of latency: 2 x 7 us
+    run = simulate(toy(), toy_profile(latency=3.0), chunks=1, sequences=2, serial=True)
+    assert run.makespan_us == pytest.approx(2 * (1 + 4 + 3 + 1))
+    spans = [(e.seq, e.end - e.busy_end) for e in run.trace.events() if e.name == "sync1"]
+    assert spans == [(0, pytest.approx(3.0)), (1, pytest.approx(3.0))]

@@ -26,7 +26,7 @@ CASES: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "v3": (["--version", "v3", *SMALL], ("text", "json", "trace", "plot")),
     "v3_serial": (["--version", "v3", "--serial", *SMALL], ("trace", "plot")),
     "v3_seqlens": (["--version", "v3", "--seqlens", "100,200", "--no-numerics"], ("text", "json")),
-    "v6": (["--version", "v6", "--interleave", "2", *SMALL], ("text", "json", "trace", "plot")),
+    "v6": (["--version", "v6", "--cores", "1", "--interleave", "2", *SMALL], ("text", "json", "trace", "plot")),
     "fla": (["--version", "fla", *SMALL], ("text", "json", "trace", "plot")),
     "v5": (["--version", "v5", *SMALL], ("text", "json", "trace", "plot")),
     "v5_serial": (["--version", "v5", "--serial", *SMALL], ("trace", "plot")),

@@ -214,15 +214,28 @@ def test_cli_writes_the_table_and_plot_finds_the_best_point(tmp_path, capsys):
     assert "v3" in capsys.readouterr().out
 
 
-def test_a_table_that_cannot_be_written_keeps_the_points_in_the_cache(tmp_path, capsys):
+def _full_disk(monkeypatch):
+    """The table's write fails as on a full disk, after the up-front check passed."""
+    import errno
+    import os
+
+    def replace(src, dst):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr("npusim.output.files.os.replace", replace)
+
+
+def test_a_table_that_cannot_be_written_keeps_the_points_in_the_cache(tmp_path, capsys, monkeypatch):
     spec = tmp_path / "s.toml"
     spec.write_text('numerics = false\n[axes]\nchunks = [1, 2, 3]\n[fixed]\nprofile = "seed-doc"\n')
-    (tmp_path / "r.csv").mkdir()                                  # the table's name is taken by a directory
     cache = tmp_path / "c.jsonl"
-    assert main([str(spec), "--workers", "0", "-o", str(tmp_path / "r.csv"), "--cache", str(cache), "--quiet"]) == 2
+    with monkeypatch.context() as m:
+        _full_disk(m)
+        assert main([str(spec), "--workers", "0", "-o", str(tmp_path / "r.csv"), "--cache", str(cache),
+                     "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"the 3 rows are in {cache}" in err, err
+    assert err.count("\n") == 1 and f"the 3 rows are in {cache}" in err and "No space left" in err, err
     assert len(cache.read_text().splitlines()) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.jsonl", "s.toml"]     # no empty or partial table
     assert main([str(spec), "--workers", "0", "-o", str(tmp_path / "r2.csv"), "--cache", str(cache)]) == 0
     assert "3 points (0 run in-process, 3 from the cache)" in capsys.readouterr().err
 
@@ -273,14 +286,59 @@ def test_an_edited_profile_is_a_new_point_not_the_cached_row(tmp_path):
 
 
 def test_a_cache_whose_last_line_was_cut_short_keeps_the_next_row(tmp_path):
-    from kda.sweep.cache import Cache
+    from kda.sweep.cache import Cache, row_digest
     path = tmp_path / "c.jsonl"
-    path.write_text('{"key": "a", "row": {"x": 1}}\n{"key": "b", "ro')         # interrupted mid-line
+    whole = json.dumps({"key": "a", "row": {"x": 1}, "digest": row_digest("a", {"x": 1})})
+    path.write_text(whole + '\n{"key": "b", "ro')                                # interrupted mid-line
     cache = Cache(path)
     cache.add("c", {"x": 3})
     cache.close()
     again = Cache(path)
     assert again.get("a") == {"x": 1} and again.get("c") == {"x": 3} and again.get("b") is None
+    assert again.skipped == 1
+
+
+def test_an_edited_parent_profile_is_a_new_point(tmp_path):
+    """The key holds every file a profile inherits from: editing the parent of the profile a spec names must
+    not bring the old row back."""
+    base, child, cache = tmp_path / "base.toml", tmp_path / "child.toml", tmp_path / "c.jsonl"
+    child.write_text('inherits = "base.toml"\n[chip]\nbarrier_us = 1.0\n')
+    spec = {"numerics": False, "metrics": ["pipeline.latency_us"], "axes": {"version": ["v3"]},
+            "fixed": {"profile": str(child), "chunks": 2, "dk": 16, "dv": 16}}
+    base.write_text('inherits = "seed-doc"\n[sync]\nlatency_us = 0.5\n')
+    first = run_sweep(parse_spec(spec), cache=cache)
+    base.write_text('inherits = "seed-doc"\n[sync]\nlatency_us = 5.0\n')     # 4.5 us more per hand-off
+    second = run_sweep(parse_spec(spec), cache=cache)
+    assert first.ran == 1 and second.ran == 1 and second.cached == 0
+    assert second.rows[0]["pipeline.latency_us.pipelined"] > first.rows[0]["pipeline.latency_us.pipelined"] + 4.5
+
+
+def _cached_sweep(tmp_path):
+    spec = {"numerics": False, "metrics": ["layer.latency_us"], "axes": {"version": ["v2", "v3"]},
+            "fixed": {"profile": "seed-doc", "chunks": 2, "dk": 16, "dv": 16}}
+    cache = tmp_path / "c.jsonl"
+    return parse_spec(spec), cache, run_sweep(parse_spec(spec), cache=cache)
+
+
+def test_a_tampered_cache_row_is_computed_again(tmp_path):
+    spec, cache, first = _cached_sweep(tmp_path)
+    lines = cache.read_text().splitlines()
+    entry = json.loads(lines[1])
+    entry["row"]["layer.latency_us"] = 1.0                  # v3's latency edited, the digest left as it was
+    cache.write_text("\n".join([lines[0], json.dumps(entry)]) + "\n")
+    again = run_sweep(spec, cache=cache)
+    assert (again.cached, again.ran, again.unusable_cache_lines) == (1, 1, 1)
+    assert again.rows[1]["layer.latency_us"] == first.rows[1]["layer.latency_us"] != 1.0
+
+
+def test_a_cache_of_binary_garbage_is_run_again_with_a_warning(tmp_path, capsys):
+    spec = tmp_path / "s.toml"
+    spec.write_text('numerics = false\n[axes]\nversion = ["v3"]\n[fixed]\nchunks = 2\ndk = 16\ndv = 16\n')
+    cache = tmp_path / "c.jsonl"
+    cache.write_bytes(bytes(range(256)) * 8 + b"\n\xff\xfe{\n")
+    assert main([str(spec), "--workers", "0", "-o", str(tmp_path / "r.csv"), "--cache", str(cache)]) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "could not be used" in err and (tmp_path / "r.csv").stat().st_size > 0
 
 
 @pytest.mark.parametrize("where", ["dir", "/proc/c.jsonl"])

@@ -148,11 +148,32 @@ def test_ctrl_c_on_a_dask_sweep_is_one_line_and_no_worker_traceback(tmp_path, to
     assert len(cache.read_text().splitlines()) == 1
 
 
-def test_a_table_that_cannot_be_written_with_no_cache_prints_its_rows(tmp_path, capsys):
-    (tmp_path / "r.csv").mkdir()                         # the table's name is taken by a directory
+def test_a_table_that_cannot_be_written_with_no_cache_prints_its_rows(tmp_path, capsys, monkeypatch):
+    from tests.studies.test_sweep import _full_disk
+    _full_disk(monkeypatch)                              # the write fails after the up-front check
     assert main([str(_spec(tmp_path)), "--workers", "0", "-o", str(tmp_path / "r.csv"), "--no-cache",
                  "--quiet"]) == 2
+    assert not (tmp_path / "r.csv").exists()
     captured = capsys.readouterr()
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and "the 3 rows are on stdout" in err[0], captured.err
     assert [r["chunks"] for r in _rows(captured.out)] == ["1", "2", "3"]
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="needs POSIX signal masks")
+def test_ctrl_c_while_the_cluster_starts_stops_the_sweep(tmp_path, monkeypatch, capsys):
+    """A Ctrl-C that arrives while the local cluster starts is held until it has started, then stops the
+    sweep (exit 130, one line): it is neither lost (every point run, exit 0) nor a traceback."""
+    dd = pytest.importorskip("dask.distributed")
+    real = dd.LocalCluster
+
+    def starting(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)         # the user presses Ctrl-C now
+        return real(*args, **kwargs)
+    monkeypatch.setattr(dd, "LocalCluster", starting)
+    cache = tmp_path / "c.jsonl"
+    assert main([str(_spec(tmp_path)), "--workers", "1", "-o", str(tmp_path / "r.csv"), "--cache", str(cache),
+                 "--quiet"]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("interrupted: 0 points finished"), err
+    assert not (tmp_path / "r.csv").exists()

@@ -104,7 +104,7 @@ class Fake:
     def predict(self, profile):
         return self.us * profile.value("sync.latency_us") / BASE.value("sync.latency_us")
 
-    def predict_many(self, profiles):
+    def predict_many(self, profiles):             # kda.validate times a kernel's samples at once
         return [self.predict(p) for p in profiles]
 
 
