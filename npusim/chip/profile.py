@@ -209,6 +209,15 @@ class Profile:
         return _build(raw, f"{self.name} (modified)", self.sources, self.ranges, self.range_reasons,
                       check_ranges=False)
 
+    def digest(self) -> str:
+        """sha256 of what the profile holds (every field's value and every range, not its name or
+        description): the same numbers give the same digest, whatever file, parent or --set made them."""
+        import hashlib
+        import json
+        content = {k: v for k, v in self.as_dict().items() if k not in ("name", "description")}
+        content["ranges"] = {k: list(v) for k, v in sorted(self.ranges.items())}
+        return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
     def as_dict(self) -> dict:
         out: dict = {"name": self.name, "description": self.description}
         for section in _SECTIONS:
