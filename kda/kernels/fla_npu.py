@@ -30,27 +30,28 @@ Read from the kernels' source (common/kda/chunk_kda_fwd_kernel.hpp, the GDN fwd_
               AIVs their sum clamped, cast and stored.
 
 Every AscendC Vector instruction is one recorded op (a loop over rows one op per row pair: row i of AIV0 and
-row i of AIV1 are one instruction on each), casts of 16-bit tiles on their loads and stores. Prepare,
-PostWu and Finalize declare their barriers (npusim/chip/issue.py): each pipe_barrier(PIPE_V) and
-WaitFlag<V_S> of the source is a wall after the instruction before it, an instruction with none after it
-(the row Subs of a loop, the Casts issued back to back) costs its issue alone; Duplicate and Brcb are the
-chip's Dup and Brcb; the scalar loop that writes the causal Select masks (BuildCausalSelectMasks: two
-64-bit stores a row, each AIV its own rows) is a scalar loop on the AIV's time. fwd_h still charges the
-fitted per-instruction wait (isa.vec_dependent_cycles) for its barriers (its epilogues not counted yet).
-Cross-core flags are Catlass's WithReverse flags: with depth 1 the setter waits for the waiter's reverse
-flag, which the waiter sets as it passes its wait; in the solve's first two rounds the AIC waits for it
-before it squares Y (an empty Vector phase marks the AIV passing its wait). Departures from the source, all
-small: ScaleRowsByBeta's two 64-lane Muls per matrix are one op (its walls counted); the score blocks'
-three earlier free flags and their reverse flags are left out (the AIVs are behind the AIC, so they gate
-nothing); V1's load of u, issued before it waits for C1, waits with it. Not modelled: the flags inside a
-unit (SetFlag / WaitFlag between MTE2, V, MTE3: a phase's load, compute and store run in series already,
-their own latency has no public figure); Catlass's per-call set-up (each BlockMmad's constructor and
-destructor set and wait its event flags: no public figure prices them) and its unit flag letting the FixPipe
-drain L0C while the MMAD runs; the reverse flag of PostWu's and Finalize's done flag, which keeps the AIC at
-most one item ahead of the AIVs across items (the engine orders nodes within an item only); the first
-chunk's copy of the initial state and the last chunk's fp32 final state in fwd_h. The fp16 build (the
-measured one): its ClampFp32ToOutputType Mins/Maxs run before every fp16 store. Timing model: the programs
-compute on the recording's random inputs, not the kernel's exact arithmetic.
+row i of AIV1 are one instruction on each), casts of 16-bit tiles on their loads and stores. Every stage
+declares its barriers (npusim/chip/issue.py): each pipe_barrier(PIPE_V) and WaitFlag<V_S> of the source is a
+wall after the instruction before it, an instruction with none after it (the row Subs of a loop, the Casts
+issued back to back) costs its issue alone; Duplicate and Brcb are the chip's Dup and Brcb; the scalar loop
+that writes the causal Select masks (BuildCausalSelectMasks: two 64-bit stores a row, each AIV its own rows)
+is a scalar loop on the AIV's time. fwd_h's epilogues: the walls of the path taken (kGated, no scalar gate,
+fp16 h).
+Cross-core flags are Catlass's WithReverse flags: with depth 1 the setter waits for the waiter's reverse flag,
+which the waiter sets as it passes its wait; in the solve's first two rounds the AIC waits for it before it
+squares Y (an empty Vector phase marks the AIV passing its wait); PostWu's and Finalize's done flag ends the
+item, so the AIC waits for its reverse flag before its next item (a flag into the next item: the AIC at most
+one item ahead of the AIVs). Departures from the source, all small: ScaleRowsByBeta's two 64-lane Muls per
+matrix are one op (its walls counted); the score blocks' three earlier free flags and their reverse flags are
+left out (the AIVs are behind the AIC, so they gate nothing), and so is the reverse flag of Prepare's last
+done flag (the AIC's next item waits for the AIVs' first ready flag, which comes later); V1's load of u,
+issued before it waits for C1, waits with it. Not modelled: the flags inside a unit (SetFlag / WaitFlag
+between MTE2, V, MTE3: a phase's load, compute and store run in series already, their own latency has no
+public figure); Catlass's per-call set-up (each BlockMmad's constructor and destructor set and wait its event
+flags: no public figure prices them) and its unit flag letting the FixPipe drain L0C while the MMAD runs;
+fwd_h's prologue (each AIV copies its streams' initial states into h, then a SyncAll) and the last chunk's
+fp32 final state. The fp16 build (the measured one): its ClampFp32ToOutputType Mins/Maxs run before every fp16
+store. Timing model: the programs compute on the recording's random inputs, not the kernel's exact arithmetic.
 """
 from __future__ import annotations
 
@@ -310,6 +311,14 @@ def _solve(npu, L, X, C: int):
     return Ai, merged[-1]
 
 
+def _reverse_flag(npu):
+    """The done flag's reverse flag (Catlass WithReverse, depth 1): the AIVs set it as they pass their wait
+    (an empty Vector phase marks it), and the AIC, having set done, waits for it before its next item."""
+    with npu.vec("passed"):
+        pass
+    npu.sync(after="passed", next_item=True)
+
+
 @phase_program("fla_npu.post_wu", returns=("W", "U", "Kg"), gm_layout="head-major", barriers="explicit")
 def post_wu(npu, K, g, Wseed, Akk, Useed):
     """ChunkKdaFwdPostWu on one item: ComputePostWuCube, then CopyScratchWAndFinalizeKg (C / 2 rows on each
@@ -320,6 +329,7 @@ def post_wu(npu, K, g, Wseed, Akk, Useed):
     with npu.cube("u_mm"):
         U = Akk @ Useed                                  # C x V x C: stored fp16
     npu.sync(Wf)                                         # done: set after both
+    _reverse_flag(npu)
     with npu.vec("glast"):                               # LoadAsFloatRow(gk, last)
         g_last = _load_row(npu, g, (..., slice(C - 1, C), slice(None)))
     npu.keep(g_last)
@@ -335,7 +345,7 @@ def post_wu(npu, K, g, Wseed, Akk, Useed):
 
 
 @phase_program("fla_npu.fwd_h", returns=("V_new", "S_new"), state=("S_prev", "S_new"), state_handoff="own",
-               gm_layout="head-major")
+               gm_layout="head-major", barriers="explicit")
 def fwd_h(npu, Kg, W, U, g, H_in, S_prev):
     """GDNFwdHKernel, one chunk of one stream (kGated, no scalar gate, use_exp2): S_prev is h [K, V] as the
     cube reads it from GM, H_in the same h as the AIVs load it again."""
@@ -344,21 +354,30 @@ def fwd_h(npu, Kg, W, U, g, H_in, S_prev):
         WS = W @ S_prev
     npu.sync(WS)                                         # cube1Done
     with npu.vec("v1"):                                  # EpilogueGDNFwdHVnew: C / 2 rows on each AIV
-        V_new = U - WS                                   # Sub (u cast on its load)
-        Vd = V_new + 0.0                                 # Adds: the copy into the update buffer
+        V_new = U - WS                                   # Sub (u cast on its load), a barrier
+        npu.pipe_barrier()
+        Vd = V_new + 0.0                                 # Adds: the copy into the update buffer; then the
+        npu.pipe_barrier(3)                              # two Casts down (on the stores), a barrier after each
         Kd = Kg.clone()                                  # kg GM -> UB -> GM: the k-decay workspace
     npu.sync(Vd, Kd)                                     # vec1Done
     with npu.cube("c2"):                                 # h_work = kd^T @ v_d
         HW = Kd.mT @ Vd
     with npu.vec("v2_decay"):                            # EpilogueGDNFwdHUpdate before it waits for C2:
-        h = H_in * 1.0                                   # h loaded and cast, Muls(1.0) (no scalar gate);
-        gl = (npu.load(g, (..., slice(C - 1, C), slice(None))) * LN2).exp()     # Muls LN2, Exp;
-        gb = gl.mT.expand(*gl.shape[:-2], K, h.shape[-1]) * 1.0    # Broadcast<float, 2, 1> along the rows;
-        hd = h * gb                                      # Mul. K / 2 rows of h on each AIV
+        h = H_in * 1.0                                   # h loaded and cast, a barrier, Muls(1.0) (no scalar
+        npu.pipe_barrier(2)                              # gate), a barrier;
+        gl = npu.load(g, (..., slice(C - 1, C), slice(None))) * LN2     # gk's last row loaded, a barrier,
+        npu.pipe_barrier(2)                              # Muls LN2, a barrier;
+        gl = gl.exp()                                    # Exp, a barrier;
+        npu.pipe_barrier()
+        gb = gl.mT.expand(*gl.shape[:-2], K, h.shape[-1]) * 1.0    # Broadcast<float, 2, 1> along the rows,
+        npu.pipe_barrier()                               # a barrier;
+        hd = h * gb                                      # Mul, a barrier. K / 2 rows of h on each AIV
+        npu.pipe_barrier()
     npu.keep(hd)
     npu.sync(HW, after="c2")                             # cube2Done
     with npu.vec("v2_update"):
-        S_new = hd + HW                                  # Add (cast and store: the state hand-off)
+        S_new = hd + HW                                  # Add, a barrier; the Cast down (on the store: the
+        npu.pipe_barrier(2)                              # state hand-off), a barrier
     return V_new, S_new
 
 
@@ -370,6 +389,7 @@ def finalize(npu, QGs, Aqk, V_new, H):
     with npu.cube("av"):                                 # Aqk v_new: fp32 to the local scratch; PIPE_ALL
         OL = Aqk @ V_new
     npu.sync(OS, OL)                                     # done
+    _reverse_flag(npu)
     with npu.vec("o"):
         O = OS + OL                                      # Add, clamp, Cast (on the store)
         npu.pipe_barrier()

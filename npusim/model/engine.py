@@ -352,6 +352,10 @@ def simulate(graph_or_template: PhaseGraph | Template, profile: Profile, *, chun
         raise ValueError(f"interleave must be >= 1, got {interleave}")
     tpl = graph_or_template if isinstance(graph_or_template, Template) else build_template(
         graph_or_template, profile, state_handoff)
+    if interleave > 1 and any(s.next_item for s in tpl.graph.syncs):
+        raise ValueError(f"{tpl.graph.program}: a flag into the next item links a core's items one after "
+                         f"another, but with {interleave} sequences interleaved its edge would link each "
+                         f"sequence's own items: run it with interleave 1")
     cores = min(profile.chip.ai_cores, sequences)
     layout = [(c, list(range(c, sequences, cores))) for c in range(cores)]
     members: dict[int, list[int]] = {}

@@ -7,6 +7,9 @@ Each recorded step becomes a node with its durations on a profile and its depend
     is "own"), a sync of its own;
   - write-after-read: a chunk may not overwrite a resident tensor before the previous chunk's readers are
     done with it;
+  - a flag into the next item (`npu.sync(..., next_item=True)`, a depth-1 reverse flag): the next item's
+    phase waits for it, an edge of the same kind, from the previous item on the core to this one (the engine
+    refuses it where a core interleaves sequences: the edge would link a lane's items);
   - a ping/pong slot: taken when the chunk's first node starts, freed after `slot_release`.
 """
 from __future__ import annotations
@@ -98,7 +101,7 @@ def build_template(graph: PhaseGraph, profile: Profile, state_handoff: str = RID
 
     syncs_into: dict[str, list[int]] = {}
     for k, item in enumerate(order):
-        if isinstance(item, Sync):
+        if isinstance(item, Sync) and not item.next_item:
             syncs_into.setdefault(item.consumer, []).append(k)
     nodes: list[Node] = []
     plans: list[PhasePlan] = []
@@ -153,7 +156,8 @@ def _state_handoff(graph: PhaseGraph, steps: list, units: dict[str, str],
     if not cross:
         return None, None, None
     reader_at = next(i for i, s in enumerate(steps) if isinstance(s, Phase) and s.name == cross[0])
-    candidates = [i for i, s in enumerate(steps[:reader_at]) if isinstance(s, Sync) and s.direction.startswith(src_unit)]
+    candidates = [i for i, s in enumerate(steps[:reader_at]) if isinstance(s, Sync) and not s.next_item
+                  and s.direction.startswith(src_unit)]
     if state_handoff == RIDE and candidates:
         return candidates[-1], None, cross[0]
     return None, reader_at, cross[0]
@@ -207,8 +211,10 @@ def _state_edges(graph: PhaseGraph, units: dict[str, str], node_of_phase: dict[s
 
 def _war_edges(graph: PhaseGraph, steps: list, step_node: dict[int, int], node_of_phase: dict[str, int],
                state_sync: int | None) -> tuple[tuple[int, int], ...]:
-    """Write after read: a resident tensor's (or the state's) readers in the previous chunk before its writer."""
-    edges: list[tuple[int, int]] = []
+    """Write after read: a resident tensor's (or the state's) readers in the previous chunk before its writer;
+    and a flag into the next item before the phase that waits for it."""
+    edges = [(step_node[i], node_of_phase[s.consumer]) for i, s in enumerate(steps)
+             if isinstance(s, Sync) and s.next_item]
     for name, meta in graph.tensors.items():
         if meta.placement != "resident":
             continue

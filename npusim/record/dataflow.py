@@ -295,7 +295,7 @@ class Checker(HandOffs, Issued):
                                    self._locals(s), s.step, int(shapes.get("group", 1))))
             else:
                 steps.append(Sync(s.number, s.producer.name, s.into.name,
-                                  f"{s.producer.unit}->{s.into.unit}", tuple(p for _, p in s.payload)))
+                                  f"{s.producer.unit}->{s.into.unit}", tuple(p for _, p in s.payload), s.next_item))
         tensors = {}
         for info in self.info.values():
             if info.name is None or info.name in tensors:

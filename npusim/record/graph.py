@@ -82,6 +82,8 @@ class Sync:
     consumer: str                 # phase after it
     direction: str                # "vec->cube" or "cube->vec"
     payload: tuple[Payload, ...]
+    next_item: bool = False       # a flag back into the core's next work item: `consumer` is that item's
+                                  # phase (a depth-1 ring: Catlass's WithReverse flag at depth 1)
 
     @property
     def name(self) -> str:
@@ -186,7 +188,8 @@ class PhaseGraph:
                 lines.append(f"  Phase {step.label}: {len(step.ops)} ops, {work}")
             else:
                 items = ", ".join(p.name + ("*" if p.redundant else "") for p in step.payload)
-                lines.append(f"    sync {step.label} {step.direction}: {items} = {step.nbytes / 1024:g} KiB")
+                into = f" (into the next item's Phase {step.consumer})" if step.next_item else ""
+                lines.append(f"    sync {step.label} {step.direction}: {items} = {step.nbytes / 1024:g} KiB{into}")
         if self.state:
             lines.append(f"  state {self.state.output_name} -> {self.state.input_name}: "
                          f"{self.state.nbytes / 1024:g} KiB from Phase {self.state.producer}")

@@ -84,9 +84,10 @@ class HandOffs:
             rec.gm_write_bytes += info.numel * info.storage_bytes
 
     # ----- hand-offs ----------------------------------------------------------------------------
-    def sync(self, tensors: tuple[torch.Tensor, ...], after: str | None = None) -> SyncRec:
+    def sync(self, tensors: tuple[torch.Tensor, ...], after: str | None = None, next_item: bool = False) -> SyncRec:
         """A hand-off from the last phase (or from the earlier phase `after`, whose unit flags the next phase
-        while the other unit went on) to the next phase."""
+        while the other unit went on) to the next phase; `next_item`: a flag with no payload into the core's
+        next work item, whose first phase on the other unit waits for it."""
         number = sum(isinstance(s, SyncRec) for s in self.steps) + 1
         label = sync_label(number)
         if self.phase is not None:
@@ -102,6 +103,8 @@ class HandOffs:
         if producer is None:
             raise DataflowError(f"sync {label} comes after Phase {after}, which no phase of the program is")
         direction = f"{producer.unit}->{CUBE if producer.unit == VEC else VEC}"
+        if next_item:
+            return self._flag_into_next_item(number, producer, tensors)
         payload: list[tuple[Info, Payload]] = []
         seen: set[int] = set()
         for t in tensors:
@@ -136,6 +139,20 @@ class HandOffs:
         rec = SyncRec(number, producer, payload)
         self.steps.append(rec)
         self.pending = rec
+        return rec
+
+    def _flag_into_next_item(self, number: int, producer: PhaseRec, tensors: tuple) -> SyncRec:
+        label = sync_label(number)
+        if tensors:
+            raise DataflowError(f"sync {label} into the next item carries tensors: it is a flag (the next item "
+                                f"reads its inputs from GM)")
+        unit = CUBE if producer.unit == VEC else VEC
+        consumer = next((s for s in self.steps if isinstance(s, PhaseRec) and s.unit == unit), None)
+        if consumer is None:
+            raise DataflowError(f"sync {label} into the next item: the program has no {UNIT_LABEL[unit]} phase "
+                                f"to wait for it")
+        rec = SyncRec(number, producer, [], consumer, next_item=True)
+        self.steps.append(rec)
         return rec
 
     def keep(self, tensors: tuple[torch.Tensor, ...]) -> None:

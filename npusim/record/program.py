@@ -100,11 +100,13 @@ class Npu(IssuedOps):
     def cube(self, name: str) -> "_Block":
         return _Block(self, name, CUBE)
 
-    def sync(self, *tensors: torch.Tensor, after: str | None = None) -> None:
+    def sync(self, *tensors: torch.Tensor, after: str | None = None, next_item: bool = False) -> None:
         """Hand `tensors` to the other unit through the GM workspace, from the last phase (or from the earlier
-        phase `after`, on the other unit than the next phase) to the next phase."""
+        phase `after`, on the other unit than the next phase) to the next phase. `next_item=True`: a flag
+        (no tensors) into the core's next work item, whose first phase on the other unit waits for it (a
+        depth-1 reverse flag: the other unit at most one item ahead)."""
         if self._checker is not None:
-            payload = [p for _, p in self._checker.sync(tensors, after).payload]
+            payload = [p for _, p in self._checker.sync(tensors, after, next_item).payload]
         else:
             recorded = self._ex.graph.syncs
             if self._syncs >= len(recorded) or len(recorded[self._syncs].payload) != len(tensors):

@@ -57,6 +57,7 @@ class SyncRec:
     producer: PhaseRec
     payload: list[tuple[Info, Payload]]
     consumer: PhaseRec | None = None          # set when the next phase opens
+    next_item: bool = False                   # a flag into the next work item's phase `consumer`
 
     @property
     def into(self) -> PhaseRec:

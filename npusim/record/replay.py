@@ -74,7 +74,7 @@ class LeanNpu:
     def repeats(self, n: int) -> _NoPhase:
         return _NO_PHASE
 
-    def sync(self, *tensors: torch.Tensor, after: str | None = None) -> None:
+    def sync(self, *tensors: torch.Tensor, after: str | None = None, next_item: bool = False) -> None:
         if self._syncs >= len(self._plan) or len(self._plan[self._syncs]) != len(tensors):
             raise DataflowError(f"a chunk makes a sync the recorded chunk did not: phase programs must do "
                                 f"the same work in every chunk")

@@ -1,6 +1,7 @@
 """What the command lines share (kda/cli/common.py): the name as invoked, help for every option in groups,
 a console that does not cut tables in pipes, the trace's size warning and window."""
 import json
+import signal
 import sys
 
 import pytest
@@ -33,8 +34,12 @@ def test_the_program_is_named_as_invoked(monkeypatch, argv0, expected):
 
 def test_a_bad_option_names_the_program_as_invoked(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["/venv/bin/kda-run"])
-    with pytest.raises(SystemExit) as exit_:
-        main(["--chunks", "x"])
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            main(["--chunks", "x"])
+    finally:    # as the console script, the command ignores a late Ctrl-C once it ends: not pytest's process
+        signal.signal(signal.SIGINT, handler)
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: kda-run: argument --chunks") and err.count("\n") == 1

@@ -120,6 +120,24 @@ def test_the_solve_rounds_reverse_flags(graphs):
     assert "rev2" not in [ph.name for ph in p.phases]
 
 
+def test_post_wu_and_finalize_done_flags_reverse_into_the_next_item(graphs):
+    """ProcessChunkPostAicTyped (hpp:2170-2180) and ProcessChunkOutAic (hpp:2196-2205) end each item with
+    CrossCoreSetFlagWithReverse(syncDoneFlag_), depth 1: the AIC waits for the reverse flag, which the AIVs set
+    as their CrossCoreWaitFlagWithReverse passes (hpp:2159, 2192), before it takes its next item: a flag with no
+    payload from the AIVs passing their wait into the next item's first matmul."""
+    from npusim import load_profile
+    from npusim.model.template import build_template
+    for name, first in (("post_wu", "w_mm"), ("finalize", "qh")):
+        g = graphs[name]
+        assert g.phase("passed").ops == ()
+        (flag,) = [s for s in g.syncs if s.next_item]
+        assert (flag.producer, flag.consumer, flag.direction, flag.nbytes) == ("passed", first, "vec->cube", 0)
+        done = [s for s in g.syncs if not s.next_item]
+        assert len(done) == 1 and done[0].consumer == "passed"
+        nodes = {n.name: n.index for n in build_template(g, load_profile("ascend-910b2")).nodes}
+        assert (nodes[flag.name], nodes[first]) in build_template(g, load_profile("ascend-910b2")).war_edges
+
+
 def _walls(graph, name):
     return sum(op.walls or 0 for op in graph.phase(name).ops)
 
@@ -164,6 +182,16 @@ def test_post_wu_and_finalize_walls(graphs):
     pw, fin = graphs["post_wu"], graphs["finalize"]
     assert sum(_walls(pw, ph.name) for ph in pw.phases if ph.unit == "vec") == 2 + 1 + 10
     assert _walls(fin, "o") == 4
+
+
+def test_fwd_h_walls(graphs):
+    """The GDN fwd_h's epilogues on the path taken (kGated, no scalar gate, use_exp2, V <= 128, fp16 h), per
+    chunk on each AIV: EpilogueGDNFwdHVnew (block_epilogue_gdn_fwdh_vnew.hpp:268-323) Sub, Adds and the two
+    Casts down, a barrier after each: 4; EpilogueGDNFwdHUpdate (block_epilogue_gdn_fwdh_update.hpp:237-294)
+    before the wait for C2: the Cast of h in, Muls 1.0, the gk row loaded, Muls LN2, Exp, Broadcast, Mul, a
+    barrier after each: 7; after it: Add and the Cast down: 2."""
+    h = graphs["fwd_h"]
+    assert [_walls(h, name) for name in ("v1", "v2_decay", "v2_update")] == [4, 7, 2]
 
 
 def test_prepare_ends_with_w_v_scaled_and_the_intermediates_cast(graphs):
