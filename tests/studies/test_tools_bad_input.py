@@ -45,7 +45,7 @@ def test_a_write_that_fails_names_its_option_keeps_the_report_and_leaves_no_file
     full_disk(monkeypatch)
     out = one_line(capsys, main([*SMALL, flag, str(tmp_path / name)]), f"{flag} {tmp_path / name}",
                    "No space left on device")
-    assert out.startswith("KDA v3 on")                                 # the report is printed
+    assert out.startswith("KDA v6 on")                                 # the report is printed
     assert list(tmp_path.iterdir()) == []                              # no empty, partial or temporary file
 
 
