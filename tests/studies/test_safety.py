@@ -191,7 +191,7 @@ def test_a_sweeps_best_point_is_a_safe_design(tmp_path, capsys):
     heat = heatmap_table(df, "version", "sync.latency_us")
     assert list(heat.columns) == ["v6"]                   # no cell is v3's
     capsys.readouterr()
-    assert sweep(["plot", str(out), "-o", str(tmp_path / "p")]) == 0
+    assert sweep(["plot", str(out), "--outdir", str(tmp_path / "p")]) == 0
     table = capsys.readouterr().out
     assert "v6" in table and "v3" not in table
 
