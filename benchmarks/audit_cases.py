@@ -301,19 +301,19 @@ def _plot() -> list[dict]:
               "header": "{fx}/table_header.csv", "missing": "{fx}/none.csv", "dir": "{fx}/dir",
               "binary": "{fx}/binary.bin", "empty": "{fx}/val_empty.csv", "zero": "/dev/zero"}
     for name, path in tables.items():
-        out.append(_c(f"plot-table={name}", SWEEP, ["plot", path, "-o", "{out}/p"],
+        out.append(_c(f"plot-table={name}", SWEEP, ["plot", path, "--outdir", "{out}/p"],
                       "report" if name in ("csv", "parquet") else "refuse"))
     for val in ["version", "nope", "status", "error", "layer.latency_us", "point", ""]:
-        out.append(_c(f"plot--metric={val or 'empty'}", SWEEP, ["plot", "{fx}/table.csv", "-o", "{out}/p",
+        out.append(_c(f"plot--metric={val or 'empty'}", SWEEP, ["plot", "{fx}/table.csv", "--outdir", "{out}/p",
                                                                 "--metric", val],
                       "report" if val in ("layer.latency_us", "point") else "refuse"))
     for val in ["a", "a,b,c", "version,nope", ",", "version,version", "version,chunks", ""]:
-        out.append(_c(f"plot--heatmap={val or 'empty'}", SWEEP, ["plot", "{fx}/table.csv", "-o", "{out}/p",
+        out.append(_c(f"plot--heatmap={val or 'empty'}", SWEEP, ["plot", "{fx}/table.csv", "--outdir", "{out}/p",
                                                                  "--heatmap", val],
                       "report" if val == "version,chunks" else "any"))
     for name, val in [("file", "{fx}/table_other.csv"), ("proc", "/proc/kda_plots"), ("full", "{fx}/full.png"),
                       ("dir", "{fx}/dir")]:
-        out.append(_c(f"plot-o={name}", SWEEP, ["plot", "{fx}/table.csv", "-o", val],
+        out.append(_c(f"plot-o={name}", SWEEP, ["plot", "{fx}/table.csv", "--outdir", val],
                       "report" if name == "dir" else "refuse"))
     out.append(_c("plot-no-table", SWEEP, ["plot"], "refuse"))
     return out

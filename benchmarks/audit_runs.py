@@ -61,7 +61,7 @@ def interrupt_cases(fx: Path) -> list[tuple]:
             ("attribution@6s", ["kda.attribution", "--chunks", "32"], 6, ""),
             ("stability@2s", ["kda.stability", "--no-thresholds"], 2, ""),
             ("stability@6s", ["kda.stability", "--no-thresholds"], 6, ""),
-            ("plot@2s", ["kda.sweep", "plot", str(fx / "table.csv"), "-o", "{out}/p"], 2, "")]
+            ("plot@2s", ["kda.sweep", "plot", str(fx / "table.csv"), "--outdir", "{out}/p"], 2, "")]
     return out
 
 
@@ -130,7 +130,7 @@ def pipes(fx: Path, quick: bool, log) -> list[dict]:
              ("validate-json", ["kda.validate", "--samples", "0", "--data", str(fx / "val_good.csv"), "--json"]),
              ("calibrate", ["npusim.calibrate", str(fx / "cal_good.csv"), "--fields", "sync.latency_us"]),
              ("stability-json", ["kda.stability", "--versions", "v3", "--chunks", "1", "--no-thresholds", "--json"]),
-             ("plot", ["kda.sweep", "plot", str(fx / "table.csv"), "-o", "{out}/p"]),
+             ("plot", ["kda.sweep", "plot", str(fx / "table.csv"), "--outdir", "{out}/p"]),
              ("sweep-nocache", ["kda.sweep", str(fx / "spec_good.toml"), "--workers", "0", "--no-cache", "-o",
                                 "{out}/r.csv"])]
     if quick:
@@ -178,7 +178,7 @@ def pair_cases(fx: Path) -> list[tuple]:
                            "--quiet"], ["r.csv"]),
             ("sweep-parquet", ["kda.sweep", str(fx / "spec_good.toml"), "--workers", "0", "--no-cache", "-o",
                                "r.parquet", "--quiet"], ["r.parquet"]),
-            ("sweep-plot", ["kda.sweep", "plot", str(fx / "table.csv"), "-o", "p"], ["p/pareto.png", "p/best.md"]),
+            ("sweep-plot", ["kda.sweep", "plot", str(fx / "table.csv"), "--outdir", "p"], ["p/pareto.png", "p/best.md"]),
             ("validate-json", ["kda.validate", "--samples", "4", "--data", str(fx / "val_good.csv"), "--json"], []),
             ("validate-svg", ["kda.validate", "--samples", "0", "--data", str(fx / "val_good.csv"), "--plot", "v.svg"],
              ["v.svg"]),

@@ -233,19 +233,8 @@ def _write_files(args, timed, design_axis: bool) -> None:
 
 
 def _write_trace(args, timed, design_axis: bool) -> None:
-    """The Chrome trace, cut to --trace-window; a warning on stderr first when it is large."""
-    from npusim.output import chrome_trace, trace_file
-    trace = chrome_trace.build([r.design_serial if args.serial else r.design_run for r in timed],
-                               labels=[r.version for r in timed], heads=timed[0].settings.heads,
-                               design_axis=design_axis)
-    if args.trace_window is not None:
-        trace = trace_file.window(trace, *trace_file.parse_window(args.trace_window))
-    size = trace_file.estimate_bytes(trace)
-    if size > trace_file.LARGE_BYTES:
-        print(f"warning: --trace {args.trace}: about {size / 1e6:.0f} MB ({len(trace['traceEvents'])} events); "
-              f"--trace-window START:END (us) keeps a part of it", file=sys.stderr)
-    trace_file.write(args.trace, trace)
-    print(f"wrote {args.trace} (Chrome trace: open in https://ui.perfetto.dev)", file=sys.stderr)
+    from kda.cli.trace_out import write_trace
+    write_trace(args, timed, [r.version for r in timed], design_axis)
 
 
 def _json_default(x):

@@ -17,6 +17,7 @@ from kda.views.render import make_console
 from rich.table import Table
 
 from npusim import NpuSimError
+from npusim.command import sigint_held
 
 from kda.cli import jsonout
 from kda.driver.checks import KdaInputError
@@ -52,24 +53,40 @@ def run_backward(args, settings, inputs, fail, profile=None) -> int:
         check_policy_names(versions, settings)       # a name must belong to one of the designs
     except (KdaInputError, NpuSimError, ValueError) as err:
         return fail(str(err))
-    for v in versions:
-        try:
-            results.append(evaluate_backward(v, settings, args.states, inputs, do, dht, check_names=False,
-                                             profile=profile))
-        except (KdaInputError, NpuSimError, ValueError) as err:
-            errors.append(f"{v}: {err}" if len(versions) > 1 else str(err))
+    stopped = None
+    try:                                   # Ctrl-C: the designs that finished are reported, then one line
+        for v in versions:
+            stopped = v
+            try:
+                results.append(evaluate_backward(v, settings, args.states, inputs, do, dht, check_names=False,
+                                                 profile=profile))
+            except (KdaInputError, NpuSimError, ValueError) as err:
+                errors.append(f"{v}: {err}" if len(versions) > 1 else str(err))
+        stopped = None
+        if results:
+            stopped = "writing --trace/--plot"
+            try:
+                _write_outputs(args, results)
+            except (ValueError, NpuSimError) as err:
+                errors.append(str(err))
+            stopped = "--attribution"
+            if args.attribution and settings.numerics:
+                _attribution(args, settings, inputs, results)
+            stopped = None
+    except KeyboardInterrupt:
+        pass
     if results:
         try:
-            _write_outputs(args, results)
-        except (ValueError, NpuSimError) as err:
-            errors.append(str(err))
-        if args.attribution and settings.numerics:
-            _attribution(args, settings, inputs, results)
-        if args.json:
-            payload = [r.to_json() for r in results]
-            print(jsonout.dumps(payload if len(versions) > 1 else payload[0], indent=2, default=_json_default))
-        else:
-            print_backward(results)
+            with sigint_held():            # the report goes out whole, not cut by a Ctrl-C
+                _print(args, results, len(versions) > 1)
+        except KeyboardInterrupt:
+            stopped = stopped or "the end"
+    if stopped is not None:
+        done = ", ".join(r.version for r in results)
+        print(f"interrupted at {stopped}: {len(results)} of {len(versions)} backward designs finished ({done}), "
+              f"reported above" if results else f"interrupted at {stopped}: no backward design finished",
+              file=sys.stderr)
+        return 130
     for e in errors:                       # after what was computed
         fail(e)
     if errors:
@@ -79,14 +96,20 @@ def run_backward(args, settings, inputs, fail, profile=None) -> int:
     return 0
 
 
+def _print(args, results: list[BackwardResult], several: bool) -> None:
+    if args.json:
+        payload = [r.to_json() for r in results]
+        print(jsonout.dumps(payload if several else payload[0], indent=2, default=_json_default))
+    else:
+        print_backward(results)
+
+
 def _write_outputs(args, results: list[BackwardResult]) -> None:
     """--trace and --plot: every pass of the backward designs on one time axis (serial with --serial)."""
     labels = [f"{r.version} backward" for r in results]
-    if args.trace is not None:
-        from npusim.output import chrome_trace
-        chrome_trace.write(args.trace, [r.design_serial if args.serial else r.design_run for r in results],
-                           labels=labels, heads=results[0].settings.heads, design_axis=True)
-        print(f"wrote {args.trace} (Chrome trace: open in https://ui.perfetto.dev)", file=sys.stderr)
+    if args.trace is not None:              # cut to --trace-window as the forward's
+        from kda.cli.trace_out import write_trace
+        write_trace(args, results, labels, design_axis=True)
     if args.plot is not None:
         from kda.views.plots import save_plot
         save_plot(args.plot, results, serial=args.serial, design_axis=True, labels=labels)

@@ -160,7 +160,7 @@ def _tril(npu, v: Version, Aqk_raw, Akk_raw, beta, scale):
     return aqk, akk
 
 
-def _fold(npu, prod):
+def fold_rows(npu, prod):
     """Add-fold over the rows of [H, 16, 16]: Add(prod, prod, prod[half rows]) 16 -> 8 -> 4 -> 2 -> 1, a
     barrier after each (contiguous: 128, 64, 32, 16 elements)."""
     rows = prod.shape[1]
@@ -204,7 +204,7 @@ def fwdsub_rowmul(npu, A):
         with npu.repeats(BC):
             tiles = [A[..., col:col + 8] * ab for col in range(0, BC, 8)]
         npu.pipe_barrier()
-        acc = npu.ub_copy(_fold(npu, torch.cat(tiles, -1)))
+        acc = npu.ub_copy(fold_rows(npu, torch.cat(tiles, -1)))
         npu.pipe_barrier()
         A = row_back(npu, A, i, tmp, acc)
     return A

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import torch
 
-from kda.kernels.fla_npu_intra import BC, SHIPPED, IntraSubChunk, Version, _fold, kernel, row_back, row_out
+from kda.kernels.fla_npu_intra import BC, SHIPPED, IntraSubChunk, Version, fold_rows, kernel, row_back, row_out
 
 
 def fwdsub_scalar(npu, A):
@@ -76,7 +76,7 @@ def fwdsub_brcd(npu, A):
         npu.pipe_barrier()
         prod = A * brcd
         npu.pipe_barrier()
-        acc = npu.ub_copy(_fold(npu, prod))
+        acc = npu.ub_copy(fold_rows(npu, prod))
         npu.pipe_barrier()
         A = row_back(npu, A, i, tmp, acc)
     return A

@@ -75,7 +75,8 @@ class BackwardResult:
             "schema_version": SCHEMA_VERSION,
             "version": self.version, "states": self.states, "tokens": s.T, "heads": s.heads, "batch": s.batch,
             "chunk_size": s.chunk_size, "d_k": s.d_k, "d_v": s.d_v, "dtype": s.dtype, "gates": s.gates,
-            "profile": self.profile.name,
+            "profile": self.profile.name, "profile_overrides": dict(s.overrides),
+            "profile_digest": self.profile.digest(),
             "parity": None if self.parity is None else {
                 n: {**p.to_dict(), "tolerance": self.tolerances[n]} for n, p in self.parity.items()},
             "pass": self.passed,

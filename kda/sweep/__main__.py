@@ -54,7 +54,8 @@ def plot_parser() -> argparse.ArgumentParser:
     p = Parser(prog=prog_name("kda.sweep") + " plot", description="Pareto front, heat maps and the best point "
                 "per shape of a sweep's table.")
     p.add_argument("table", type=Path, help="a sweep's .parquet or .csv")
-    p.add_argument("-o", "--outdir", type=Path, help="where the figures go (default TABLE_plots/)")
+    p.add_argument("--outdir", type=Path, help="the folder the figures go into (default TABLE_plots/)")
+    p.add_argument("-o", dest="table_output", help=argparse.SUPPRESS)    # kda.sweep's -o is a table file
     p.add_argument("--heatmap", action="append", default=[], metavar="X,Y",
                    help="a heat map of two axis columns (repeatable; default: the first two axes that vary)")
     p.add_argument("--metric", help="the metric of the heat maps and of the best point (default: the layer "
@@ -170,6 +171,8 @@ def print_rows(rows: list[dict]) -> None:
 
 def plot_main(argv: list[str]) -> int:
     args = plot_parser().parse_args(argv)
+    if args.table_output is not None:
+        return _fail("-o names kda.sweep's table file; the figures' folder is --outdir")
     from kda.sweep.plot import PlotError, plot_table
     try:
         written, best = plot_table(args.table, args.outdir, [h.split(",") for h in args.heatmap], args.metric)

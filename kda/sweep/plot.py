@@ -66,7 +66,8 @@ def figure_pareto(df):
     ok["front"] = front
     pairs = [(a, b) for a, b in (("latency_us", "rel_rms"), ("latency_us", "workspace_kib"),
                                  ("rel_rms", "workspace_kib")) if ok[a].notna().all() and ok[b].notna().all()]
-    pairs = pairs or [("latency_us", "workspace_kib")]
+    if not pairs:
+        return _figure_latency_only(ok)
     fig, axs = plt.subplots(1, len(pairs), figsize=(5.2 * len(pairs), 4.0), squeeze=False)
     versions = sorted(ok["version"].astype(str).unique())
     colours = {v: plt.get_cmap("tab10")(i % 10) for i, v in enumerate(versions)}
@@ -84,6 +85,29 @@ def figure_pareto(df):
     axs[0][0].legend(fontsize=8, title="design (outlined: Pareto front)", title_fontsize=8)
     fig.suptitle(f"{int(ok['front'].sum())} of {len(ok)} points on the Pareto front of "
                  + ", ".join(labels[o].split(" (")[0] for o in objs if ok[o].notna().all()), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _figure_latency_only(ok):
+    """The latency of every point by design, the fastest outlined: with one objective there is no front to draw
+    (the title says which metrics would give one)."""
+    import matplotlib.pyplot as plt
+    versions = sorted(ok["version"].astype(str).unique())
+    fig, ax = plt.subplots(figsize=(7.0, 0.6 * len(versions) + 1.6))
+    for i, v in enumerate(versions):
+        lat = ok[ok["version"].astype(str) == v]["latency_us"].to_numpy(float)
+        ax.scatter(lat, [i] * len(lat), s=24, color=plt.get_cmap("tab10")(i % 10), alpha=0.6, lw=0)
+    best = ok.loc[ok["latency_us"].idxmin()]
+    ax.scatter([best["latency_us"]], [versions.index(str(best["version"]))], s=70, facecolor="none",
+               edgecolor="black", lw=1.0, label=f"fastest: point {best['point']}")
+    ax.set_yticks(range(len(versions)), versions)
+    ax.set_ylim(-0.6, len(versions) - 0.4)
+    ax.set_xlabel("latency (µs)")
+    ax.grid(axis="x", color="#e5e5e5")
+    ax.legend(fontsize=8, loc="upper right")
+    ax.set_title("latency only: no Pareto front (add the metric workspace_kib, or numerics, to the spec for one)",
+                 fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -182,7 +206,7 @@ def plot_table(path: str | Path, outdir: str | Path | None = None, heatmaps: lis
     written = []
     try:
         for name, data in out:                     # each file whole or not at all
-            written.append(files.write_bytes("-o", outdir / name, data))
+            written.append(files.write_bytes("--outdir", outdir / name, data))
     except files.OutputError as err:
         raise PlotError(str(err)) from None
     return written, best
@@ -207,12 +231,12 @@ def _drawn(df, pairs, metric) -> list[tuple[str, bytes]]:
 def _make_outdir(outdir: Path) -> None:
     """The folder of the figures, made if missing; PlotError (one line) where it cannot be written."""
     if outdir.exists() and not outdir.is_dir():
-        raise PlotError(f"-o {outdir}: a file, not a folder (the figures go into a folder)")
+        raise PlotError(f"--outdir {outdir}: a file, not a folder (the figures go into a folder)")
     try:
         outdir.mkdir(parents=True, exist_ok=True)
-        files.check_writable("-o", outdir / "best.md")
+        files.check_writable("--outdir", outdir / "best.md")
     except OSError as err:
-        raise PlotError(f"-o {outdir}: cannot make the folder ({err.strerror or err})") from None
+        raise PlotError(f"--outdir {outdir}: cannot make the folder ({err.strerror or err})") from None
     except files.OutputError as err:
         raise PlotError(str(err)) from None
 

@@ -7,8 +7,6 @@ import math
 from rich import box
 from rich.table import Table
 
-from npusim.chip.pipes import PIPE_NAME
-
 from kda.studies.run_json import plans_of
 
 KIB = 1024
@@ -23,24 +21,29 @@ def memory_table(r) -> Table | None:
     if not plans:
         return None
     core = r.profile.core
-    t = Table(title=f"Memories and pipes per chunk (BUFFER_NUM = {core.buffer_num}; UB per AIV, L1 per AIC; "
-                    f"µs at MTE2 {r.profile.pipe_gbps('mte2'):g}, MTE3 {r.profile.pipe_gbps('mte3'):g}, "
-                    f"FixPipe {r.profile.pipe_gbps('fixpipe'):g} GB/s)", box=box.SIMPLE_HEAD, title_justify="left")
+    t = Table(title=f"Memories and pipes per chunk, in KiB and µs; tiles (the fewest that fit); stores on MTE3 from UB, on "
+                    f"FixPipe from L0C (BUFFER_NUM = {core.buffer_num}; UB per AIV, L1 per AIC; MTE2 {r.profile.pipe_gbps('mte2'):g}, MTE3 {r.profile.pipe_gbps('mte3'):g}, "
+                    f"FixPipe {r.profile.pipe_gbps('fixpipe'):g} GB/s)", box=box.SIMPLE_HEAD, title_justify="left",
+              pad_edge=False)
     many = any(name for name, _ in plans)
-    cols = (["pass"] if many else []) + ["phase", "peak/cap KiB", "tiles (fit)", "tile KiB", "tile shape",
-                                         "reload KiB", "MTE2 µs", "compute µs", "store µs", "busy µs (serial)"]
+    cols = ["pass: phase" if many else "phase", "peak/cap", "tiles", "tile", "tile shape", "reload", "MTE2",
+            "compute", "store", "busy (serial)"]
     for c in cols:
-        t.add_column(c, justify="left" if c in ("pass", "phase", "tile shape") else "right")
+        t.add_column(c, justify="left" if c in ("pass: phase", "phase", "tile shape") else "right")
+    last = None
     for name, p in plans:
         d = p.to_dict()
-        row = ([name] if many else []) + [
-            f"{p.phase} ({'Cube' if p.unit == 'cube' else 'Vec'})",
+        if many and name != last:                # a pass's name on a row of its own, its phases under it
+            t.add_row(f"{name}:", *[""] * (len(cols) - 1))
+            last = name
+        row = [
+            ("  " if many else "") + f"{p.phase} ({'Cube' if p.unit == 'cube' else 'Vec'})",
             f"{_kib(p.peak_bytes)}/{_kib(p.capacity_bytes)} {p.memory}",
             f"{p.tiles} ({p.fit_tiles})" + (f" × {p.parts} parts" if p.parts > 1 else ""), _kib(p.tile_bytes),
             "×".join(map(str, p.tile_shape)) if p.tile_shape and (p.tiles > 1 or p.parts > 1) else "",
             f"{p.reload_bytes / KIB:g}" if p.reload_bytes else "",
             f"{d['load_us']:.3f}", f"{d['compute_us']:.3f}",
-            f"{d['store_us']:.3f} {PIPE_NAME[p.timing.store_pipe]}" if d["store_us"] else "",
+            f"{d['store_us']:.3f}" if d["store_us"] else "",
             f"{d['busy_us']:.3f} ({d['serial_busy_us']:.3f})"]
         t.add_row(*row)
     if any(p.parts > 1 for _, p in plans):

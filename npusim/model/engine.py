@@ -170,8 +170,8 @@ class _Model:
         for node in tpl.nodes:
             for d in node.deps:
                 self.out_intra[d].append(node.index)
-        self.in_state, self.out_state = _edges(tpl.state_edges, n)
-        self.in_war, self.out_war = _edges(tpl.war_edges, n)
+        self.in_state, self.out_state = edge_lists(tpl.state_edges, n)
+        self.in_war, self.out_war = edge_lists(tpl.war_edges, n)
         self.slots = profile.workspace.slots
         self.use_slots = tpl.slot_release is not None and not serial
         self.shares = {r: _Share(shared_rate(profile, r)) for r in (HBM, L2)
@@ -322,7 +322,7 @@ class _Model:
                 core.grant()
 
 
-def _edges(edges, n: int) -> tuple[list[int], list[list[int]]]:
+def edge_lists(edges, n: int) -> tuple[list[int], list[list[int]]]:
     into = [0] * n
     out: list[list[int]] = [[] for _ in range(n)]
     for a, b in edges:

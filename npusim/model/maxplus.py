@@ -282,7 +282,7 @@ def _block(serial, ev_node, ev_first, ev_m, ev_act, ev_srv, pred_ptr, pred_idx, 
 
 
 @njit(cache=True)
-def _blocks(serial, ev_node, ev_first, ev_m, ev_act, ev_srv, pred_ptr, pred_idx, srv_prev, jstar,
+def retime_blocks(serial, ev_node, ev_first, ev_m, ev_act, ev_srv, pred_ptr, pred_idx, srv_prev, jstar,
             tie_a, tie_idle, tie_last, ev_res, tpos, wlo, whi, wsum, seq, seq_off, s_nom, trig_a, trig_b,
             busy_f, busy_l, delay_f, delay_l, work, bytes_f, bytes_l, res, rate, pipe, p_load, p_comp, p_store,
             p_tiles, p_io, n_srv, makespan, ok, passes, reasons, busy_srv):

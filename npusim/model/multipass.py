@@ -52,10 +52,6 @@ class DesignRun:
         return self.passes[-1].end_us if self.passes else 0.0
 
     @property
-    def boundaries_us(self) -> float:
-        return sum(p.boundary_us for p in self.passes)
-
-    @property
     def sequences(self) -> int:
         return len(self.chunk_counts)
 

@@ -22,8 +22,8 @@ import numpy as np
 from npusim.chip.lanes import lanes_of
 from npusim.chip.profile import Profile
 from npusim.model.compiled import replay_many
-from npusim.model.engine import HBM, L2, Run, Template, _edges, core_order
-from npusim.model.maxplus import _blocks, learn, previous_greater
+from npusim.model.engine import HBM, L2, Run, Template, core_order, edge_lists
+from npusim.model.maxplus import learn, previous_greater, retime_blocks
 from npusim.model.template import shared_rate
 
 SHARED = (HBM, L2)
@@ -300,7 +300,7 @@ def retime(sched: Schedule, params: Params) -> Timing:
     if sched.problem is not None or n == 0:
         return Timing(span, ok, busy, passes, reasons)
     ev = sched.events
-    _blocks(sched.serial, *(ev[k] for k in _EVENT_ARGS), *(params.arrays[k] for k in _PARAM_ARGS),
+    retime_blocks(sched.serial, *(ev[k] for k in _EVENT_ARGS), *(params.arrays[k] for k in _PARAM_ARGS),
             sched.n_srv, span, ok, passes, reasons, busy)
     return Timing(span, ok, busy, passes, reasons)
 
@@ -321,8 +321,8 @@ class Model:
         for x in tpl.nodes:
             for d in x.deps:
                 out_intra[d].append(x.index)
-        in_state, out_state = _edges(tpl.state_edges, n)
-        in_war, out_war = _edges(tpl.war_edges, n)
+        in_state, out_state = edge_lists(tpl.state_edges, n)
+        in_war, out_war = edge_lists(tpl.war_edges, n)
         self.intra_ptr, self.intra_idx = _flat(out_intra)
         self.war_ptr, self.war_idx = _flat(out_war)
         self.state_ptr, self.state_idx = _flat(out_state)

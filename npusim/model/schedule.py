@@ -134,11 +134,6 @@ class Design:
         return next((p for p in self.passes if p.program.state is not None and p.reverse), None)
 
     @property
-    def output_pass(self) -> Pass:
-        """The pass that returns the attention output O."""
-        return next(p for p in reversed(self.passes) if "O" in p.program.returns)
-
-    @property
     def launches(self) -> int:
         return 1 + sum(p.boundary == LAUNCH for p in self.passes[1:])
 

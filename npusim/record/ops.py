@@ -34,7 +34,6 @@ MATMUL, ELEMENTWISE, REDUCE, SEQUENTIAL = "matmul", "elementwise", "reduce", "se
 SCALAR, FLAG = "scalar", "flag"
 UB_COPY, BRCB, CAST, DUP = "ub_copy", "brcb", "cast", "dup"   # Vector instructions a kernel's source names
 LAYOUT, CONST, META, HOST = "layout", "const", "meta", "host"
-COMPUTE_KINDS = (MATMUL, ELEMENTWISE, REDUCE, SEQUENTIAL, SCALAR, FLAG)
 UNIT_OF = {MATMUL: "cube", ELEMENTWISE: "vec", REDUCE: "vec", SEQUENTIAL: "vec", SCALAR: "vec", FLAG: "vec"}
 
 

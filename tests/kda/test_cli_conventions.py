@@ -112,3 +112,21 @@ def test_progress_goes_to_stderr_and_leaves_stdout_clean(monkeypatch, capsys):
             tick(i + 1, 100)
     assert capsys.readouterr().out == ""
     assert "chunks" in err.getvalue()
+
+
+@pytest.mark.parametrize("version, extra", [("fla", {}), ("v5", {}), ("v6", {"heads": 2, "value_heads": 8})])
+def test_the_memory_table_fits_a_120_column_terminal(version, extra):
+    """The widest memory tables (fla's long pass names, v5's two passes, grouped value heads in parts) print in
+    120 columns whole: no cell cut with an ellipsis on a terminal of that width."""
+    from rich.console import Console
+
+    from kda.settings import Settings
+    from kda.studies.evaluate import evaluate
+    from kda.views.render_memory import memory_table
+    r = evaluate(version, Settings(chunks=2, **extra), timing=True)
+    wide, narrow = Console(width=400, record=True), Console(width=120, record=True)
+    for c in (wide, narrow):
+        c.print(memory_table(r))
+    body = [line for line in narrow.export_text().splitlines() if "/" in line]
+    assert body and "…" not in narrow.export_text()
+    assert max(len(line.rstrip()) for line in wide.export_text().splitlines()[3:]) <= 120

@@ -51,6 +51,26 @@ def test_ctrl_c_before_any_design_finished_says_so(monkeypatch, capsys):
     assert out == "" and err.strip().splitlines() == ["interrupted at v1: no design finished"]
 
 
+def test_ctrl_c_in_the_backward_reports_the_designs_that_finished(monkeypatch, capsys):
+    import kda.cli.run_backward as rb
+    from kda.cli.run import main
+    from kda.programs import BACKWARD
+    real = rb.evaluate_backward
+    second = list(BACKWARD)[1]
+
+    def evaluate_backward(v, *args, **kwargs):
+        if v == second:
+            raise KeyboardInterrupt
+        return real(v, *args, **kwargs)
+    monkeypatch.setattr(rb, "evaluate_backward", evaluate_backward)
+    assert main(["--backward", "--version", "all", *SMALL, "--json"]) == 130
+    out, err = capsys.readouterr()
+    first = list(BACKWARD)[0]
+    assert err.strip().splitlines() == [f"interrupted at {second}: 1 of {len(BACKWARD)} backward designs finished "
+                                        f"({first}), reported above"], err
+    assert [d["version"] for d in json.loads(out)] == [first]
+
+
 def test_ctrl_c_in_the_uncertainty_keeps_the_report(monkeypatch, capsys):
     import kda.cli.run as run
 
@@ -97,3 +117,15 @@ def test_the_library_keeps_ctrl_c_as_keyboardinterrupt():
     code = "import signal, kda; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
     out = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+def test_the_backward_trace_is_cut_to_its_window(tmp_path):
+    """--trace-window cuts the backward's trace as the forward's: every timed slice overlaps the window, and
+    the metadata says which window."""
+    from kda.cli.run import main
+    path = tmp_path / "b.json"
+    assert main(["--backward", "--version", "v6", *SMALL, "--trace", str(path), "--trace-window", "0:5"]) == 0
+    trace = json.loads(path.read_text())
+    timed = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    assert trace["metadata"]["window_us"] == [0.0, 5.0]
+    assert timed and all(e["ts"] <= 5.0 for e in timed)

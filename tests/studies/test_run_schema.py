@@ -58,3 +58,18 @@ def test_the_backward_layer_has_the_forward_layer_keys(capsys):
     d = _run(capsys, "--backward", "--version", "v4", *SMALL, "--chunk-size", "32", "--dtype", "fp32")
     layer_keys = set(schema()["properties"]["layer"]["properties"])
     assert d["schema_version"] == SCHEMA_VERSION and set(d["backward"]) == layer_keys
+
+
+def test_the_json_says_what_profile_produced_it(capsys, tmp_path):
+    """The name alone is not the chip: --set and a file inheriting from it are recorded. The digest is the
+    content's: a file that inherits ascend-910b2 and changes nothing gives the same digest; one --set
+    field, another; the overrides as given."""
+    plain = _run(capsys, "--version", "v3", *SMALL, "--no-numerics")
+    child = tmp_path / "child.toml"
+    child.write_text('inherits = "ascend-910b2"\n')
+    same = _run(capsys, "--version", "v3", *SMALL, "--no-numerics", "--profile", str(child))
+    moved = _run(capsys, "--version", "v3", *SMALL, "--no-numerics", "--set", "sync.latency_us=0.5")
+    assert plain["profile_overrides"] == {} and moved["profile_overrides"] == {"sync.latency_us": 0.5}
+    assert same["profile_digest"] == plain["profile_digest"] != moved["profile_digest"]
+    for item in (plain, same, moved):
+        _check(item)

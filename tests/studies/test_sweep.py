@@ -203,7 +203,7 @@ def test_cli_writes_the_table_and_plot_finds_the_best_point(tmp_path, capsys):
     from kda.sweep import read_table
     df = read_table(out)
     assert list(df["point"]) == [0, 1, 2, 3] and set(df["status"]) == {"ok"}
-    assert main(["plot", str(out), "-o", str(tmp_path / "p")]) == 0
+    assert main(["plot", str(out), "--outdir", str(tmp_path / "p")]) == 0
     assert {p.name for p in (tmp_path / "p").iterdir()} == {"pareto.png", "heatmap_version_sync.latency_us.png",
                                                             "best.md"}
     best = best_per_shape(df)

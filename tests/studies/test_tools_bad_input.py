@@ -127,13 +127,13 @@ def test_plot_a_metric_that_is_not_numbers_is_one_line(table, capsys):
 def test_plot_into_a_file_or_a_read_only_place_is_one_line(table, tmp_path, capsys, where):
     from kda.sweep.__main__ import main
     outdir = table if where == "file" else Path(where)
-    one_line(capsys, main(["plot", str(table), "-o", str(outdir)]), "-o")
+    one_line(capsys, main(["plot", str(table), "--outdir", str(outdir)]), "--outdir")
 
 
 def test_plot_files_that_cannot_be_written_leave_nothing_behind(table, tmp_path, capsys, monkeypatch):
     from kda.sweep.__main__ import main
     full_disk(monkeypatch)
-    one_line(capsys, main(["plot", str(table), "-o", str(tmp_path / "plots")]), "No space left")
+    one_line(capsys, main(["plot", str(table), "--outdir", str(tmp_path / "plots")]), "No space left")
     assert list((tmp_path / "plots").iterdir()) == []
 
 

@@ -112,7 +112,7 @@ def test_sweep_plot_options(capsys, place, table, which, metric, heatmap, out):
     (place / "other.csv").write_text("a,b\n1,2\n")
     path = {"table": table, "garbage": place / "garbage.csv", "other": place / "other.csv",
             "missing": place / "none.csv"}[which]
-    argv = ["plot", str(path), "-o", target(place, out, "plots")]
+    argv = ["plot", str(path), "--outdir", target(place, out, "plots")]
     argv += ["--metric", metric] if metric else []
     argv += ["--heatmap", heatmap] if heatmap else []
     promise(capsys, main, argv)
