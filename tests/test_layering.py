@@ -2,7 +2,8 @@
 source: every import, also inside functions and under `if __name__ == "__main__":` guards (only
 `if TYPE_CHECKING:` blocks are skipped). It has no cycle, npusim never imports kda, and no module imports a
 folder ranked above its own (LAYERS: recording -> chip -> event model -> outputs -> the KDA library ->
-a run's settings -> studies -> views -> command lines)."""
+a run's settings -> studies and the Python calls built on them (kda.simulate, which the package re-exports) -> views
+-> command lines)."""
 import ast
 from pathlib import Path
 
@@ -16,7 +17,7 @@ MAX_MODULES = 13                    # "at most ~12 modules per folder" (__init__
 LAYERS = {
     "npusim.errors": 0, "npusim.command": 0, "npusim.record": 1, "npusim.chip": 2, "npusim.model": 3, "npusim.output": 4,
     "npusim.fit": 4, "npusim": 5,
-    "kda.programs": 10, "kda.reference": 10, "kda": 11, "kda.driver": 11, "kda.decode": 11, "kda.kernels": 12, "kda.settings": 12, "kda.studies": 13, "kda.views": 14,
+    "kda.programs": 10, "kda.reference": 10, "kda": 13, "kda.api": 13, "kda.driver": 11, "kda.decode": 11, "kda.kernels": 12, "kda.settings": 12, "kda.studies": 13, "kda.views": 14,
     "kda.cli": 15, "kda.sweep": 16,
 }
 ROOT_SHIMS = {"kda.run", "kda.validate", "kda.attribution", "kda.stability", "npusim.calibrate", "kda.decode.__main__"}

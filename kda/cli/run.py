@@ -20,7 +20,7 @@ from kda.cli.checks import check_args, check_inputs_seqlens, check_interleave, g
 from kda.cli.common import fail, progress
 from kda.cli.run_options import build_parser, settings_from_args
 from kda.driver.checks import KdaInputError
-from kda.programs import DEFAULT_DESIGN, DESIGNS
+from kda.programs import DEFAULT_DESIGN, DESIGNS, resolve
 from kda.settings import Settings
 from kda.settings.inputs import make_settings_inputs
 from kda.settings.profile import checked_profile
@@ -50,9 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.version is None:
         from kda.cli.run_backward import DEFAULT_BACKWARD
         args.version = DEFAULT_BACKWARD if args.backward else DEFAULT_DESIGN
+    if args.version != "all":
+        try:                             # a built-in name, or a file's path.py:NAME loaded and checked once
+            args.version = resolve(args.version)
+        except ValueError as err:
+            return _fail(str(err))
     versions = list(DESIGNS) if args.version == "all" else [args.version]
-    if args.version != "all" and args.version not in DESIGNS:
-        return _fail(f"unknown version {args.version!r}: choose from {', '.join(DESIGNS)} or all")
     bad_output = _check_outputs(args)
     if bad_output:
         return _fail(bad_output)

@@ -18,6 +18,8 @@ from npusim.output import files
 
 from kda.cli import jsonout
 from kda.cli.common import Parser, console, fail, prog_name, seed_problem
+from kda.programs import resolve
+from kda.programs.user import is_file_spec
 from kda.studies import predictions as registered
 from kda.studies.validate import SHIPPED, by_implementation, reported, summary, validate
 
@@ -39,6 +41,9 @@ def build_parser() -> Parser:
     p.add_argument("--predictions", type=Path, action="append", metavar="FILE.csv",
                    help="predictions registered before the measured values, repeatable (default: "
                         "kda/validation/predictions/*.csv, shipped with the package)")
+    p.add_argument("--version", action="append", default=[], metavar="FILE.py:NAME",
+                   help="a design in your file (a @phase_program or a Design), repeatable: rows name it as the "
+                        "kernel kda_<its name>")
     p.add_argument("--profile", default="ascend-910b2", metavar="NAME|FILE.toml", help="the profile to test")
     p.add_argument("--samples", type=int, default=50, metavar="N",
                    help="profiles sampled for the 90 %% interval (0: none)")
@@ -81,6 +86,13 @@ def main(argv: list[str] | None = None) -> int:
         return fail("--fields chooses the fields --fit fits: it needs --fit")
     if problem := _check_plot(args.plot):
         return fail(problem)
+    for spec in args.version:       # a design from a file, loaded and checked once, before the rows are read
+        if not is_file_spec(spec):
+            return fail(f"--version {spec}: name a design in a file, path/to/file.py:NAME")
+        try:
+            resolve(spec)
+        except ValueError as err:
+            return fail(str(err))
     paths = args.data or list(SHIPPED)
     try:
         check("--samples", args.samples, MAX_SAMPLES)

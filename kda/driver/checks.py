@@ -115,9 +115,12 @@ def check_options(*, version, transfer_dtype, precision, chunk_size, design_give
     `design_given`: a program or design is passed instead of `version`, which is then not read."""
     from npusim.record.precision import Precision, dtype_name
 
-    from kda.programs import DESIGNS
-    if not design_given and (not isinstance(version, str) or version not in DESIGNS):
-        raise KdaInputError(f"unknown version {version!r:.40}: choose from {', '.join(DESIGNS)}")
+    from kda.programs import resolve
+    if not design_given:
+        try:
+            resolve(version)          # a built-in name, or a file's path.py:NAME loaded and checked once
+        except ValueError as err:
+            raise KdaInputError(str(err)) from None
     if precision is not None and not isinstance(precision, Precision):
         raise KdaInputError(f"precision must be an npusim.Precision (or None: transfer_dtype alone), got "
                             f"{type(precision).__name__} {precision!r:.40}; for one type use transfer_dtype={precision!r:.20}")

@@ -51,7 +51,7 @@ from kda.kernels.gdn import GDN_FLA
 from kda.kernels.pto import GDN_PTO, GDN_PTO_FUSED
 from kda.kernels.recording import record_kernel
 from kda.kernels.triton import GDN_TRITON
-from kda.programs import DESIGNS, PROGRAMS
+from kda.programs import DESIGNS, PROGRAMS, user
 
 if TYPE_CHECKING:
     from kda.kernels.decode import DecodeKernelModel
@@ -94,9 +94,18 @@ def kernel_names() -> list[str]:
 
 def held_out(kernel: str) -> bool:
     """Whether `kernel` models a measured KDA kernel (a `kda_` kernel that is not one of this project's
-    designs): its rows are validation only, never a fit's."""
+    designs, nor one from outside the package): its rows are validation only, never a fit's."""
     kernel = ALIASES.get(kernel, kernel)
-    return kernel.startswith("kda_") and kernel[len("kda_"):] not in DESIGNS
+    return kernel.startswith("kda_") and kernel in KERNELS and kernel[len("kda_"):] not in DESIGNS
+
+
+def kernel_design(kernel: str) -> tuple | None:
+    """(design, gate width) of a kernel name: KERNELS', or `kda_<name>` of a design from outside the package
+    (kda/programs/user.py: registered, or an installed package's entry point); None for an unknown name."""
+    if kernel in KERNELS:
+        return KERNELS[kernel]
+    name = user.resolve(kernel[len("kda_"):], DESIGNS) if kernel.startswith("kda_") else None
+    return None if name is None else (user.REGISTERED[name], None)
 
 
 @dataclass(frozen=True)
@@ -164,7 +173,7 @@ def parse_shape(text: str, form: str = "simple") -> tuple[KernelShape, int]:
 
 @lru_cache(maxsize=64)
 def _graphs(kernel: str, chunk_size: int, d_k: int, d_v: int, dtype: str, heads: int):
-    design, width = KERNELS[kernel]
+    design, width = kernel_design(kernel) or KERNELS[kernel]
     if kernel in LAID_OUT:
         return tuple(LAID_OUT[kernel].record(dtype, d_k))
     if any(p.all_heads for p in design.passes) or design.notes.get("gate") == "channel":
@@ -187,7 +196,7 @@ class KernelModel:
 
     @property
     def design(self):
-        return KERNELS[self.name][0]
+        return (kernel_design(self.name) or KERNELS[self.name])[0]
 
     def predict(self, profile: Profile) -> float:
         """Latency in us of the kernel on `profile` (timing only, the graphs recorded once): the makespan
@@ -284,9 +293,11 @@ def model(kernel: str, shape: str, dtype: str, form: str = "simple",
     kernel = ALIASES.get(kernel, kernel)
     if kernel in DECODE_KERNELS:
         return decode_model(kernel, shape, dtype, stage)
-    if kernel not in KERNELS:
-        raise ValueError(f"unknown kernel {kernel!r} (known: {', '.join(kernel_names())})")
-    passes = list(dict.fromkeys(stage_of(p.name) for p in KERNELS[kernel][0].passes))
+    found = kernel_design(kernel)
+    if found is None:
+        raise ValueError(f"unknown kernel {kernel!r} (known: {', '.join(kernel_names())}, or kda_<name> of a "
+                         f"design from your file: kda.validate --version path.py:NAME)")
+    passes = list(dict.fromkeys(stage_of(p.name) for p in found[0].passes))
     if stage and stage not in passes:
         raise ValueError(f"kernel {kernel} has no stage {stage!r} (its stages: {', '.join(passes)})")
     parsed, chunk_size = parse_shape(shape, form)

@@ -6,9 +6,12 @@ fla.py                 flash-linear-attention's six-kernel forward as passes
 v4_bwd.py v6_bwd.py    the backward of v4, and of v5 and v6
 fla_bwd.py             FLA's backward decomposition as passes
 in_kernel.py           FLA's in-kernel input options as a Vector phase of a design
+user.py                designs from outside the package: a file and a NAME in it, or an entry point of
+                       the group `kda.designs`, registered for the process
 """
 from npusim.model.schedule import Design, single_pass
 
+from kda.programs import user
 from kda.programs.fla import FLA
 from kda.programs.mform import MFORM
 from kda.programs.v1 import kda_chunk_v1
@@ -24,20 +27,37 @@ DESIGNS: dict[str, Design] = {**{name: single_pass(p) for name, p in PROGRAMS.it
                                MFORM.name: MFORM}
 
 
+def resolve(version: str) -> str:
+    """The name a design runs under: a built-in name as it is; a file's `path.py:NAME`, an installed
+    package's entry point (group kda.designs) or a name registered before, loaded and checked once
+    (user.py); ValueError (one line) for anything else."""
+    if isinstance(version, str) and version in DESIGNS:
+        return version
+    name = user.resolve(version, DESIGNS) if isinstance(version, str) else None
+    if name is None:
+        raise ValueError(f"unknown version {version!r:.80}: choose from {', '.join(names())}, or a design in a "
+                         f"file, path/to/file.py:NAME")
+    return name
+
+
+def names() -> list[str]:
+    """The built-in designs' names, then those registered in this process."""
+    return [*DESIGNS, *user.REGISTERED]
+
+
 def get_program(version: str):
-    """The per-chunk program of a one-pass design (v1-v4, v6)."""
-    if version not in PROGRAMS:
-        if version in DESIGNS:
-            raise ValueError(f"{version} is a design of {len(DESIGNS[version].passes)} passes, not one "
-                             f"per-chunk program")
-        raise ValueError(f"unknown version {version!r}: choose from {', '.join(DESIGNS)}")
-    return PROGRAMS[version]
+    """The per-chunk program of a one-pass design (v1-v4, v6, or one registered from outside)."""
+    name = resolve(version)
+    program = PROGRAMS.get(name) or user.PROGRAMS.get(name)
+    if program is None:
+        raise ValueError(f"{version} is a design of {len(get_design(name).passes)} passes, not one "
+                         f"per-chunk program")
+    return program
 
 
 def get_design(version: str) -> Design:
-    if version not in DESIGNS:
-        raise ValueError(f"unknown version {version!r}: choose from {', '.join(DESIGNS)}")
-    return DESIGNS[version]
+    name = resolve(version)
+    return DESIGNS.get(name) or user.REGISTERED[name]
 
 
 # Backward designs (training): a design name -> {"recompute": Design, "store": Design}. Each is a
@@ -54,7 +74,7 @@ STATES = ("recompute", "store")
 def get_backward_design(version: str, states: str = "recompute") -> Design:
     """The backward design of a forward design; ValueError (one line) for a design without one."""
     if version not in BACKWARD:
-        known = f"unknown design {version!r}" if version not in DESIGNS else f"design {version!r} has no backward program"
+        known = f"unknown design {version!r}" if version not in names() else f"design {version!r} has no backward program"
         raise ValueError(f"{known}: backward runs for {', '.join(BACKWARD)}")
     if states not in STATES:
         raise ValueError(f"states must be one of {', '.join(STATES)}, got {states!r}")

@@ -12,7 +12,7 @@ from npusim.output.report import DesignReport
 
 from kda.driver.execute import Execution, Types, execute
 from kda.driver.inputs import KdaInputs
-from kda.programs import get_design, get_program
+from kda.programs import get_design, resolve
 from kda.reference.parity import Parity, compare
 from kda.settings import Settings
 from kda.settings.inputs import apply_in_kernel, cu_seqlens, make_settings_inputs, on_device
@@ -114,8 +114,12 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
              program=None, foreign_payloads_ok: bool = False, profile: Profile | None = None) -> VersionResult:
     """`foreign_payloads_ok`: payload types naming tensors this program does not hand over are ignored
     (for --version all) instead of an error. `profile`: the run's, loaded and its work checked once by a
-    caller that evaluates several versions (kda.settings.profile.checked_profile); else loaded here."""
+    caller that evaluates several versions (kda.settings.profile.checked_profile); else loaded here.
+    `version`: a design's name or a file's `path.py:NAME` (the result names the design); with `program`,
+    any name for it."""
     given = program
+    if program is None:
+        version = resolve(version)
     design, program = _design(version, settings, program)
     profile = profile or checked_profile(settings)
     if not settings.numerics:
@@ -151,6 +155,7 @@ def numerics(version: str, settings: Settings, inputs: KdaInputs | None = None,
     precision = precision_for(settings, program)
     ex = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, chunk_size=settings.chunk_size, design=design,
                  types=Types(policy=precision), progress=progress, cu_seqlens=cu_seqlens(settings))
+    ex = replace(ex, design=ex.design or design)      # the design it ran, registered by name or not
     check_policy_names(ex.pass_graphs, settings, program, foreign_payloads_ok)
     return ex
 
@@ -163,10 +168,13 @@ def _design(version: str, settings: Settings, program) -> tuple[Design, object]:
             raise ValueError(f"--resident names a per-chunk workspace plan: {version} has "
                              f"{len(design.passes)} passes")
         return design, (design.state_pass or design.passes[-1]).program
-    program = program or get_program(version)
+    if design is None:
+        design = single_pass(program)
+    program = design.passes[0].program          # one pass: its layout as the design gives it
     if settings.resident is not None:
         program = replace(program, resident=tuple(settings.resident))
-    return single_pass(program), program
+        design = replace(design, passes=(replace(design.passes[0], program=program),))
+    return design, program
 
 
 def _timed_execution(ex: Execution, settings: Settings, design: Design) -> Execution:

@@ -14,8 +14,10 @@ import json
 from importlib import metadata, resources
 from pathlib import Path
 
-import kda
 import npusim
+
+import kda
+from kda.programs.user import source_digest
 
 
 @functools.lru_cache(maxsize=1)
@@ -59,6 +61,9 @@ def profile_digest(name_or_path: str, seen: frozenset = frozenset()) -> str:
 def point_key(version: str, settings) -> str:
     payload = {"version": version, "settings": dataclasses.asdict(settings), "project": project_version(),
                "profile": profile_digest(settings.profile)}
+    source = source_digest(version)
+    if source is not None:             # a design in the user's file: an edited file is a new design
+        payload["design_source"] = source
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 

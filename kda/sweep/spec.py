@@ -32,7 +32,7 @@ from kda.cli.checks import check_args
 from kda.cli.run import build_parser, parse_args
 from kda.cli.run_options import settings_from_args
 from kda.driver.checks import KdaInputError
-from kda.programs import DEFAULT_DESIGN, DESIGNS
+from kda.programs import DEFAULT_DESIGN, DESIGNS, resolve
 from kda.settings import Settings
 from kda.settings.profile import profile_for
 
@@ -221,9 +221,10 @@ def _check(spec: Spec) -> None:
         options = {**spec.fixed, **extra}
         where = f"axis {name!r} value {value!r}" if name else "[fixed]"
         version = options.get("version", _default("version") or DEFAULT_DESIGN)
-        if version not in DESIGNS:
-            raise SpecError(f"{spec.origin}: {where}: unknown version {version!r}: choose from "
-                            f"{', '.join(DESIGNS)} or all")
+        try:                  # a built-in name, or a file's path.py:NAME loaded and checked once
+            resolve(version)
+        except ValueError as err:
+            raise SpecError(f"{spec.origin}: {where}: {err}") from None
         bad = [(n, v) for n, v in options.items() if not _value_ok(n, v)]
         if bad:
             raise SpecError(f"{spec.origin}: {where}: {bad[0][0]} does not take {bad[0][1]!r}")
