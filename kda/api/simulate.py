@@ -87,7 +87,11 @@ def simulate(q, k, v, g, beta, scale=None, initial_state=None, output_final_stat
                                                                    ("beta_sigmoid", use_beta_sigmoid_in_kernel)) if on),
                              lower_bound=lower_bound, options=options)
     try:
-        return Simulated(evaluate(version, settings))
+        result = evaluate(version, settings)
+        if not settings.numerics:        # as kda.run: does the design stay finite on the settings' gates?
+            from kda.studies.probe import probe_results
+            probe_results([result])
+        return Simulated(result)
     except KdaInputError:
         raise
     except ValueError as err:
