@@ -10,7 +10,7 @@ import argparse
 import math
 import sys
 
-from npusim import NpuSimError, keep_freed_memory
+from npusim import NpuSimError
 from npusim.command import as_command, sigint_held
 from npusim.output import files
 from npusim.output.files import same_file
@@ -165,7 +165,7 @@ def _print_results(args, results, spread, several: bool) -> None:
 
 
 def _uncertainty(args, settings: Settings, results, errors: list[str]):
-    """--uncertainty N over the versions that have timing (kda/uncertainty.py); None when not asked."""
+    """--uncertainty N over the versions that have timing (kda/studies/uncertainty.py); None when not asked."""
     timed = [r for r in results if r.design_report is not None]
     if args.uncertainty is None or not timed:
         return None

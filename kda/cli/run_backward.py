@@ -13,7 +13,6 @@ import sys
 
 import torch
 from rich import box
-from kda.views.render import make_console
 from rich.table import Table
 
 from npusim import NpuSimError
@@ -21,9 +20,9 @@ from npusim.command import sigint_held
 
 from kda.cli import jsonout
 from kda.driver.checks import KdaInputError
-from kda.studies.backward_eval import BackwardResult, check_policy_names, evaluate_backward
 from kda.programs import BACKWARD, DESIGNS
-from kda.views.render import passes_table
+from kda.studies.backward_eval import BackwardResult, check_policy_names, evaluate_backward
+from kda.views.render import make_console, passes_table
 
 KIB, GB = 1024, 1e9
 DEFAULT_BACKWARD = "v6"          # --backward without --version: the fastest for training (benchmarks/backward.py)
@@ -117,10 +116,10 @@ def _write_outputs(args, results: list[BackwardResult]) -> None:
 
 
 def _attribution(args, settings, inputs, results: list[BackwardResult]) -> None:
-    """--attribution: each backward payload rounded alone to the transfer type (kda/backward_attribution.py)."""
+    """--attribution: each backward payload rounded alone to the transfer type (kda/studies/backward_attribution.py)."""
+    from kda.settings.inputs import make_settings_inputs
     from kda.studies.backward_attribution import attribute_backward, must_stay_fp32
     from kda.studies.backward_eval import grad_outputs
-    from kda.settings.inputs import make_settings_inputs
     x = inputs or make_settings_inputs(settings)
     do, dht = grad_outputs(x, settings.seed)
     narrow = settings.dtype if settings.dtype != "fp32" else "bf16"

@@ -25,20 +25,19 @@ import json
 import math
 import os
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import tomli_w
-from importlib import metadata
 
+from npusim.chip.floor import FloorPredictors
+from npusim.chip.profile import _SECTIONS, Profile, load_profile
 from npusim.command import as_command
 from npusim.errors import NpuSimError
-from npusim.output import files
 from npusim.fit.least_squares import Fit, fit, typical_evaluations
-from npusim.chip.floor import FloorPredictors
 from npusim.fit.measurements import read_measurements
-from npusim.chip.profile import _SECTIONS, Profile, load_profile
 from npusim.fit.uncertainty import assumptions
-
+from npusim.output import files
 
 KERNELS_GROUP = "npusim.kernels"                 # entry points: name -> a module with resolve(measurement)
 BUILTIN_KERNELS = {"kda": "kda.kernels.registry"}

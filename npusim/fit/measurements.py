@@ -8,7 +8,7 @@
   ';'), the type the first of its `Input Data Types` (DT_BF16, DT_FLOAT16, DT_FLOAT), the time its
   `Task Duration(us)`. The other columns (Task ID, Block Dim, the PMU metrics, ...) are ignored.
 
-Which kernels exist and how a shape reads is the caller's business (kda/kernels.py); this module checks
+Which kernels exist and how a shape reads is the caller's business (kda/kernels/registry.py); this module checks
 that every row has what it needs and says which row and field is wrong, in one line.
 """
 from __future__ import annotations
@@ -78,7 +78,10 @@ def read_measurements(path: str | Path) -> list[Measurement]:
             continue
         if len(cells) < len(header):
             raise MeasurementError(f"{path} row {line}: {len(cells)} fields, the header has {len(header)}")
-        get = lambda name: cells[col[name]].strip()
+
+        def get(name: str) -> str:
+            return cells[col[name]].strip()
+
         if form == "simple":
             kernel, shape, dtype, time_text, time_field = (get("kernel"), get("shape"), get("dtype"),
                                                           get("measured_us"), "measured_us")
