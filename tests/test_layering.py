@@ -5,6 +5,7 @@ folder ranked above its own (LAYERS: recording -> chip -> event model -> outputs
 a run's settings -> studies and the Python calls built on them (kda.simulate, which the package re-exports) -> views
 -> command lines)."""
 import ast
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,6 +134,41 @@ def test_no_import_cycles():
 def test_the_runtime_does_not_import_the_kda_layer():
     bad = {n: sorted(m for m in deps if m.startswith("kda")) for n, deps in _graph().items() if n.startswith("npusim")}
     assert {n: d for n, d in bad.items() if d} == {}
+
+
+def _test_imports(path: Path, seen: set[Path]) -> set[str]:
+    """Every module a test file imports (also inside functions), and those of the test helpers it imports
+    from tests/ in turn."""
+    seen.add(path)
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+    for module in sorted(m for m in found if m.startswith("tests.")):
+        helper = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+        if helper.exists() and helper not in seen:
+            found |= _test_imports(helper, seen)
+    return found
+
+
+def test_the_runtime_s_tests_do_not_import_the_kda_layer():
+    """npusim is tested alone: tests/npusim (and the shared conftest.py) build their programs with npusim."""
+    files = sorted((ROOT / "tests" / "npusim").rglob("*.py")) + [ROOT / "tests" / "conftest.py"]
+    bad = {str(f.relative_to(ROOT)): sorted(m for m in _test_imports(f, set()) if m.split(".")[0] == "kda")
+           for f in files}
+    assert {f: m for f, m in bad.items() if m} == {}
+
+
+def test_the_test_import_reader_follows_helpers(tmp_path, monkeypatch):
+    helper = tmp_path / "tests" / "helper.py"
+    helper.parent.mkdir()
+    helper.write_text("def f():\n    import kda.programs\n")
+    test = tmp_path / "tests" / "test_x.py"
+    test.write_text("from npusim import simulate\nfrom tests.helper import f\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert _test_imports(test, set()) >= {"npusim", "tests.helper", "kda.programs"}
 
 
 def test_modules_stay_small():
