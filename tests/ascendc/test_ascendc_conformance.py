@@ -3,7 +3,7 @@
 Each rule is triggered by a tiny deliberately wrong kernel: a scenario of the emulator's self-test (run-time
 refusals: the run fails with exit status 3 and one "api" error) or a case of host/conformance_static.cpp
 (compile-time refusals: a static_assert). Each message must name the API, the argument and the rule. The rules
-and their sources (asc-devkit declarations and docs, CANN docs) are the table in ascendc_stubs/README.md.
+and their sources (asc-devkit declarations and docs, CANN docs) are the table in ascendc_stubs/CONFORMANCE.md.
 The expected fragments below are written from those sources, not copied from the emulator's output."""
 from __future__ import annotations
 

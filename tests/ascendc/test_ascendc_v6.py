@@ -64,7 +64,7 @@ def _errors(res: bridge.EmuRun) -> list[str]:
 
 
 def _workspace_plan(transfer_bytes: int, parts: int) -> int:
-    """Per-core workspace bytes of the plan in ascendc_stubs/README.md ("The v6 kernel"), for C = 64,
+    """Per-core workspace bytes of KdaChunkV6Tiling's plan (ascendc_stubs/kda_chunk_v6/op_host), for C = 64,
     d_k = d_v = 128: n = 4 sub-chunks, P = 6 pairs, 4-wide micro-chunks with P4 = 6 pairs; every tensor 512-byte
     aligned; SV twice; S_fp32 (fp32) only with 2-byte transfers."""
     C, dk, dv, S, s, n, P, P4, tb = CHUNK, DK, DV, 16, 4, 4, 6, 6, transfer_bytes
