@@ -54,12 +54,14 @@ from kda.kernels.triton import GDN_TRITON
 from kda.programs import DESIGNS, PROGRAMS, user
 
 if TYPE_CHECKING:
+    from npusim.model.schedule import Design
+
     from kda.kernels.decode import DecodeKernelModel
 
 
 def _designs() -> dict:
     """Kernel name -> (design, gate width: None per channel, 1 per head)."""
-    out = {f"kda_{name}": (d, None) for name, d in DESIGNS.items()}
+    out: dict[str, tuple[Design, int | None]] = {f"kda_{name}": (d, None) for name, d in DESIGNS.items()}
     out.update({f"gdn_{name}": (DESIGNS[name], 1) for name in PROGRAMS})
     out["gdn_fla"] = (GDN_FLA, 1)
     out["gdn_triton64"] = out["gdn_triton128"] = (GDN_TRITON, 1)     # the chunk comes with the shape (C=)

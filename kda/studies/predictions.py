@@ -73,7 +73,8 @@ def parse(text: str, source: str, allow_empty: bool = False) -> list[Prediction]
                                f"{', '.join(COLUMNS)})")
     if "measured_us" in header:
         raise MeasurementError(f"{source}: a predictions file holds no measured values (column measured_us)")
-    out, ids = [], {}
+    out: list = []
+    ids: dict[str, int] = {}
     for line, cells in enumerate(lines[1:], start=2):
         if not any(c.strip() for c in cells):
             continue

@@ -135,7 +135,8 @@ def _paths(paths) -> list[Path]:
 def load(paths: Path | Sequence[Path] = SHIPPED) -> tuple[list[Row], dict]:
     """The rows of one or several files and their models (one model per distinct kernel, stage, shape and
     element size); MeasurementError naming the file and row of the first row that cannot be used."""
-    rows, models, ids = [], {}, {}
+    rows, models = [], {}
+    ids: dict[str, str] = {}
     for path in _paths(paths):
         measured = read_measurements(path)
         lines = list(csv.reader(path.read_text(encoding="utf-8-sig").splitlines()))   # read_measurements read it

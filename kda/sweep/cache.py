@@ -13,6 +13,7 @@ import hashlib
 import json
 from importlib import metadata, resources
 from pathlib import Path
+from typing import TextIO
 
 import npusim
 
@@ -93,7 +94,7 @@ class Cache:
                     self.skipped += 1                         # edited or damaged: run the point again
                     continue
                 self.rows[key] = row
-        self._file = None
+        self._file: TextIO | None = None
 
     def get(self, key: str) -> dict | None:
         return self.rows.get(key)

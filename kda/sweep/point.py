@@ -67,7 +67,7 @@ def _parity_text(p: dict | None) -> str | None:
 
 def flatten(data: dict, prefix: str = "") -> dict:
     """Nested dicts become dotted columns; lists become JSON text (one cell); non-finite floats stay floats."""
-    out = {}
+    out: dict[str, object] = {}
     for key, value in data.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
