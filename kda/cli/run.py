@@ -47,15 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         from kda.cli.decode import main as decode
         return decode([a for a in argv if a != "--decode"])
     args = parse_args(argv)
-    if args.version is None:
-        from kda.cli.run_backward import DEFAULT_BACKWARD
-        args.version = DEFAULT_BACKWARD if args.backward else DEFAULT_DESIGN
-    if args.version != "all":
-        try:                             # a built-in name, or a file's path.py:NAME loaded and checked once
-            args.version = resolve(args.version)
-        except ValueError as err:
-            return _fail(str(err))
-    versions = list(DESIGNS) if args.version == "all" else [args.version]
+    try:
+        versions = _versions(args)
+    except ValueError as err:
+        return _fail(str(err))
     bad_output = _check_outputs(args)
     if bad_output:
         return _fail(bad_output)
@@ -111,11 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:             # it came while the report was written: it is complete
             stopped = stopped or "the end"
     if stopped is not None:
-        done = ", ".join(r.version for r in results)
-        fail_line = (f"interrupted at {stopped}: {len(results)} of {len(versions)} designs finished ({done}), "
-                     f"reported above" if results else f"interrupted at {stopped}: no design finished")
-        print(fail_line, file=sys.stderr)
-        return 130
+        return _interrupted(stopped, results, len(versions))
     if errors:                  # after what was computed, so that nothing is lost
         for e in errors:
             _fail(e)
@@ -123,6 +114,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.strict and any(r.verdict for r in results):
         return 1
     return 0
+
+
+def _versions(args) -> list[str]:
+    """The designs to run: --version's (a built-in name, or a file's path.py:NAME loaded and checked once),
+    every built-in one for `all`, the default forward or backward design when not given. Sets args.version to
+    the resolved name; a name that resolves to nothing is a ValueError (one line)."""
+    if args.version is None:
+        from kda.cli.run_backward import DEFAULT_BACKWARD
+        args.version = DEFAULT_BACKWARD if args.backward else DEFAULT_DESIGN
+    if args.version != "all":
+        args.version = resolve(args.version)
+    return list(DESIGNS) if args.version == "all" else [args.version]
+
+
+def _interrupted(stopped: str, results: list, designs: int) -> int:
+    """Ctrl-C: one line on stderr saying where, and which designs finished (reported above); exit 130."""
+    done = ", ".join(r.version for r in results)
+    print(f"interrupted at {stopped}: {len(results)} of {designs} designs finished ({done}), reported above"
+          if results else f"interrupted at {stopped}: no design finished", file=sys.stderr)
+    return 130
 
 
 def _prepare(args, versions: int):
@@ -165,7 +176,7 @@ def _print_results(args, results, spread, several: bool) -> None:
 
 
 def _uncertainty(args, settings: Settings, results, errors: list[str]):
-    """--uncertainty N over the versions that have timing (kda/uncertainty.py); None when not asked."""
+    """--uncertainty N over the versions that have timing (kda/studies/uncertainty.py); None when not asked."""
     timed = [r for r in results if r.design_report is not None]
     if args.uncertainty is None or not timed:
         return None

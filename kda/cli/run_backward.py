@@ -124,7 +124,7 @@ def _write_outputs(args, results: list[BackwardResult]) -> None:
 
 
 def _attribution(args, settings, inputs, results: list[BackwardResult]) -> None:
-    """--attribution: each backward payload rounded alone to the transfer type (kda/backward_attribution.py)."""
+    """--attribution: each backward payload rounded alone to the transfer type (kda/studies/backward_attribution.py)."""
     from kda.settings.inputs import make_settings_inputs
     from kda.studies.backward_attribution import attribute_backward, must_stay_fp32
     from kda.studies.backward_eval import grad_outputs

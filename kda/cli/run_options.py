@@ -173,7 +173,7 @@ def settings_from_args(args, inputs: KdaInputs | None = None) -> Settings:
     seqlens = parse_seqlens(args.seqlens) if args.seqlens is not None else None
     device = resolve_device(args.device)  # one line if torch cannot use it, before anything runs
     if device.type == "cpu":
-        keep_freed_memory()              # chunk-sized tensors reuse freed memory (npusim/memory.py)
+        keep_freed_memory()              # chunk-sized tensors reuse freed memory (npusim/record/memory.py)
     workspace = {k: v for k, v in (("slots", args.slots), ("slot_kib", args.slot_kib),
                                    ("resident_kib", args.resident_kib)) if v is not None}
     resident = None

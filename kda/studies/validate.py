@@ -35,12 +35,12 @@ from typing import Sequence
 import numpy as np
 
 from npusim import NpuSimError, load_profile
-from npusim.fit.least_squares import fit, typical_evaluations
 from npusim.chip.floor import FloorPredictors, floors
+from npusim.fit.least_squares import fit, typical_evaluations
 from npusim.fit.measurements import MeasurementError, read_measurements
 from npusim.fit.op_map import OpEntry
-from npusim.record.precision import itemsize
 from npusim.fit.uncertainty import Influence, assumptions, rank_influences, sample_profiles, sample_values
+from npusim.record.precision import itemsize
 
 from kda.kernels.registry import check_models, resolve
 from kda.kernels.registry import held_out as kda_kernel

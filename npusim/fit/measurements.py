@@ -10,7 +10,7 @@
   op map (op_map.py: a user's TOML naming the kernel, stage and input order of each OP Type) the rows are read
   through it, and the rows of operators it does not name are skipped.
 
-Which kernels exist and how a shape reads is the caller's business (kda/kernels.py); this module checks
+Which kernels exist and how a shape reads is the caller's business (kda/kernels/registry.py); this module checks
 that every row has what it needs and says which row and field is wrong, in one line.
 """
 from __future__ import annotations
