@@ -206,9 +206,15 @@ def _check_outputs(args) -> str | None:
     formats = (".png", ".svg", ".pdf")          # kda.views.figure.FORMATS (matplotlib loads only when plotting)
     if args.plot is not None and args.plot.suffix.lower() not in formats:
         return f"--plot {args.plot}: the file must end in {', '.join(formats)}"
-    if args.trace is not None and args.plot is not None and same_file(args.trace, args.plot):
-        return f"--trace {args.trace} and --plot {args.plot} name one file: each needs its own"
-    for flag, path in (("--trace", args.trace), ("--plot", args.plot)):
+    if args.op_summary is not None and args.op_summary.suffix.lower() != ".csv":
+        return f"--op-summary {args.op_summary}: the file must end in .csv"
+    named = [(f, p) for f, p in (("--trace", args.trace), ("--plot", args.plot), ("--op-summary", args.op_summary))
+             if p is not None]
+    for i, (flag, path) in enumerate(named):
+        for other, path2 in named[i + 1:]:
+            if same_file(path, path2):
+                return f"{flag} {path} and {other} {path2} name one file: each needs its own"
+    for flag, path in named:
         try:
             if path is not None:
                 files.check_writable(flag, path)
@@ -228,17 +234,20 @@ def _check_outputs(args) -> str | None:
 def _write_outputs(args, results) -> None:
     """--trace and --plot: the pipelined runs (serial ones with --serial) of the versions that have timing,
     on the designs' time axis when one of the designs asked for has several passes."""
-    if args.trace is None and args.plot is None:
+    if args.trace is None and args.plot is None and args.op_summary is None:
         return
     timed = [r for r in results if r.design_run is not None]
     if not timed:
-        raise ValueError("--trace/--plot: no version has timing (" +
+        raise ValueError("--trace/--plot/--op-summary: no version has timing (" +
                          "; ".join(f"{r.version}: {r.workspace_error}" for r in results) + ")")
     design_axis = any(len(r.design.passes) > 1 for r in results)
     _write_files(args, timed, design_axis)  # each file whole or not at all, its option named (files.OutputError)
 
 
 def _write_files(args, timed, design_axis: bool) -> None:
+    if args.op_summary is not None:
+        from kda.cli.trace_out import write_op_summary
+        write_op_summary(args, timed, [r.version for r in timed])
     if args.trace is not None:
         _write_trace(args, timed, design_axis)
     if args.plot is not None:

@@ -108,8 +108,12 @@ def _print(args, results: list[BackwardResult], several: bool) -> None:
 
 
 def _write_outputs(args, results: list[BackwardResult]) -> None:
-    """--trace and --plot: every pass of the backward designs on one time axis (serial with --serial)."""
+    """--trace, --plot and --op-summary: every pass of the backward designs on one time axis (serial with
+    --serial)."""
     labels = [f"{r.version} backward" for r in results]
+    if args.op_summary is not None:
+        from kda.cli.trace_out import write_op_summary
+        write_op_summary(args, results, labels)
     if args.trace is not None:              # cut to --trace-window as the forward's
         from kda.cli.trace_out import write_trace
         write_trace(args, results, labels, design_axis=True)
