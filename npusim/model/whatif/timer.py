@@ -2,12 +2,14 @@
 
 The design is replayed once on its own profile with its decisions recorded (engine.py, `record=True`). For
 the samples, every duration comes from one pass of the cost model over a stacked profile (lanes.py: each
-sampled field an array over the samples); each pass of the design is then timed three ways, the fastest
-that holds:
+sampled field an array over the samples); each pass of the design is then timed by the first way that
+serves it:
 
-  1. re-timed (retime.py, maxplus.py): the recorded order with the sample's durations, all samples at once,
-     for the samples that keep every decision the replay made;
-  2. replayed by the compiled event model (compiled.py), one sample at a time, for the others;
+  1. re-timed (retime.py, maxplus.py), where asked (`retime=True`): the recorded order with the sample's
+     durations, all samples at once, for the samples that keep every decision the replay made;
+  2. replayed by the compiled event model (compiled.py), one sample at a time, on every core this process
+     may use (threads.py): the default way, being the faster of the two on the designs measured
+     (benchmarks/whatif_speed.py times both);
   3. replayed by the event model itself (engine.py), where neither can serve the schedule, or where a
      sampled field shapes the schedule itself (a count of cores, slots or buffers): said once, in `notes`.
 
@@ -26,8 +28,9 @@ from npusim.chip.profile import Chip, Core, Profile, Workspace
 from npusim.errors import NpuSimError
 from npusim.model.engine import simulate
 from npusim.model.multipass import DesignRun, PassRun, simulate_design, templates
-from npusim.model.retime import Model, Params, Schedule, compile_schedule, node_params, retime
 from npusim.model.schedule import BARRIER, CHUNKS, Design
+from npusim.model.whatif.compiled import Model
+from npusim.model.whatif.retime import Params, Schedule, compile_schedule, node_params, retime
 
 RETIMED, COMPILED, REPLAYED = "re-timed", "compiled replay", "event-model replay"
 PROBE = 32           # samples re-timed first; below half of them accepted, the rest go straight to the compiled model
@@ -119,12 +122,14 @@ class DesignTimer:
 
     def __init__(self, design: Design, graphs, profile: Profile, counts: list[int], *, state_handoff: str,
                  capacity: str = TILE, interleave: int = 1, heads: int = 1, runs: dict | None = None,
-                 bound_of: Callable | None = None):
+                 bound_of: Callable | None = None, retime: bool = False):
         """`runs`: recorded DesignRuns by serial flag (recorded here where missing); `bound_of(pass_run,
-        chunk_counts)`: a pass's lower bound (design_report's), for `time(bound=True)`."""
+        chunk_counts)`: a pass's lower bound (design_report's), for `time(bound=True)`; `retime`: try
+        re-timing the recorded order before the compiled replay."""
         self.design, self.graphs, self.profile = design, list(graphs), profile
         self.counts, self.state_handoff, self.capacity = list(counts), state_handoff, capacity
         self.interleave, self.heads, self.bound_of = interleave, heads, bound_of
+        self.retime = retime
         self.notes: list[str] = []
         self._runs = dict(runs or {})        # serial flag -> a recorded DesignRun
         self._compiled: dict[bool, list] = {}
@@ -140,16 +145,16 @@ class DesignTimer:
 
     def _ways(self, serial: bool):
         if serial not in self._compiled:
-            out: list[tuple[PassRun, Schedule, Model | None]] = []
+            out: list[tuple[PassRun, Schedule | None, Model | None]] = []
             for pr in self.recorded(serial).passes:
-                sched = compile_schedule(pr.run)
+                sched = compile_schedule(pr.run) if self.retime else None
                 built = Model(pr.run)
-                check = built.replay(node_params(pr.run.template, pr.run.profile, serial, 1), [0])[0][0]
+                check = built.replay(node_params(pr.run.template, pr.run.profile, serial, 1), [0])[0]
                 model = built if check == pr.run.makespan_us else None
                 if model is None:
                     self._note(f"pass {pr.pass_.name}: the compiled event model gives {check!r} us against the "
                                f"replay's {pr.run.makespan_us!r} us; its samples are replayed by the event model")
-                if sched.problem is not None:
+                if sched is not None and sched.problem is not None:
                     self._note(f"pass {pr.pass_.name}: not re-timed ({sched.problem})")
                 out.append((pr, sched, model))
             self._compiled[serial] = out
@@ -197,7 +202,7 @@ class DesignTimer:
                 boundary = (prof.chip.barrier_us * p.barriers if (i and p.boundary == BARRIER)
                             else prof.chip.launch_overhead_us)
                 params = node_params(tpl, p.on(prof), mode, m)
-                span = self._makespans(sched, model, params, where, profiles, i, mode, ways)
+                span = self._makespans(pr.run, sched, model, params, where, profiles, i, mode, ways)
                 total = total + lanes_of(boundary, m)
                 if not mode:
                     per[p.name][where] = lanes_of(boundary, m) + span
@@ -206,11 +211,11 @@ class DesignTimer:
         if bnd is not None:
             bnd[where] = self._bounds(prof, tpls, m)
 
-    def _makespans(self, sched, model, params: Params, where, profiles, i: int, serial: bool, ways: Ways):
+    def _makespans(self, recorded, sched, model, params: Params, where, profiles, i: int, serial: bool, ways: Ways):
         m = params.n
         span = np.full(m, np.nan)
         todo = np.arange(m)
-        if sched.problem is None:
+        if sched is not None and sched.problem is None:
             probe = min(PROBE, m)
             first = retime(sched, _lanes(params, todo[:probe]))
             span[:probe][first.ok] = first.makespan_us[first.ok]
@@ -222,12 +227,12 @@ class DesignTimer:
                 ways.add(RETIMED, more.ok.sum())
             todo = np.flatnonzero(np.isnan(span))
         if len(todo) and model is not None:
-            got, _ = model.replay(params, todo)
+            got = model.replay(params, todo)
             span[todo] = got[todo]
             ways.add(COMPILED, np.isfinite(got[todo]).sum())
             todo = todo[~np.isfinite(got[todo])]
         for j in todo:                         # the event model itself
-            pr = sched.run
+            pr = recorded
             prof = profiles[where[j]]
             p = self.design.passes[i]
             tpl = templates(self.design, self.graphs, prof, self.state_handoff, self.capacity)[i]
