@@ -22,14 +22,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from npusim.errors import NpuSimError  # noqa: E402
+from npusim.fit.uncertainty import sample_profiles, sample_values  # noqa: E402
+from npusim.model.whatif import RETIMED, Ways  # noqa: E402
+
 from kda.programs import DESIGNS  # noqa: E402
 from kda.settings import Settings  # noqa: E402
 from kda.studies.evaluate import evaluate, retime  # noqa: E402
 from kda.studies.timing import timer  # noqa: E402
 from kda.studies.uncertainty import _metrics, check_samples, design_fields  # noqa: E402
-from npusim.errors import NpuSimError  # noqa: E402
-from npusim.fit.uncertainty import sample_profiles, sample_values  # noqa: E402
-from npusim.model.whatif import RETIMED, Ways  # noqa: E402
 
 
 def _clock():

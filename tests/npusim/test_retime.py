@@ -72,7 +72,7 @@ def test_both_fast_ways_equal_the_replay_on_their_own(design, heads, interleave)
         run = simulate(tpl, p.on(r.profile), serial=serial, trace=False, record=True, **kw)
         params = node_params(tpl_many, p.on(stacked), serial, len(profiles))
         fast = retime_schedule(compile_schedule(run), params)
-        compiled = Model(run).replay(params, np.arange(len(profiles)))
+        compiled = Model.of_run(run).replay(params, np.arange(len(profiles)))
         for i, prof in enumerate(profiles):
             one = templates(r.design, r.execution.pass_graphs, prof, s.state_handoff)[-1]
             want = simulate(one, p.on(prof), serial=serial, trace=False, **kw).makespan_us

@@ -89,7 +89,7 @@ def test_the_fast_replays_follow_the_flag(toy_profile):
     run = simulate(build_template(graph, profiles[0]), profiles[0], chunks=4, sequences=2, trace=False,
                    record=True)
     params = node_params(build_template(graph, stacked), stacked, False, len(profiles))
-    compiled = Model(run).replay(params, np.arange(len(profiles)))
+    compiled = Model.of_run(run).replay(params, np.arange(len(profiles)))
     fast = retime(compile_schedule(run), params)
     for i, p in enumerate(profiles):
         want = simulate(build_template(graph, p), p, chunks=4, sequences=2, trace=False).makespan_us

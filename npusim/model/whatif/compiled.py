@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from npusim.model.engine import Run, core_order, edge_lists
+from npusim.model.engine import Run, Template, core_order, edge_lists
 from npusim.model.whatif.heaps import OPTS, epop, epush, hpop, hpush, qpop, qpush, qsift
 from npusim.model.whatif.threads import each_part
 
@@ -82,10 +82,9 @@ def _held(first, busy_f, busy_l, share, pipe, io, load, comp, store, tiles, work
 
 
 @njit(**OPTS)
-def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, next_state,
-               next_war, remaining0, succ_ptr, succ_kind, succ_node, node_srv,
-               slot_release, shared, srv_off, bf, bl, df, dl, wk, nbf, nbl, rate, pipe, pl, pc, ps, pt, pio,
-               remaining, heap, srv_size, running, pending, waiting, qt, qk, et, em):
+def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, next_state, next_war, remaining0,
+               succ_ptr, succ_kind, succ_node, node_srv, slot_release, shared, srv_off, bf, bl, df, dl, wk, nbf, nbl,
+               rate, pipe, pl, pc, ps, pt, pio, remaining, heap, srv_size, running, pending, waiting, qt, qk, et, em):
     """One sample, pipelined (engine._Model): the makespan, NaN on a deadlock."""
     n_ranks = rank_base.shape[0]
     n_ev = remaining0.shape[0]
@@ -293,11 +292,8 @@ def replay_samples(serial, samples, n, n_res, info, rank_base, rank_inst, rank_c
     for v in range(n_srv):
         srv_off[v] = total
         total += rank_inst[v // n_res] * per_res[v % n_res]
-    heap = np.empty(max(total, 1), np.int64)
-    remaining = np.empty(n_ev, np.int16)
-    srv_size = np.zeros(n_srv, np.int64)
-    running = np.zeros(n_srv, np.bool_)
-    pending = np.zeros(n_srv, np.bool_)
+    heap, remaining = np.empty(max(total, 1), np.int64), np.empty(n_ev, np.int16)
+    srv_size, running, pending = np.zeros(n_srv, np.int64), np.zeros(n_srv, np.bool_), np.zeros(n_srv, np.bool_)
     waiting = np.empty(n_srv + 1, np.int64)
     cap = n_ev + n_srv + 16
     qt, qk = np.empty(cap), np.empty(cap, np.int64)
@@ -327,12 +323,11 @@ class Model:
     """A recorded replay's structure for the compiled event model: its simulated cores (in the engine's order),
     their instances, the template's edges; the profile's durations come with each call (`replay`)."""
 
-    def __init__(self, run: Run):
-        log, tpl = run.log, run.template
-        if log is None:
-            raise ValueError("the run was not recorded (simulate(..., record=True))")
+    def __init__(self, tpl: Template, *, serial: bool, counts, interleave: int, slots: int, cores):
+        """`cores`: the simulated cores as (core, its sequences, copies), as engine.core_layout lays them out
+        (a recorded Run's log.cores); `counts`: each sequence's chunks; `slots`: the workspace's per lane."""
         n = self.n = tpl.n
-        self.serial = run.serial
+        self.serial = serial
         resources = sorted({x.resource for x in tpl.nodes})
         self.n_res = len(resources)
         self.node_srv = np.array([resources.index(x.resource) for x in tpl.nodes], np.int64)
@@ -353,16 +348,16 @@ class Model:
             ptr.append(len(kind))
         self.succ_ptr, self.succ_kind = np.array(ptr, np.int64), np.array(kind, np.int64)
         self.succ_node = np.array(node, np.int64)
-        use_slots = tpl.slot_release is not None and not run.serial
+        use_slots = tpl.slot_release is not None and not serial
         self.slot_release = tpl.slot_release if use_slots else -1
-        base, insts, copies, slots, first, nxt_state, nxt_war, remaining = [], [], [], [], [], [], [], []
+        base, insts, copies, lanes, first, nxt_state, nxt_war, remaining = [], [], [], [], [], [], [], []
         total = 0
-        for c, seqs, m in log.cores:
-            order = core_order(seqs, run.chunk_counts, run.interleave)
+        for c, seqs, m in cores:
+            order = core_order(seqs, counts, interleave)
             base.append(total * n)
             insts.append(len(order))
             copies.append(m)
-            slots.append(run.profile.workspace.slots * min(run.interleave, len(seqs)))
+            lanes.append(slots * min(interleave, len(seqs)))
             ns, nw = [-1] * len(order), [-1] * len(order)
             last_seq: dict[int, int] = {}
             last_lane: dict[int, int] = {}
@@ -389,7 +384,7 @@ class Model:
         self.rank_base = np.array(base, np.int64)
         self.rank_inst = np.array(insts, np.int64)
         self.rank_copies = np.array(copies, np.int64)
-        self.rank_slots = np.array(slots, np.int64)
+        self.rank_slots = np.array(lanes, np.int64)
         self.next_state = np.concatenate(nxt_state)
         self.next_war = np.concatenate(nxt_war)
         self.remaining0 = np.concatenate(remaining)
@@ -398,6 +393,14 @@ class Model:
         nodes = np.tile(np.arange(n, dtype=np.int64), total)
         self.info = ((np.repeat(inst, n) << 24) | (np.repeat(np.concatenate(first), n) << 23)
                      | (np.repeat(ranks, n) << K_BITS) | nodes)
+
+    @classmethod
+    def of_run(cls, run: Run) -> "Model":
+        """The model of a recorded replay (simulate(..., record=True))."""
+        if run.log is None:
+            raise ValueError("the run was not recorded (simulate(..., record=True))")
+        return cls(run.template, serial=run.serial, counts=run.chunk_counts, interleave=run.interleave,
+                   slots=run.profile.workspace.slots, cores=run.log.cores)
 
     def replay(self, params, samples) -> np.ndarray:
         """Makespans of the lanes `samples` of `params` (retime.Params), NaN elsewhere."""

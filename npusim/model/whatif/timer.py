@@ -26,7 +26,7 @@ from npusim.chip.capacity import TILE
 from npusim.chip.lanes import Diverges, lanes_of, stack, take
 from npusim.chip.profile import Chip, Core, Profile, Workspace
 from npusim.errors import NpuSimError
-from npusim.model.engine import simulate
+from npusim.model.engine import core_layout, simulate
 from npusim.model.multipass import DesignRun, PassRun, simulate_design, templates
 from npusim.model.schedule import BARRIER, CHUNKS, Design
 from npusim.model.whatif.compiled import Model
@@ -117,8 +117,29 @@ def stacked_templates(design: Design, graphs, profiles: list[Profile], state_han
     return out
 
 
+@dataclass(frozen=True)
+class Layout:
+    """A pass's work as the event model lays it out (multipass.simulate_design, engine.simulate): each
+    sequence's chunks, how many sequences a core interleaves, the simulated cores (core, its sequences, copies)."""
+    counts: tuple[int, ...]
+    interleave: int
+    cores: list
+
+
+def layouts(design: Design, profile: Profile, counts: list[int], heads: int, interleave: int) -> list[Layout]:
+    """Each pass's Layout, without replaying it."""
+    out = []
+    for p in design.passes:
+        mine = counts[::heads] if p.all_heads else counts
+        seqs, lanes = ((1,) * sum(mine), 1) if p.layout == CHUNKS else (tuple(mine), p.interleave or interleave)
+        cores, members = core_layout(seqs, p.on(profile).chip.ai_cores)
+        out.append(Layout(seqs, lanes, [(r, cores[r][1], len(ms)) for r, ms in members.items()]))
+    return out
+
+
 class DesignTimer:
-    """One design on one shape, recorded once, timed for any number of profiles (`time`)."""
+    """One design on one shape, timed for any number of profiles (`time`): by the compiled event model, from
+    the layout of its work, or from its replay recorded once (where the caller has it, and for re-timing)."""
 
     def __init__(self, design: Design, graphs, profile: Profile, counts: list[int], *, state_handoff: str,
                  capacity: str = TILE, interleave: int = 1, heads: int = 1, runs: dict | None = None,
@@ -133,6 +154,7 @@ class DesignTimer:
         self.notes: list[str] = []
         self._runs = dict(runs or {})        # serial flag -> a recorded DesignRun
         self._compiled: dict[bool, list] = {}
+        self._layouts = layouts(design, profile, self.counts, heads, interleave)
 
     def recorded(self, serial: bool) -> DesignRun:
         run = self._runs.get(serial)
@@ -148,7 +170,7 @@ class DesignTimer:
             out: list[tuple[PassRun, Schedule | None, Model | None]] = []
             for pr in self.recorded(serial).passes:
                 sched = compile_schedule(pr.run) if self.retime else None
-                built = Model(pr.run)
+                built = Model.of_run(pr.run)
                 check = built.replay(node_params(pr.run.template, pr.run.profile, serial, 1), [0])[0]
                 model = built if check == pr.run.makespan_us else None
                 if model is None:
@@ -197,12 +219,13 @@ class DesignTimer:
         m = len(where)
         for mode in ((False, True) if ser is not None else (False,)):
             total = np.zeros(m)
-            for i, ((pr, sched, model), tpl) in enumerate(zip(self._ways(mode), tpls)):
-                p = pr.pass_
+            recorded = self._ways(mode) if (mode in self._runs or self.retime) else None
+            for i, (p, tpl) in enumerate(zip(self.design.passes, tpls)):
                 boundary = (prof.chip.barrier_us * p.barriers if (i and p.boundary == BARRIER)
                             else prof.chip.launch_overhead_us)
                 params = node_params(tpl, p.on(prof), mode, m)
-                span = self._makespans(pr.run, sched, model, params, where, profiles, i, mode, ways)
+                _, sched, model = recorded[i] if recorded is not None else (None, None, self._model(tpl, i, mode))
+                span = self._makespans(sched, model, params, where, profiles, i, mode, ways)
                 total = total + lanes_of(boundary, m)
                 if not mode:
                     per[p.name][where] = lanes_of(boundary, m) + span
@@ -211,7 +234,13 @@ class DesignTimer:
         if bnd is not None:
             bnd[where] = self._bounds(prof, tpls, m)
 
-    def _makespans(self, recorded, sched, model, params: Params, where, profiles, i: int, serial: bool, ways: Ways):
+    def _model(self, tpl, i: int, serial: bool) -> Model:
+        """Pass i's compiled model from its layout (no replay recorded)."""
+        lay = self._layouts[i]
+        return Model(tpl, serial=serial, counts=lay.counts, interleave=lay.interleave,
+                     slots=self.design.passes[i].on(self.profile).workspace.slots, cores=lay.cores)
+
+    def _makespans(self, sched, model, params: Params, where, profiles, i: int, serial: bool, ways: Ways):
         m = params.n
         span = np.full(m, np.nan)
         todo = np.arange(m)
@@ -231,17 +260,13 @@ class DesignTimer:
             span[todo] = got[todo]
             ways.add(COMPILED, np.isfinite(got[todo]).sum())
             todo = todo[~np.isfinite(got[todo])]
+        lay = self._layouts[i]
         for j in todo:                         # the event model itself
-            pr = recorded
             prof = profiles[where[j]]
-            p = self.design.passes[i]
             tpl = templates(self.design, self.graphs, prof, self.state_handoff, self.capacity)[i]
-            if p.layout == CHUNKS:
-                run = simulate(tpl, p.on(prof), chunks=1, sequences=pr.sequences, serial=serial, trace=False)
-            else:
-                counts = list(pr.chunk_counts)
-                run = simulate(tpl, p.on(prof), chunks=counts[0] if len(set(counts)) == 1 else counts,
-                               sequences=len(counts), interleave=pr.interleave, serial=serial, trace=False)
+            counts = list(lay.counts)
+            run = simulate(tpl, self.design.passes[i].on(prof), chunks=counts[0] if len(set(counts)) == 1 else counts,
+                           sequences=len(counts), interleave=lay.interleave, serial=serial, trace=False)
             span[j] = run.makespan_us
             ways.add(REPLAYED, 1)
         return span
