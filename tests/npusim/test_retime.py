@@ -138,3 +138,21 @@ def test_the_timings_say_how_each_sample_was_timed():
     got = timer(r).time(sample_profiles(r.profile, fields, sample_values(fields, 4, 0)))
     assert got.ways.total == 4 * 2            # samples x (pipelined, serial) for its one pass
     assert set(got.ways.counts) == {RETIMED, COMPILED, REPLAYED}
+
+
+def test_kernels_timed_from_their_layout_equal_the_event_model():
+    """kda.validate's kernels (drawn, seeded) timed without a recorded replay, the compiled model built from
+    each pass's layout of work: every sample's prediction is the event model's replay of it (predict)."""
+    from npusim.fit.uncertainty import assumptions
+    from kda.studies.validate import load
+    rows, models = load()
+    keys = sorted(dict.fromkeys(r.key for r in rows), key=str)
+    rnd = random.Random(5)
+    profile = load_profile("ascend-910b2")
+    fields = assumptions(profile)
+    profiles = [profile] + sample_profiles(profile, fields, sample_values(fields, 2, 5))
+    for key in rnd.sample(keys, 4):
+        m = models[key]
+        got = m.predict_many(profiles)
+        want = [m.predict(p) for p in profiles]
+        assert all(_close(a, b) for a, b in zip(got, want)), (key, got, want)
