@@ -21,7 +21,8 @@ from npusim.command import sigint_held
 
 from kda.cli import jsonout
 from kda.driver.checks import KdaInputError
-from kda.studies.backward_eval import BackwardResult, check_policy_names, evaluate_backward
+from kda.studies.backward_eval import BackwardResult, check_policy_names, evaluate_backward, probe_backward
+from kda.studies.probe import why_unsafe_backward
 from kda.programs import BACKWARD, DESIGNS
 from kda.views.render import passes_table
 
@@ -69,6 +70,9 @@ def run_backward(args, settings, inputs, fail, profile=None) -> int:
                 _write_outputs(args, results)
             except (ValueError, NpuSimError) as err:
                 errors.append(str(err))
+            stopped = "the numeric probe"
+            if not settings.numerics:
+                _probe(args, settings, results)
             stopped = "--attribution"
             if args.attribution and settings.numerics:
                 _attribution(args, settings, inputs, results)
@@ -172,8 +176,25 @@ def summary_table(results: list[BackwardResult]) -> Table:
     row("backward hand-off KiB per chunk", lambda r: f"{r.report.sync_bytes_per_chunk / KIB:g}")
     row("backward HBM GB", lambda r: f"{r.report.hbm_bytes / GB:.3f}")
     row("GM kept for the backward GB", lambda r: f"{r.kept_bytes / GB:.3f}")
-    row("first inf/NaN", lambda r: "-" if r.execution is None else str(r.execution.nonfinite or "none"))
+    row(f"finite on gates {results[0].settings.gates}" + ("" if results[0].execution else " (probe)"), _finite_cell)
     return t
+
+
+def _finite_cell(r: BackwardResult) -> str:
+    """yes, no and where inf/NaN first appears (forward or backward), or not checked."""
+    why = why_unsafe_backward(r)
+    if why is None:
+        return "yes"
+    if why.startswith("not checked"):
+        return "not checked"
+    nf = r.execution.nonfinite if r.execution is not None else r.probe.overflow if r.probe is not None else None
+    return "no" if nf is None else f"no: {nf.where}"
+
+
+def _probe(args, settings, results: list[BackwardResult]) -> None:
+    """A timing-only run: each design's forward and backward numerics on --probe-chunks chunks."""
+    for r in results:
+        r.probe = probe_backward(r.version, args.states, settings)
 
 
 def print_backward(results: list[BackwardResult]) -> None:
@@ -184,8 +205,24 @@ def print_backward(results: list[BackwardResult]) -> None:
         console.print(passes_table(r.report, f"{r.version} backward ({r.states})"))
     console.print(summary_table(results))
     if len(results) > 1 and all(r.training_us for r in results):
-        fwd = sorted(results, key=lambda r: r.forward_report.latency_us)
-        train = sorted(results, key=lambda r: r.training_us)
+        console.print(ranking_text(results))
+
+
+def ranking_text(results: list[BackwardResult]) -> str:
+    """The forward and training rankings of the designs that stay finite on the run's gates; the others
+    listed apart with the reason (they overflow, or nothing checked them)."""
+    apart = {r.version: why for r in results if (why := why_unsafe_backward(r)) is not None}
+    safe = [r for r in results if r.version not in apart]
+    out = []
+    if safe:
+        fwd = sorted(safe, key=lambda r: r.forward_report.latency_us if r.forward_report else 0.0)
+        train = sorted(safe, key=lambda r: r.training_us or 0.0)
         same = [r.version for r in fwd] == [r.version for r in train]
-        console.print(f"forward ranking: {' < '.join(r.version for r in fwd)}; training (forward + backward): "
-                      f"{' < '.join(r.version for r in train)} ({'the same' if same else 'it changes'})")
+        out.append(f"forward ranking: {' < '.join(r.version for r in fwd)}; training (forward + backward): "
+                   f"{' < '.join(r.version for r in train)} ({'the same' if same else 'it changes'}), among the "
+                   f"designs that stay finite on gates {results[0].settings.gates}")
+    else:
+        out.append(f"no design is known to stay finite on gates {results[0].settings.gates}: none is ranked")
+    if apart:
+        out.append("Not ranked: " + "; ".join(f"{v} ({why})" for v, why in apart.items()))
+    return "\n".join(out)

@@ -10,11 +10,12 @@ type, h0 and dht to the state type.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 import torch
 
-from npusim import Profile
+from npusim import NpuSimError, Profile
 from npusim.model.multipass import simulate_design, templates
 from npusim.output.report import DesignReport, build_design_report
 from npusim.record.precision import itemsize
@@ -36,6 +37,7 @@ from kda.settings.inputs import cu_seqlens, make_settings_inputs, on_device
 from kda.settings.precision import precision_for
 from kda.settings.profile import checked_profile
 from kda.studies.evaluate import evaluate
+from kda.studies.probe import Overflow, Probe, probe, probe_inputs, probe_settings, why_unsafe_backward
 from kda.studies.timing import chunk_counts
 
 
@@ -54,6 +56,7 @@ class BackwardResult:
     graphs: tuple = ()
     design_run: object = None                  # npusim.model.multipass.DesignRun, pipelined (traced if asked)
     design_serial: object = None
+    probe: Probe | None = None                 # timing only: the design's numerics on a few chunks (kda.run)
 
     @property
     def design(self):
@@ -62,6 +65,12 @@ class BackwardResult:
     @property
     def passed(self) -> bool:
         return self.parity is None or all(p.passed for p in self.parity.values())
+
+    @property
+    def safe(self) -> bool | None:
+        """Stays finite on the run's gates (its numerics, else its probe); None: not checked."""
+        why = why_unsafe_backward(self)
+        return True if why is None else None if why.startswith("not checked") else False
 
     @property
     def training_us(self) -> float | None:
@@ -85,6 +94,8 @@ class BackwardResult:
             "backward": layer_json(rep, s.batch * s.T, s.heads, self.profile.chip.ai_cores),
             "forward_latency_us": None if self.forward_report is None else self.forward_report.latency_us,
             "training_us": self.training_us, "kept_bytes": self.kept_bytes,
+            "probe": None if self.probe is None else self.probe.to_dict(),
+            "safe": self.safe,
         }
 
 
@@ -200,3 +211,32 @@ def check_policy_names(versions: str | list[str], settings: Settings) -> None:
         which = f"the {versions[0]} backward hands" if len(versions) == 1 else "no backward design hands"
         raise KdaInputError(f"--precision: {which} over no tensor named {', '.join(map(repr, unknown))}; "
                             f"the payloads are {', '.join(known)}")
+
+
+def probe_backward(version: str, states: str, settings: Settings) -> Probe:
+    """The probe of a backward design: its forward's probe, then the backward's own numerics (every gradient,
+    do and dht from the seed) on the same few chunks; the first overflow of either."""
+    forward = probe(version, settings)
+    if not forward.checked or forward.overflow is not None:
+        return forward
+    return _probe_backward(version, states, probe_settings(settings))
+
+
+@functools.lru_cache(maxsize=64)
+def _probe_backward(version: str, states: str, s: Settings) -> Probe:
+    x = probe_inputs(s)
+    do, dht = grad_outputs(x, s.seed)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        precision = precision_for(s, reverse_pass(backward_design(version, states)).program)
+        ex = execute_backward(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, do, dht, version=version,
+                              chunk_size=s.chunk_size, precision=precision, states=states)
+    except (KdaInputError, NpuSimError, ValueError) as err:
+        return Probe(version, 0, s.chunk_size, s.gates, s.dtype, error=str(err))
+    finally:
+        torch.set_num_threads(threads)
+    nf = ex.nonfinite
+    overflow = None if nf is None else Overflow(nf.tensor, nf.where, None, nf.chunk, nf.sequence)
+    return Probe(version, s.chunks, s.chunk_size, s.gates, s.dtype, overflow)
+

@@ -100,7 +100,7 @@ def _probe(version: str, s: Settings) -> Probe:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        ex = numerics(version, s, _inputs(s), foreign_payloads_ok=True)
+        ex = numerics(version, s, probe_inputs(s), foreign_payloads_ok=True)
     except (KdaInputError, NpuSimError, ValueError) as err:
         return Probe(version, 0, s.chunk_size, s.gates, s.dtype, error=str(err))
     finally:
@@ -109,7 +109,7 @@ def _probe(version: str, s: Settings) -> Probe:
 
 
 @functools.lru_cache(maxsize=8)
-def _inputs(s: Settings):
+def probe_inputs(s: Settings):
     from kda.settings.inputs import make_settings_inputs
     return make_settings_inputs(s)
 
@@ -138,3 +138,14 @@ def safe_and_apart(results) -> tuple[list, dict[str, str]]:
     apart = {r.version: why for r in timed if (why := why_unsafe(r)) is not None}
     safe = sorted((r for r in timed if r.version not in apart), key=lambda r: r.design_report.latency_us)
     return safe, apart
+
+
+def why_unsafe_backward(r) -> str | None:
+    """As why_unsafe, for a backward result (kda.studies.backward_eval.BackwardResult): its own numerics
+    (forward and backward), else its probe."""
+    if r.execution is not None:
+        nf = r.execution.nonfinite
+        return None if nf is None else f"overflows: {nf.tensor} in {nf.where}, chunk {nf.chunk}"
+    if r.probe is None or not r.probe.checked:
+        return "not checked" + (f" ({r.probe.error})" if r.probe is not None and r.probe.error else "")
+    return None if r.probe.overflow is None else f"overflows in the probe: {r.probe.overflow.short()}"

@@ -49,3 +49,28 @@ def test_measured_groups_sum_the_right_rows(bench):
     label, rows = groups["vllm-ascend Triton (chunk 64)"]
     assert "16 x 4096 x 32" in label and len(rows) == 6
     assert all(r["kernel"] == "gdn_triton64" for r in rows)
+
+
+class _Sampled:
+    """Just what per_token_head reads of an uncertainty result: two designs, the faster one set apart."""
+    versions = ["v3", "v6"]
+    apart = {"v3": "overflows in the probe: Gamma_inv in Phase A, chunk 0"}
+    latencies = {"v3": {"pipelined": [1.0, 1.0]}, "v6": {"pipelined": [2.0, 2.0]}}
+    nominal = {"v3": {"pipelined": 1.0}, "v6": {"pipelined": 2.0}}
+
+    def interval(self, v):
+        from types import SimpleNamespace
+        return SimpleNamespace(median=self.nominal[v]["pipelined"])
+
+
+def test_per_token_head_lists_the_safe_designs_first_and_marks_the_others(bench):
+    import numpy as np
+    _, why = bench
+    u = _Sampled()
+    u.latencies = {v: {"pipelined": np.array(x["pipelined"])} for v, x in u.latencies.items()}
+    kernels = dict(rows=[], fused_ns=np.array([5.0, 5.0]), best=(4.0, "a measured kernel"))
+    text = "\n".join(why.per_token_head(kernels, u, 1000, None, None, 2))
+    table = [line for line in text.splitlines() if line.startswith("| v")]
+    assert [line.split("|")[1].strip() for line in table] == ["v6", "v3"]       # v3 is faster, but overflows
+    assert "| yes " in table[0] and "no: overflows in the probe: Gamma_inv in Phase A" in table[1]
+    assert "The fastest KDA design that stays finite on the Kimi layer, v6, predicts 2.00 ns" in text
