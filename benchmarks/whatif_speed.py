@@ -1,7 +1,7 @@
 """What-ifs at speed: N sampled profiles of a shape for every design, timed all at once (kda/studies/timing.py),
 against the per-sample replay of the event model, in one run.
 
-    python benchmarks/whatif_speed.py [--samples 1000] [--replays 1] [--retime-samples 16]
+    python benchmarks/whatif_speed.py [--samples 1000] [--replays 1] [--retime-samples 16] [--gates kimi]
                                       [--heads 32 --tokens 131072 --interleave 2] [--designs v1,v2,...] [--out FILE]
 
 Per design: the nominal run (recorded), the N samples timed at once (wall clock, and the CPU time of every
@@ -10,7 +10,9 @@ profile's replay does (kda.studies.evaluate.retime): their time gives the speed-
 with the fast path's (relative 1e-9). `--retime-samples` samples are also timed by re-timing the recorded order
 first (DesignTimer(retime=True)): the share it accepts says how often a sampled profile keeps every decision
 of the nominal replay, and its time against the compiled replay's on the same samples says which way is
-faster. The machine is shared: the load average is printed with the figures.
+faster. Then the win shares (as `--uncertainty` counts them) from the first N samples against all of them:
+how many samples the shares need to settle. The machine is shared: the load average is printed with the
+figures.
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ import os
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -29,6 +33,7 @@ from npusim.model.whatif import RETIMED, Ways  # noqa: E402
 from kda.programs import DESIGNS  # noqa: E402
 from kda.settings import Settings  # noqa: E402
 from kda.studies.evaluate import evaluate, retime  # noqa: E402
+from kda.studies.probe import probe_results, why_unsafe  # noqa: E402
 from kda.studies.timing import timer  # noqa: E402
 from kda.studies.uncertainty import _metrics, check_samples, design_fields  # noqa: E402
 
@@ -73,8 +78,35 @@ def _design(v: str, settings: Settings, a) -> dict:
             worst = max(worst, abs(arr[i] / want[m] - 1))
     replay = _since(t)[0] / max(a.replays, 1)
     share, slow, fast = _retime_probe(r, profiles[:a.retime_samples])
+    probe_results([r])
     return dict(v=v, nominal=nominal, wall=wall, cpu=cpu, replay=replay, worst=worst, ways=got.ways,
-                share=share, slow=slow, fast=fast, notes=got.notes)
+                share=share, slow=slow, fast=fast, notes=got.notes, latency=got.latency_us, unsafe=why_unsafe(r))
+
+
+def win_shares(rows: list[dict], n: int) -> dict[str, float]:
+    """Each design's share of the first n samples in which it is the fastest (pipelined; ties split), among
+    those that stay finite on the run's gates (as Uncertainty.win_shares counts them)."""
+    counted = [d for d in rows if d["unsafe"] is None]
+    if not counted:
+        return {}
+    lat = np.stack([np.where(np.isfinite(d["latency"][:n]), d["latency"][:n], np.inf) for d in counted])
+    winners = lat == lat.min(axis=0)
+    return {d["v"]: float(x) for d, x in zip(counted, (winners / winners.sum(axis=0)).sum(axis=1) / n)}
+
+
+def convergence(rows: list[dict], samples: int, tolerance: float = 0.02) -> list[str]:
+    """The win shares from the first N samples against those from all of them; the least N from which on
+    every share stays within `tolerance` of the final one."""
+    final = win_shares(rows, samples)
+    sizes = [n for n in (10, 20, 50, 100, 200, 300, 500, 700, 1000, 2000, 5000) if n < samples] + [samples]
+    gaps = {n: max((abs(win_shares(rows, n)[v] - x) for v, x in final.items()), default=0.0) for n in sizes}
+    stable = next(n for n in sizes if all(gaps[m] <= tolerance for m in sizes if m >= n))
+    shares = ", ".join(f"{v} {x:.1%}" for v, x in final.items())
+    return ["", f"Win shares over the {samples} samples (pipelined, among the designs that stay finite on the "
+            f"gates; the others: {', '.join(d['v'] for d in rows if d['unsafe'] is not None) or 'none'}): {shares}. "
+            "Largest change of a share from the first N samples to all of them: "
+            + ", ".join(f"N = {n}: {g:.1%}" for n, g in gaps.items())
+            + f". Every share stays within {tolerance:.0%} of its final value from N = {stable} on."]
 
 
 def _row(d: dict, samples: int) -> str:
@@ -93,7 +125,7 @@ def _text(rows: list[dict], a, load0, load1) -> str:
     worst = max(d["worst"] for d in rows)
     lines = [f"# What-ifs at speed: {a.samples} sampled profiles, {shape}", "",
              f"`python benchmarks/whatif_speed.py --samples {a.samples} --replays {a.replays} --retime-samples "
-             f"{a.retime_samples} {shape}` ({os.cpu_count()} cores, shared: load average {load0:.1f} at the start, "
+             f"{a.retime_samples} {shape}{'' if a.gates == 'kimi' else ' --gates ' + a.gates}` ({os.cpu_count()} cores, shared: load average {load0:.1f} at the start, "
              f"{load1:.1f} at the end; seconds of wall clock unless said, the speed-up and the ratios measured in "
              f"this one run).", "",
              "| design | nominal run (recorded) | samples timed at once | their CPU time (all threads) | one sample "
@@ -109,6 +141,7 @@ def _text(rows: list[dict], a, load0, load1) -> str:
               "that keep every decision of the nominal replay (its order of events on each unit and link, its "
               "bandwidth shares, its slot grants), which re-timing then times without replaying; the others "
               "change one and are replayed."]
+    lines += convergence(rows, a.samples)
     return "\n".join(lines) + "\n"
 
 
@@ -121,6 +154,8 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens", type=int, default=131072)
     ap.add_argument("--interleave", type=int, default=2)
     ap.add_argument("--designs", default=",".join(DESIGNS))
+    ap.add_argument("--gates", default="kimi", help="the gates each design's numerics are probed on (a design "
+                    "that overflows on them is not counted in the win shares)")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args(argv)
     try:
@@ -132,7 +167,7 @@ def main(argv=None) -> int:
         return 2
     load0 = os.getloadavg()[0]
     settings = Settings(heads=a.heads, tokens=a.tokens, interleave=a.interleave, numerics=False,
-                        keep_trace=False, record=True)
+                        keep_trace=False, record=True, gates=a.gates)
     rows = []
     for v in a.designs.split(","):
         d = _design(v, settings, a)
