@@ -102,11 +102,15 @@ def convergence(rows: list[dict], samples: int, tolerance: float = 0.02) -> list
     gaps = {n: max((abs(win_shares(rows, n)[v] - x) for v, x in final.items()), default=0.0) for n in sizes}
     stable = next(n for n in sizes if all(gaps[m] <= tolerance for m in sizes if m >= n))
     shares = ", ".join(f"{v} {x:.1%}" for v, x in final.items())
+    ends = {n: max(abs(np.percentile(d["latency"][:n], q) / np.percentile(d["latency"], q) - 1)
+                   for d in rows for q in (5, 95)) for n in sizes}
     return ["", f"Win shares over the {samples} samples (pipelined, among the designs that stay finite on the "
             f"gates; the others: {', '.join(d['v'] for d in rows if d['unsafe'] is not None) or 'none'}): {shares}. "
             "Largest change of a share from the first N samples to all of them: "
             + ", ".join(f"N = {n}: {g:.1%}" for n, g in gaps.items())
-            + f". Every share stays within {tolerance:.0%} of its final value from N = {stable} on."]
+            + f". Every share stays within {tolerance:.0%} of its final value from N = {stable} on. Largest "
+            "relative change of a design's 90 % interval's end (5th or 95th percentile of the pipelined "
+            "latency): " + ", ".join(f"N = {n}: {g:.1%}" for n, g in ends.items()) + "."]
 
 
 def _row(d: dict, samples: int) -> str:
@@ -125,7 +129,8 @@ def _text(rows: list[dict], a, load0, load1) -> str:
     worst = max(d["worst"] for d in rows)
     lines = [f"# What-ifs at speed: {a.samples} sampled profiles, {shape}", "",
              f"`python benchmarks/whatif_speed.py --samples {a.samples} --replays {a.replays} --retime-samples "
-             f"{a.retime_samples} {shape}{'' if a.gates == 'kimi' else ' --gates ' + a.gates}` ({os.cpu_count()} cores, shared: load average {load0:.1f} at the start, "
+             f"{a.retime_samples} {shape}{'' if a.gates == 'kimi' else ' --gates ' + a.gates}"
+             f"{'' if a.profile == 'ascend-910b2' else ' --profile ' + a.profile}` ({os.cpu_count()} cores, shared: load average {load0:.1f} at the start, "
              f"{load1:.1f} at the end; seconds of wall clock unless said, the speed-up and the ratios measured in "
              f"this one run).", "",
              "| design | nominal run (recorded) | samples timed at once | their CPU time (all threads) | one sample "
@@ -154,6 +159,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens", type=int, default=131072)
     ap.add_argument("--interleave", type=int, default=2)
     ap.add_argument("--designs", default=",".join(DESIGNS))
+    ap.add_argument("--profile", default="ascend-910b2")
     ap.add_argument("--gates", default="kimi", help="the gates each design's numerics are probed on (a design "
                     "that overflows on them is not counted in the win shares)")
     ap.add_argument("--out", type=Path)
@@ -167,7 +173,7 @@ def main(argv=None) -> int:
         return 2
     load0 = os.getloadavg()[0]
     settings = Settings(heads=a.heads, tokens=a.tokens, interleave=a.interleave, numerics=False,
-                        keep_trace=False, record=True, gates=a.gates)
+                        keep_trace=False, record=True, gates=a.gates, profile=a.profile)
     rows = []
     for v in a.designs.split(","):
         d = _design(v, settings, a)

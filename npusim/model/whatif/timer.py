@@ -1,9 +1,10 @@
 """A design timed under many profiles at once: what `--uncertainty`, intervals, fits and sweeps ask for.
 
-The design is replayed once on its own profile with its decisions recorded (engine.py, `record=True`). For
-the samples, every duration comes from one pass of the cost model over a stacked profile (lanes.py: each
-sampled field an array over the samples); each pass of the design is then timed by the first way that
-serves it:
+For the samples, every duration comes from one pass of the cost model over a stacked profile (lanes.py:
+each sampled field an array over the samples); each pass of the design is then timed by the first way that
+serves it, from the layout of its work over the cores (engine.core_layout), or from its replay on its own
+profile recorded once (engine.py, `record=True`) where the caller has it (the compiled model is then checked
+against it) or re-timing needs it:
 
   1. re-timed (retime.py, maxplus.py), where asked (`retime=True`): the recorded order with the sample's
      durations, all samples at once, for the samples that keep every decision the replay made;
@@ -260,6 +261,9 @@ class DesignTimer:
             span[todo] = got[todo]
             ways.add(COMPILED, np.isfinite(got[todo]).sum())
             todo = todo[~np.isfinite(got[todo])]
+            if len(todo):
+                self._note(f"pass {self.design.passes[i].name}: the compiled event model did not finish some "
+                           "samples; they are replayed by the event model")
         lay = self._layouts[i]
         for j in todo:                         # the event model itself
             prof = profiles[where[j]]
