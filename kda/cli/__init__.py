@@ -1,6 +1,8 @@
 """The command lines.
 
+    common.py        what every command shares: its name as invoked, one-line errors, help, progress
     run.py           python -m kda.run: designs, numerics and timing
+    run_options.py   its options, in groups, and the Settings they make
     checks.py        its options checked after parsing: bounds, conflicts, --seqlens/--set/--inputs
     jsonout.py       JSON without Infinity or NaN (null instead)
     run_backward.py  python -m kda.run --backward

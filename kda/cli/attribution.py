@@ -10,15 +10,15 @@ import math
 from npusim import NpuSimError
 from npusim.command import as_command
 
+from kda.cli.checks import parse_payload_dtypes
+from kda.cli.common import Parser, console, fail, prog_name, seed_problem
 from kda.driver.checks import KdaInputError
-from kda.studies.attribution import attribution_table, sci, find_policy, one_thread
-from kda.settings import Settings
-from kda.studies.evaluate import evaluate
-from kda.settings.inputs import make_settings_inputs
 from kda.driver.inputs import GATES
 from kda.programs import PROGRAMS, get_program
-from kda.cli.common import Parser, console, fail, prog_name, seed_problem
-from kda.cli.checks import parse_payload_dtypes
+from kda.settings import Settings
+from kda.settings.inputs import make_settings_inputs
+from kda.studies.attribution import attribution_table, find_policy, one_thread, sci
+from kda.studies.evaluate import evaluate
 
 
 @as_command

@@ -59,7 +59,10 @@ def check_args(args) -> None:
     named = getattr(args, "given", None)
     if named is None:
         named = {k for k in ("tokens", "seqlens", "inputs") if getattr(args, k) is not None}
-    both = lambda a, b: a in named and b in named
+
+    def both(a: str, b: str) -> bool:
+        return a in named and b in named
+
     if both("tokens", "chunks"):
         raise KdaInputError("--tokens gives each sequence's length: it replaces --chunks (give one of them)")
     if "seqlens" in named and (args.batch != 1 or args.tokens is not None or "chunks" in named):

@@ -10,7 +10,7 @@ import argparse
 import math
 import sys
 
-from npusim import NpuSimError, keep_freed_memory
+from npusim import NpuSimError
 from npusim.command import as_command, sigint_held
 from npusim.output import files
 from npusim.output.files import same_file
@@ -47,15 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         from kda.cli.decode import main as decode
         return decode([a for a in argv if a != "--decode"])
     args = parse_args(argv)
-    if args.version is None:
-        from kda.cli.run_backward import DEFAULT_BACKWARD
-        args.version = DEFAULT_BACKWARD if args.backward else DEFAULT_DESIGN
-    if args.version != "all":
-        try:                             # a built-in name, or a file's path.py:NAME loaded and checked once
-            args.version = resolve(args.version)
-        except ValueError as err:
-            return _fail(str(err))
-    versions = list(DESIGNS) if args.version == "all" else [args.version]
+    try:
+        versions = _versions(args)
+    except ValueError as err:
+        return _fail(str(err))
     bad_output = _check_outputs(args)
     if bad_output:
         return _fail(bad_output)
@@ -111,11 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:             # it came while the report was written: it is complete
             stopped = stopped or "the end"
     if stopped is not None:
-        done = ", ".join(r.version for r in results)
-        fail_line = (f"interrupted at {stopped}: {len(results)} of {len(versions)} designs finished ({done}), "
-                     f"reported above" if results else f"interrupted at {stopped}: no design finished")
-        print(fail_line, file=sys.stderr)
-        return 130
+        return _interrupted(stopped, results, len(versions))
     if errors:                  # after what was computed, so that nothing is lost
         for e in errors:
             _fail(e)
@@ -123,6 +114,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.strict and any(r.verdict for r in results):
         return 1
     return 0
+
+
+def _versions(args) -> list[str]:
+    """The designs to run: --version's (a built-in name, or a file's path.py:NAME loaded and checked once),
+    every built-in one for `all`, the default forward or backward design when not given. Sets args.version to
+    the resolved name; a name that resolves to nothing is a ValueError (one line)."""
+    if args.version is None:
+        from kda.cli.run_backward import DEFAULT_BACKWARD
+        args.version = DEFAULT_BACKWARD if args.backward else DEFAULT_DESIGN
+    if args.version != "all":
+        args.version = resolve(args.version)
+    return list(DESIGNS) if args.version == "all" else [args.version]
+
+
+def _interrupted(stopped: str, results: list, designs: int) -> int:
+    """Ctrl-C: one line on stderr saying where, and which designs finished (reported above); exit 130."""
+    done = ", ".join(r.version for r in results)
+    print(f"interrupted at {stopped}: {len(results)} of {designs} designs finished ({done}), reported above"
+          if results else f"interrupted at {stopped}: no design finished", file=sys.stderr)
+    return 130
 
 
 def _prepare(args, versions: int):
@@ -165,7 +176,7 @@ def _print_results(args, results, spread, several: bool) -> None:
 
 
 def _uncertainty(args, settings: Settings, results, errors: list[str]):
-    """--uncertainty N over the versions that have timing (kda/uncertainty.py); None when not asked."""
+    """--uncertainty N over the versions that have timing (kda/studies/uncertainty.py); None when not asked."""
     timed = [r for r in results if r.design_report is not None]
     if args.uncertainty is None or not timed:
         return None
@@ -195,9 +206,15 @@ def _check_outputs(args) -> str | None:
     formats = (".png", ".svg", ".pdf")          # kda.views.figure.FORMATS (matplotlib loads only when plotting)
     if args.plot is not None and args.plot.suffix.lower() not in formats:
         return f"--plot {args.plot}: the file must end in {', '.join(formats)}"
-    if args.trace is not None and args.plot is not None and same_file(args.trace, args.plot):
-        return f"--trace {args.trace} and --plot {args.plot} name one file: each needs its own"
-    for flag, path in (("--trace", args.trace), ("--plot", args.plot)):
+    if args.op_summary is not None and args.op_summary.suffix.lower() != ".csv":
+        return f"--op-summary {args.op_summary}: the file must end in .csv"
+    named = [(f, p) for f, p in (("--trace", args.trace), ("--plot", args.plot), ("--op-summary", args.op_summary))
+             if p is not None]
+    for i, (flag, path) in enumerate(named):
+        for other, path2 in named[i + 1:]:
+            if same_file(path, path2):
+                return f"{flag} {path} and {other} {path2} name one file: each needs its own"
+    for flag, path in named:
         try:
             if path is not None:
                 files.check_writable(flag, path)
@@ -217,17 +234,20 @@ def _check_outputs(args) -> str | None:
 def _write_outputs(args, results) -> None:
     """--trace and --plot: the pipelined runs (serial ones with --serial) of the versions that have timing,
     on the designs' time axis when one of the designs asked for has several passes."""
-    if args.trace is None and args.plot is None:
+    if args.trace is None and args.plot is None and args.op_summary is None:
         return
     timed = [r for r in results if r.design_run is not None]
     if not timed:
-        raise ValueError("--trace/--plot: no version has timing (" +
+        raise ValueError("--trace/--plot/--op-summary: no version has timing (" +
                          "; ".join(f"{r.version}: {r.workspace_error}" for r in results) + ")")
     design_axis = any(len(r.design.passes) > 1 for r in results)
     _write_files(args, timed, design_axis)  # each file whole or not at all, its option named (files.OutputError)
 
 
 def _write_files(args, timed, design_axis: bool) -> None:
+    if args.op_summary is not None:
+        from kda.cli.trace_out import write_op_summary
+        write_op_summary(args, timed, [r.version for r in timed])
     if args.trace is not None:
         _write_trace(args, timed, design_axis)
     if args.plot is not None:

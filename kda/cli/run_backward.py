@@ -13,7 +13,6 @@ import sys
 
 import torch
 from rich import box
-from kda.views.render import make_console
 from rich.table import Table
 
 from npusim import NpuSimError
@@ -21,10 +20,10 @@ from npusim.command import sigint_held
 
 from kda.cli import jsonout
 from kda.driver.checks import KdaInputError
+from kda.programs import BACKWARD, DESIGNS
 from kda.studies.backward_eval import BackwardResult, check_policy_names, evaluate_backward, probe_backward
 from kda.studies.probe import why_unsafe_backward
-from kda.programs import BACKWARD, DESIGNS
-from kda.views.render import passes_table
+from kda.views.render import make_console, passes_table
 
 KIB, GB = 1024, 1e9
 DEFAULT_BACKWARD = "v6"          # --backward without --version: the fastest for training (benchmarks/backward.py)
@@ -109,8 +108,12 @@ def _print(args, results: list[BackwardResult], several: bool) -> None:
 
 
 def _write_outputs(args, results: list[BackwardResult]) -> None:
-    """--trace and --plot: every pass of the backward designs on one time axis (serial with --serial)."""
+    """--trace, --plot and --op-summary: every pass of the backward designs on one time axis (serial with
+    --serial)."""
     labels = [f"{r.version} backward" for r in results]
+    if args.op_summary is not None:
+        from kda.cli.trace_out import write_op_summary
+        write_op_summary(args, results, labels)
     if args.trace is not None:              # cut to --trace-window as the forward's
         from kda.cli.trace_out import write_trace
         write_trace(args, results, labels, design_axis=True)
@@ -121,10 +124,10 @@ def _write_outputs(args, results: list[BackwardResult]) -> None:
 
 
 def _attribution(args, settings, inputs, results: list[BackwardResult]) -> None:
-    """--attribution: each backward payload rounded alone to the transfer type (kda/backward_attribution.py)."""
+    """--attribution: each backward payload rounded alone to the transfer type (kda/studies/backward_attribution.py)."""
+    from kda.settings.inputs import make_settings_inputs
     from kda.studies.backward_attribution import attribute_backward, must_stay_fp32
     from kda.studies.backward_eval import grad_outputs
-    from kda.settings.inputs import make_settings_inputs
     x = inputs or make_settings_inputs(settings)
     do, dht = grad_outputs(x, settings.seed)
     narrow = settings.dtype if settings.dtype != "fp32" else "bf16"

@@ -152,9 +152,13 @@ def _output(g) -> None:
     g.add_argument("--plot", type=Path, metavar="OUT.png",
                    help="write a Gantt chart (.png, .svg or .pdf) of the pipelined run, or the serial one with "
                    "--serial; --version all stacks the versions on one time axis")
+    g.add_argument("--op-summary", type=Path, metavar="OUT.csv",
+                   help="write the run as msprof's columns: a row per pass (op summary) and per pass and core "
+                   "(PipeUtilization): Task Duration, aic/aiv times, Cube/Vector busy, MTE2/MTE3/FixPipe times "
+                   "and ratios (docs/how-to/traces.md)")
     g.add_argument("--trace-window", metavar="START:END", help="with --trace: only the events that overlap "
                    "this window, in us from the first node's start (either end may be left out, e.g. 0:200 or "
-                   "500:); a trace over ~100 MB gets a warning on stderr before it is written")
+                   "500:); without it, a trace over ~100 MB holds its first ~100 MB of events (0: all of it)")
 
 
 def in_kernel_options(args) -> tuple[str, ...]:
@@ -169,7 +173,7 @@ def settings_from_args(args, inputs: KdaInputs | None = None) -> Settings:
     seqlens = parse_seqlens(args.seqlens) if args.seqlens is not None else None
     device = resolve_device(args.device)  # one line if torch cannot use it, before anything runs
     if device.type == "cpu":
-        keep_freed_memory()              # chunk-sized tensors reuse freed memory (npusim/memory.py)
+        keep_freed_memory()              # chunk-sized tensors reuse freed memory (npusim/record/memory.py)
     workspace = {k: v for k, v in (("slots", args.slots), ("slot_kib", args.slot_kib),
                                    ("resident_kib", args.resident_kib)) if v is not None}
     resident = None
@@ -190,7 +194,7 @@ def settings_from_args(args, inputs: KdaInputs | None = None) -> Settings:
                     interleave=args.interleave, seqlens=seqlens, value_heads=args.value_heads,
                     in_kernel=in_kernel_options(args), gate_lower_bound=args.gate_lower_bound,
                     device=args.device, capacity=args.capacity, core_model=args.core_model == "on",
-                    keep_trace=bool(args.trace or args.plot) or _events(args) <= MAX_KEPT_EVENTS,
+                    keep_trace=bool(args.trace or args.plot or args.op_summary) or _events(args) <= MAX_KEPT_EVENTS,
                     record=args.uncertainty is not None, probe_chunks=args.probe_chunks)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from npusim import NpuSimError
 from npusim.command import as_command
+from npusim.fit.op_map import read_op_map
 from npusim.model.limits import MAX_SAMPLES, available_cores, check
 from npusim.output import files
 
@@ -38,6 +39,9 @@ def build_parser() -> Parser:
     p.add_argument("--data", type=Path, action="append", metavar="FILE.csv",
                    help="measurements, repeatable (default: kda/validation/measurements.csv, megagdn.csv and "
                         "kda.csv, shipped with the package)")
+    p.add_argument("--ops", type=Path, metavar="FILE.toml",
+                   help="an op map for msprof op summaries given with --data: each OP Type's kernel, stage, input "
+                        "order and held_out (docs/how-to/calibration.md); other operators' rows are skipped")
     p.add_argument("--predictions", type=Path, action="append", metavar="FILE.csv",
                    help="predictions registered before the measured values, repeatable (default: "
                         "kda/validation/predictions/*.csv, shipped with the package)")
@@ -95,12 +99,13 @@ def main(argv: list[str] | None = None) -> int:
             return fail(str(err))
     paths = args.data or list(SHIPPED)
     try:
+        ops = read_op_map(args.ops) if args.ops is not None else None
         check("--samples", args.samples, MAX_SAMPLES)
         preds = args.predictions if args.predictions is not None else registered.shipped()
         rows, diag, result, floors, influences = validate(paths, args.profile, args.samples, args.seed,
                                                           args.fit, args.only,
                                                           args.fields.split(",") if args.fields else None,
-                                                          args.jobs, preds)
+                                                          args.jobs, preds, ops=ops)
         pending = registered.unmeasured(preds, rows)
         data_only = reported(paths) if all(p.suffix == ".csv" for p in paths) else []
     except NpuSimError as err:

@@ -4,7 +4,7 @@ runs that design's backward phase program (kda/driver/backward.py), the reverse 
     o, ht = kda.chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True, version="v4")
     ((o * do).sum() + (ht * dht).sum()).backward()     # q.grad, ..., h0.grad from the simulated NPU
 
-Without gradients (no input requires one, or torch.no_grad) it is execute.forward_kda. With fp64 inputs both
+Without gradients (no input requires one, or torch.no_grad) it is forward_kda. With fp64 inputs both
 directions compute and hand over in fp64 (the exactness check `torch.autograd.gradcheck` uses).
 """
 from __future__ import annotations

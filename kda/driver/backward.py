@@ -24,7 +24,8 @@ from npusim.model.schedule import CHUNKS, Design, Pass
 from npusim.record.precision import itemsize
 
 from kda.driver.checks import KdaInputError, blocks, check_inputs, check_numerics_work, check_options, seqlens_of
-from kda.driver.execute import Types, chunked, design_precision, resolve_precision
+from kda.driver.chunks import chunked
+from kda.driver.execute import Types, design_precision, resolve_precision
 from kda.driver.multipass import pass_args, record_passes, run_items, run_sequential
 from kda.programs import STATES, get_backward_design
 

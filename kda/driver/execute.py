@@ -4,9 +4,8 @@ layout (kda.chunk_kda adds FLA's options and autograd around it):
     q, k [B, T, H, K]   v [B, T, H, V]   g [B, T, H, K] (log decay <= 0)   beta [B, T, H]
     initial_state / final state [B, H, K, V]
 
-It checks the inputs, rounds them to their GM types, cuts the sequence into chunks (padding the last one
-so that it changes nothing), records the phase graph once, and computes every chunk for all B x H
-sequences at once. `record_graphs`: a design's graphs on random inputs, for a timing-only run.
+It checks the inputs, rounds them to their GM types, cuts the sequence into chunks (chunks.py), records the
+phase graph once, and computes every chunk for all B x H sequences at once. `record_graphs`: a design's graphs on random inputs, for a timing-only run.
 """
 from __future__ import annotations
 
@@ -23,6 +22,7 @@ from npusim.model.schedule import Design
 from npusim.record.precision import dtype_name
 
 from kda.driver.checks import KdaInputError, check_inputs, check_numerics_work, check_options, seqlens_of
+from kda.driver.chunks import chunk_of, chunked, cut_block, gm_round
 from kda.driver.multipass import record_passes, run_passes, stored_types
 from kda.programs import DEFAULT_DESIGN, get_design
 
@@ -94,19 +94,6 @@ class Execution:
         return stored(q), stored(k), stored(v), g.to(cd), beta.to(cd), h0
 
 
-def _chunk_of(x: torch.Tensor, lo: int, hi: int, C: int, dtype: torch.dtype, round_to=None) -> torch.Tensor:
-    """Tokens lo:hi of x [B, T, H, ...] as [B*H, C, ...] in `dtype`, zero-padded to C tokens at the end of
-    the sequence (zero k, beta and g: no update and no decay, so the padding changes nothing). Contiguous, as
-    `_cut_block`'s chunks are: on CUDA, cuBLAS picks its kernel by the layout, and with it the rounding."""
-    part = x[:, lo:hi].transpose(1, 2)
-    part = part.reshape(-1, hi - lo, *x.shape[3:]).to(dtype).contiguous()
-    if round_to is not None:
-        part = round_to(part)
-    if hi - lo < C:
-        part = torch.cat([part, part.new_zeros(part.shape[0], C - (hi - lo), *part.shape[2:])], dim=1)
-    return part
-
-
 def program_default_state(program, transfer: str) -> str | None:
     """A program may declare the type its state is kept in under a transfer type
     (`@phase_program(..., state_for_bf16="fp32")`); None: the transfer type."""
@@ -156,34 +143,6 @@ def check_recording(chunk_size: int, d_k: int, d_v: int, group: int = 1) -> None
 def _shapes(C: int, d_k: int, d_v: int, group: int = 1) -> dict[str, int]:
     """The graph's shapes; `group` (value heads per q/k head) only where grouped (npusim/chip/capacity.py)."""
     return {"chunk_size": C, "d_k": d_k, "d_v": d_v, **({"group": group} if group > 1 else {})}
-
-
-def _cut_block(x: torch.Tensor, first: int, n: int, C: int, T: int, dtype: torch.dtype, round_to=None) -> torch.Tensor:
-    """Chunks first..first+n-1 of x [B, T, H, ...] as [n, B*H, C, ...] in `dtype`, on x's device, in one
-    conversion: the same values `_chunk_of` gives chunk by chunk (the tail zero-padded to C tokens)."""
-    B, H, rest = x.shape[0], x.shape[2], tuple(x.shape[3:])
-    lo, hi = first * C, min(T, (first + n) * C)
-    buf = torch.empty(n, B, H, C, *rest, dtype=dtype, device=x.device)
-    full = (hi - lo) // C
-    dims = (1, 0, 3, 2) + tuple(range(4, 4 + len(rest)))
-    if full:
-        buf[:full].copy_(x[:, lo:lo + full * C].unflatten(1, (full, C)).permute(dims))
-    tail = hi - lo - full * C
-    if tail:
-        buf[full].zero_()
-        buf[full, :, :, :tail].copy_(x[:, lo + full * C:hi].permute(0, 2, 1, *range(3, 3 + len(rest))))
-    buf = buf.view(n, B * H, C, *rest)
-    if round_to is not None:
-        buf.copy_(buf.to(round_to))            # GM holds q, k, v in the transfer type: the same bits as round()
-    return buf
-
-
-def _gm_round(x: torch.Tensor, precision: Precision) -> torch.dtype | None:
-    """The type x is rounded through to hold it in GM in the transfer type; None where that changes nothing
-    (x already in it, or the compute type no wider)."""
-    from npusim.record.replay import rounding_target
-    target = rounding_target(precision, precision.transfer, precision.compute)
-    return None if target is None or x.dtype == target else target
 
 
 def design_precision(design, precision: Precision) -> Precision:
@@ -264,23 +223,23 @@ def _execute_one_pass(design: Design, q, k, v, g, beta, scale, initial_state, *,
 
     def probe() -> dict:
         src = [x[:1, :, :1] for x in (q, k, v, g, beta)]
-        Q, K_, V_ = (_chunk_of(x, 0, min(T, C), C, cd, stored) for x in src[:3])
-        return {"Q": Q, "K": K_, "V": V_, "g": _chunk_of(src[3], 0, min(T, C), C, cd),
-                "beta": _chunk_of(src[4], 0, min(T, C), C, cd), "scale": scale}
+        Q, K_, V_ = (chunk_of(x, 0, min(T, C), C, cd, stored) for x in src[:3])
+        return {"Q": Q, "K": K_, "V": V_, "g": chunk_of(src[3], 0, min(T, C), C, cd),
+                "beta": chunk_of(src[4], 0, min(T, C), C, cd), "scale": scale}
 
     blocks: dict[int, list] = {}
 
     def chunk(t: int) -> dict:
         if not fast:                          # the reference path: the recording runtime, chunk by chunk
             lo, hi = t * C, min(T, (t + 1) * C)
-            Q, K_, V_ = (_chunk_of(x, lo, hi, C, cd, stored) for x in (q, k, v))
-            return {"Q": Q, "K": K_, "V": V_, "g": _chunk_of(g, lo, hi, C, cd), "beta": _chunk_of(beta, lo, hi, C, cd),
+            Q, K_, V_ = (chunk_of(x, lo, hi, C, cd, stored) for x in (q, k, v))
+            return {"Q": Q, "K": K_, "V": V_, "g": chunk_of(g, lo, hi, C, cd), "beta": chunk_of(beta, lo, hi, C, cd),
                     "scale": scale}
         first = t - t % block
         if first not in blocks:
             blocks.clear()
             n = min(block, NT - first)
-            blocks[first] = [_cut_block(x, first, n, C, T, cd, _gm_round(x, precision) if i < 3 else None)
+            blocks[first] = [cut_block(x, first, n, C, T, cd, gm_round(x, precision) if i < 3 else None)
                              for i, x in enumerate((q, k, v, g, beta))]
         Q, K_, V_, g_, b_ = (b[t - first] for b in blocks[first])
         return {"Q": Q, "K": K_, "V": V_, "g": g_, "beta": b_, "scale": scale}
@@ -324,19 +283,6 @@ def _state_keeper(wanted: bool, S: torch.Tensor, NT: int):
 def _states_out(states: torch.Tensor | None, B: int) -> torch.Tensor | None:
     """[B*H, NT, K, V] -> FLA's [B, NT, H, K, V]."""
     return None if states is None else states.unflatten(0, (B, -1)).transpose(1, 2)
-
-
-def chunked(x: torch.Tensor, C: int, dtype: torch.dtype, round_to=None) -> torch.Tensor:
-    """x [B, T, H, ...] as [B*H, NT, C, ...] in `dtype`, zero-padded to NT x C tokens."""
-    B, T, H = x.shape[:3]
-    NT = -(-T // C)
-    x = x.to(dtype)
-    if round_to is not None:
-        x = round_to(x)
-    if NT * C > T:
-        x = torch.cat([x, x.new_zeros(B, NT * C - T, *x.shape[2:])], 1)
-    x = x.reshape(B, NT, C, H, *x.shape[3:]).movedim(3, 1)
-    return x.reshape(B * H, NT, C, *x.shape[4:])
 
 
 def _execute_design(design: Design, q, k, v, g, beta, scale, initial_state, *, chunk_size: int, types: Types,

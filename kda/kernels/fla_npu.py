@@ -52,89 +52,21 @@ flags: no public figure prices them) and its unit flag letting the FixPipe drain
 fwd_h's prologue (each AIV copies its streams' initial states into h, then a SyncAll) and the last chunk's
 fp32 final state. The fp16 build (the measured one): its ClampFp32ToOutputType Mins/Maxs run before every fp16
 store. Timing model: the programs compute on the recording's random inputs, not the kernel's exact arithmetic.
+The stages are below in the kernel's order; Prepare's solve is in fla_npu_solve.py, and the helper functions
+the stages share (the source's ClampExpInput, LoadAsFloatRow, ...) in fla_npu_ops.py.
 """
 from __future__ import annotations
 
-import math
-
-import numpy as np
 import torch
 
 from npusim import phase_program
 from npusim.model.schedule import CHUNKS, SEQUENTIAL, Design, Pass
 
-LN2 = math.log(2.0)
-EXP_BOUND = 80.0 * LN2          # KDA_EXP2_CLAMP * LN2: ClampExpInput
-FP16_MAX = 65504.0              # ClampFp32ToOutputType
+from kda.kernels.fla_npu_ops import LN2, clamp_out, exp2_of, load_row, minus, pair, reverse_flag, rows_back
+from kda.kernels.fla_npu_solve import solve, solve_input
+
 BC = 16                         # KDA_SCORE_REF_BC: rows scored against one reference row
-DIAG = 16                       # KDA_SOLVE_DIAG_BT: the diagonal blocks of the solve
-MCH_ITERS = 3                   # KDA_SOLVE_DIAG_MCH_ITERS
 SHAPES = {"C": 64, "K": 128, "V": 128}      # the path read (the kernel tiles other shapes differently)
-
-
-def _clamp_exp(npu, x):
-    """ClampExpInput: Mins, barrier, Maxs, barrier."""
-    x = x.clamp_max(EXP_BOUND)
-    npu.pipe_barrier()
-    x = x.clamp_min(-EXP_BOUND)
-    npu.pipe_barrier()
-    return x
-
-
-def _clamp_out(npu, x, cast: bool = True):
-    """ClampFp32ToOutputType (fp16): Mins, barrier, Maxs, barrier; then (`cast`) the Cast down, a barrier
-    (the Cast itself rides on the 16-bit store)."""
-    x = x.clamp_max(FP16_MAX)
-    npu.pipe_barrier()
-    x = x.clamp_min(-FP16_MAX)
-    npu.pipe_barrier(2 if cast else 1)
-    return x
-
-
-def _dup(npu, shape, value: float, barrier: bool = True):
-    """Duplicate (FillLocalFloat, BuildPrefixMask): one instruction over `shape`, a barrier after it."""
-    out = npu.dup(value, torch.zeros(shape))
-    if barrier:
-        npu.pipe_barrier()
-    return out
-
-
-def _pair(x, i: int, half: int):
-    """Row i of AIV0's rows and row i of AIV1's (half + i): one instruction on each AIV."""
-    return x[..., [i, half + i], :]
-
-
-def _rows_back(pairs: list, half: int):
-    """Row pairs (AIV0 row i, AIV1 row i) back in row order: a view, no instruction."""
-    stacked = torch.stack(pairs, -3)                     # [..., half, 2, D]
-    return stacked.transpose(-3, -2).reshape(*stacked.shape[:-3], 2 * half, stacked.shape[-1])
-
-
-def _minus(a, b):
-    """Sub of two rows of the same length (a reference row is read by every instruction, not expanded)."""
-    return a.expand_as(b) - b if a.numel() < b.numel() else a - b.expand_as(a)
-
-
-def _exp2_of(npu, diffs):
-    """e^(x ln 2) of the row differences: Muls LN2, ClampExpInput, Exp, a barrier after each."""
-    x = diffs * LN2
-    npu.pipe_barrier()
-    x = _clamp_exp(npu, x).exp()
-    npu.pipe_barrier()
-    return x
-
-
-def _load_row(npu, t, index):
-    """LoadAsFloatRow of an fp32 row: DataCopy, the Adds copy, two barriers (hpp:501)."""
-    out = npu.load(t, index) + 0.0
-    npu.pipe_barrier(2)
-    return out
-
-
-def _block(npu, t, r: int, c: int, size: int):
-    """One Catlass operand: a size x size block of a C x C matrix in GM (the solve scratch, the Aqk/Akk
-    workspace: its rows C apart)."""
-    return npu.load(t, (..., slice(r, r + size), slice(c, c + size)), strided=True)
 
 
 @phase_program("fla_npu.prepare", returns=("Aqk", "Akk", "QG", "QGs", "Wseed", "Useed"), gm_layout="head-major",
@@ -148,26 +80,26 @@ def prepare(npu, Q, K, V, g, beta, scale):
     for b in range(C // BC):                             # the score loop, one BC-row block a round
         r0, ref, cols = b * BC, b * BC + BC // 2, (b + 1) * BC
         with npu.vec(f"ref{b}"):                         # LoadAsFloatRow(gk, refToken)
-            refs.append(_load_row(npu, g, (..., slice(ref, ref + 1), slice(None))))
+            refs.append(load_row(npu, g, (..., slice(ref, ref + 1), slice(None))))
         npu.keep(refs[b])
         with npu.vec(f"qw{b}"):                          # the block's rows, BC / 2 on each AIV: one tile
             qb, kb, gb = rows(Q, r0, cols), rows(K, r0, cols), rows(g, r0, cols)
-            d = _rows_back([_minus(_pair(gb, i, BC // 2), refs[b]) for i in range(BC // 2)], BC // 2)
+            d = rows_back([minus(pair(gb, i, BC // 2), refs[b]) for i in range(BC // 2)], BC // 2)
             npu.pipe_barrier(2)                          # after the two Casts in, after the row Subs
-            e = _exp2_of(npu, d)
+            e = exp2_of(npu, d)
             qm = qb * e                                  # Mul, clamp, Cast (on the store)
             npu.pipe_barrier()
-            qg.append(_clamp_out(npu, qm))
+            qg.append(clamp_out(npu, qm))
             km = kb * e
             npu.pipe_barrier()
-            kw.append(_clamp_out(npu, km))
+            kw.append(clamp_out(npu, km))
         with npu.vec(f"kg{b}"):                          # k e^(g_ref - g) of rows 0 .. cols, split in halves
             kc, gc = rows(K, 0, cols), rows(g, 0, cols)
-            d = _rows_back([_minus(refs[b], _pair(gc, i, cols // 2)) for i in range(cols // 2)], cols // 2)
+            d = rows_back([minus(refs[b], pair(gc, i, cols // 2)) for i in range(cols // 2)], cols // 2)
             npu.pipe_barrier(2)                          # after the Cast in, after the row Subs
-            km = kc * _exp2_of(npu, d)
+            km = kc * exp2_of(npu, d)
             npu.pipe_barrier()
-            kg.append(_clamp_out(npu, km))
+            kg.append(clamp_out(npu, km))
         npu.sync(qg[b], kw[b], kg[b])                    # ready: the factors through the score scratch (fp16)
         with npu.cube(f"mma{b}"):                        # ComputeRawAqkAkkCubeBlock: B (kg) resident in L1
             aqk.append(qg[b] @ kg[b].mT)                 # BC x cols x K, fp32 to the Aqk workspace
@@ -177,23 +109,23 @@ def prepare(npu, Q, K, V, g, beta, scale):
     with npu.vec("gate"):                                # PrepareGateProductsBulk: C / 2 rows on each AIV
         g0 = g + 0.0                                     # Adds copy (after the Casts in: two barriers)
         npu.pipe_barrier(2)
-        e = _exp2_of(npu, g0)                            # Muls, Mins, Maxs, Exp
+        e = exp2_of(npu, g0)                            # Muls, Mins, Maxs, Exp
         QG = Q * e
         npu.pipe_barrier()
-        QG = _clamp_out(npu, QG)
+        QG = clamp_out(npu, QG)
         w0 = K * e
         npu.pipe_barrier()
-        w0 = _clamp_out(npu, w0)
+        w0 = clamp_out(npu, w0)
         gn = g * -1.0                                    # Muls -1, ..., stored to qgScaled (rewritten later)
         npu.pipe_barrier()
-        kg0 = K * _exp2_of(npu, gn)
+        kg0 = K * exp2_of(npu, gn)
         npu.pipe_barrier()
-        kg0 = _clamp_out(npu, kg0)
+        kg0 = clamp_out(npu, kg0)
     npu.spill(QG, w0, kg0)
-    L, X, Aqk_m = _solve_input(npu, beta, aqk, akk, C)
-    Ai, last = _solve(npu, L, X, C)
+    L, X, Aqk_m = solve_input(npu, beta, aqk, akk, C)
+    Ai, last = solve(npu, L, X, C)
     with npu.vec("wu"):                                  # PrepareWuCubeInputs: w and v scaled by beta
-        bw = _load_row(npu, beta, (..., slice(None)))    # LoadAsFloatRow
+        bw = load_row(npu, beta, (..., slice(None)))    # LoadAsFloatRow
         bb = npu.brcb(bw)                                # Brcb: one repeat per 8 rows
         npu.pipe_barrier()
         Wseed = w0 * bb[..., :, :1].expand_as(w0)        # ScaleRowsByBeta: Cast in, two 64-lane Muls, Cast out
@@ -204,119 +136,11 @@ def prepare(npu, Q, K, V, g, beta, scale):
         Aqk = Aqk_m * scale                              # Muls, Cast in, barrier, Muls, barrier
         QGs = QG * scale
         npu.pipe_barrier(2)
-        Aqk = _clamp_out(npu, Aqk, cast=False)           # the three clamps, then the three Casts, a barrier
-        QGs = _clamp_out(npu, QGs, cast=False)
-        Akk_all = _clamp_out(npu, torch.cat([Ai, last.reshape(*last.shape[:-2], -1, C)], -2))
+        Aqk = clamp_out(npu, Aqk, cast=False)           # the three clamps, then the three Casts, a barrier
+        QGs = clamp_out(npu, QGs, cast=False)
+        Akk_all = clamp_out(npu, torch.cat([Ai, last.reshape(*last.shape[:-2], -1, C)], -2))
         Akk = Akk_all[..., :C, :]                        # the merged blocks ride on the last flag
     return Aqk, Akk, QG, QGs, Wseed, Useed
-
-
-def _solve_input(npu, beta, aqk: list, akk: list, C: int):
-    """PrepareAqkAkkSolveInputRows: C / 2 rows on each AIV. Returns (L, X, masked Aqk)."""
-    half = C // 2
-    def wide(blocks):
-        return torch.cat([torch.cat([blk, torch.zeros(*blk.shape[:-1], C - blk.shape[-1])], -1)
-                                         for blk in blocks], -2)
-    causal = torch.as_tensor(np.tril(np.ones((C, C), dtype=bool)))           # the masks the scalar loop writes
-    strict = torch.as_tensor(np.tril(np.ones((C, C), dtype=bool), -1))
-    with npu.vec("solve_in"):
-        [_dup(npu, (C, C), 0.0), _dup(npu, (C, C), 0.0), _dup(npu, (C,), 0.0)]   # FillLocalFloat aqk, akk, beta
-        bs = _load_row(npu, beta, (..., slice(None)))                      # LoadAsFloatRow
-        Aqk, Akk = wide(aqk), wide(akk)                                    # DataCopyPad of the rows (fp32)
-        bb = npu.brcb(bs)                                                  # Brcb
-        npu.pipe_barrier()
-        cols = []
-        with npu.repeats(half):                                            # Mul(mask 8, repeat rows) x C / 8
-            for c in range(0, C, 8):
-                cols.append(Akk[..., :, c:c + 8] * bb)
-                npu.pipe_barrier()
-        _dup(npu, (2, 8), 0.0)                                             # SelectCausalRows: the zero block
-        masks = npu.scalar("BuildCausalSelectMasks: two 64-bit masks a row", lambda: torch.stack(
-            [causal, strict]), accesses=2 * half, matrices=2)              # each AIV its rows' masks
-        Aqk_m = torch.where(masks[0], Aqk, 0.0)                            # Select, a row a repeat
-        L = torch.where(masks[1], torch.cat(cols, -1), 0.0)
-        npu.pipe_barrier(2)                                                # and WaitFlag<V_S>
-        neg = L * -1.0                                                     # Muls
-        npu.pipe_barrier()
-        xs = []
-        for i in range(half):                                              # + I, one row a round on each AIV
-            m = _dup(npu, (2, C), 0.0, barrier=False)                      # BuildPrefixMask(row + 1)
-            _dup(npu, (half + 2 * i + 2,), 1.0)
-            o = _dup(npu, (2, C), 0.0, barrier=not i)                      # BuildPrefixMask(row)
-            _dup(npu, (half + 2 * i,), 1.0) if i else None
-            mask = m - o                                                   # Sub, Add
-            npu.pipe_barrier()
-            xs.append(_pair(neg, i, half) + mask)
-            npu.pipe_barrier()
-        X = _rows_back(xs, half)
-    npu.spill(Aqk_m, L, X)                               # aqk and L (akk) back to the fp32 workspace, X
-    npu.sync()                                           # ready: RunAicAfterBothAivReady
-    return L, X, Aqk_m
-
-
-def _solve(npu, L, X, C: int):
-    """ComputeAkkInverseMchFull with the AIVs' AddSolveTmpToXDiagRows rounds; returns (the inverse with its
-    diagonal blocks, the last merged block). Every Cube phase is one CubeGemmSolveSub."""
-    n, half = C // DIAG, C // 2
-    def d(i):
-        return i * DIAG
-    def diag(r):
-        return slice((r // DIAG) * DIAG, (r // DIAG + 1) * DIAG)
-    Yl, T, Xs = [], [], [X]                              # Y^(2^it) blocks, each round's X_ii Y_ii, X
-    for i in range(n):
-        with npu.cube(f"y{i}"):                          # L_ii L_ii
-            Yl.append(_block(npu, L, d(i), d(i), DIAG) @ _block(npu, L, d(i), d(i), DIAG))
-        npu.spill(Yl[i])
-    for it in range(MCH_ITERS):
-        for i in range(n):
-            with npu.cube(f"xy{it}_{i}"):                # tmp_ii = X_ii Y_ii
-                T.append(_block(npu, Xs[it], d(i), d(i), DIAG) @ _block(npu, Yl[it * n + i], 0, 0, DIAG))
-            npu.spill(T[it * n + i])
-        npu.sync()                                       # done: the AIVs add the round into X's diagonal
-        if it + 1 < MCH_ITERS:                           # the AIV's WaitFlagWithReverse sets the reverse flag
-            with npu.vec(f"rev{it}"):                    # as it passes (depth 1): the AIC waits for it before
-                pass                                     # it squares Y
-        with npu.vec(f"add{it}"):                        # x rows and tmp rows loaded, one 16-wide Add a row
-            x = Xs[it]
-            tmp = torch.cat([torch.cat([T[it * n + i]] * n, -1) for i in range(n)], -2)
-            sums = []
-            for r in range(half):
-                sums.append(_pair(x, r, half)[..., diag(r)] + _pair(tmp, r, half)[..., diag(r)])
-                npu.pipe_barrier()
-            Xs.append(torch.cat([_rows_back(sums, half)] * n, -1))
-        npu.spill(Xs[it + 1])                            # x back to the solve scratch (the last: also to akk)
-        if it + 1 < MCH_ITERS:
-            npu.sync(after=f"rev{it}")                   # the reverse flag
-            for i in range(n):
-                with npu.cube(f"yy{it}_{i}"):            # Y_ii^2 while the AIVs add
-                    Y = Yl[it * n + i]
-                    Yl.append(_block(npu, Y, 0, 0, DIAG) @ _block(npu, Y, 0, 0, DIAG))
-                npu.spill(Yl[(it + 1) * n + i])
-        npu.sync(after=f"add{it}")                       # ready
-    Ai, merged = Xs[-1], []
-    size = 2 * DIAG
-    while size <= C:                                     # ComputeAkkMergeCube
-        h = size // 2
-        for b in range(0, C, size):
-            lo, k = b + h, len(merged)
-            with npu.cube(f"m{size}_{b}a"):              # tmp = Ai[lo, lo] X[lo, b]
-                merged.append(_block(npu, Ai, lo, lo, h) @ _block(npu, Ai, lo, b, h))
-            npu.spill(merged[k])
-            with npu.cube(f"m{size}_{b}b"):              # Ai[lo, b] = tmp Ai[b, b]
-                merged.append(_block(npu, merged[k], 0, 0, h) @ _block(npu, Ai, b, b, h))
-            if size < C:
-                npu.spill(merged[k + 1])
-        size *= 2
-    npu.sync(merged[-1])                                 # done: the AIVs read the inverse
-    return Ai, merged[-1]
-
-
-def _reverse_flag(npu):
-    """The done flag's reverse flag (Catlass WithReverse, depth 1): the AIVs set it as they pass their wait
-    (an empty Vector phase marks it), and the AIC, having set done, waits for it before its next item."""
-    with npu.vec("passed"):
-        pass
-    npu.sync(after="passed", next_item=True)
 
 
 @phase_program("fla_npu.post_wu", returns=("W", "U", "Kg"), gm_layout="head-major", barriers="explicit")
@@ -329,18 +153,18 @@ def post_wu(npu, K, g, Wseed, Akk, Useed):
     with npu.cube("u_mm"):
         U = Akk @ Useed                                  # C x V x C: stored fp16
     npu.sync(Wf)                                         # done: set after both
-    _reverse_flag(npu)
+    reverse_flag(npu)
     with npu.vec("glast"):                               # LoadAsFloatRow(gk, last)
-        g_last = _load_row(npu, g, (..., slice(C - 1, C), slice(None)))
+        g_last = load_row(npu, g, (..., slice(C - 1, C), slice(None)))
     npu.keep(g_last)
     with npu.vec("w"):                                   # DataCopy, Cast, barrier, DataCopy out: the cast on
         W = Wf.clone()                                   # the store
     with npu.vec("kg"):                                  # k e^(g_last - g), row by row Subs
-        d = _rows_back([_minus(g_last, _pair(g, i, C // 2)) for i in range(C // 2)], C // 2)
+        d = rows_back([minus(g_last, pair(g, i, C // 2)) for i in range(C // 2)], C // 2)
         npu.pipe_barrier(3)                              # W's Cast, the Cast of k in, the row Subs
-        km = K * _exp2_of(npu, d)
+        km = K * exp2_of(npu, d)
         npu.pipe_barrier()
-        Kg = _clamp_out(npu, km)
+        Kg = clamp_out(npu, km)
     return W, U, Kg
 
 
@@ -389,11 +213,11 @@ def finalize(npu, QGs, Aqk, V_new, H):
     with npu.cube("av"):                                 # Aqk v_new: fp32 to the local scratch; PIPE_ALL
         OL = Aqk @ V_new
     npu.sync(OS, OL)                                     # done
-    _reverse_flag(npu)
+    reverse_flag(npu)
     with npu.vec("o"):
         O = OS + OL                                      # Add, clamp, Cast (on the store)
         npu.pipe_barrier()
-        O = _clamp_out(npu, O)
+        O = clamp_out(npu, O)
     return O
 
 

@@ -27,7 +27,10 @@ def record_kernel(design, chunk_size: int, d_k: int, d_v: int, dtype: str, heads
     precision = design_precision(design, Precision(dtype, {}, state=program_default_state(state_program, dtype)))
     gen = torch.Generator().manual_seed(0)
     C, cd = chunk_size, precision.compute
-    rnd = lambda *shape: torch.randn(*shape, generator=gen, dtype=cd)
+
+    def rnd(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=gen, dtype=cd)
+
     channel = design.notes.get("gate") == "channel"
     g = F.logsigmoid(rnd(1, 1, C, d_k if channel else 1))
     pool = {"Q": F.normalize(rnd(1, 1, C, d_k), dim=-1), "K": F.normalize(rnd(1, 1, C, d_k), dim=-1),

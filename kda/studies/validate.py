@@ -35,11 +35,12 @@ from typing import Sequence
 import numpy as np
 
 from npusim import NpuSimError, load_profile
-from npusim.fit.least_squares import fit, typical_evaluations
 from npusim.chip.floor import FloorPredictors, floors
+from npusim.fit.least_squares import fit, typical_evaluations
 from npusim.fit.measurements import MeasurementError, read_measurements
-from npusim.record.precision import itemsize
+from npusim.fit.op_map import OpEntry
 from npusim.fit.uncertainty import Influence, assumptions, rank_influences, sample_profiles, sample_values
+from npusim.record.precision import itemsize
 
 from kda.kernels.registry import check_models, resolve
 from kda.kernels.registry import held_out as kda_kernel
@@ -132,19 +133,20 @@ def _paths(paths) -> list[Path]:
     return [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
 
 
-def load(paths: Path | Sequence[Path] = SHIPPED) -> tuple[list[Row], dict]:
+def load(paths: Path | Sequence[Path] = SHIPPED, ops: dict[str, OpEntry] | None = None) -> tuple[list[Row], dict]:
     """The rows of one or several files and their models (one model per distinct kernel, stage, shape and
-    element size); MeasurementError naming the file and row of the first row that cannot be used."""
+    element size); MeasurementError naming the file and row of the first row that cannot be used. `ops`: an
+    op map (npusim/fit/op_map.py) for the msprof op summaries among them: a row's implementation is its OP Type."""
     rows, models, ids = [], {}, {}
     for path in _paths(paths):
-        measured = read_measurements(path)
+        measured = read_measurements(path, ops if _is_op_summary(path) else None)
         lines = list(csv.reader(path.read_text(encoding="utf-8-sig").splitlines()))   # read_measurements read it
         header = [h.strip() for h in lines[0]]
         for m in measured:
             cells = dict(zip(header, (c.strip() for c in lines[m.row - 1])))
             if cells.get("not_modelled"):
                 continue                                  # reported as data (`reported`), not predicted
-            held = cells.get("held_out", "").lower()
+            held = "yes" if m.held_out else cells.get("held_out", "").lower()
             if held not in YES + NO:
                 raise MeasurementError(f"{m.where()}: held_out {cells['held_out']!r} is not yes or no")
             if kda_kernel(m.kernel) and held not in YES:
@@ -154,12 +156,18 @@ def load(paths: Path | Sequence[Path] = SHIPPED) -> tuple[list[Row], dict]:
             if row_id in ids:
                 raise MeasurementError(f"{m.where()}: id {row_id!r} is used twice (first at {ids[row_id]})")
             ids[row_id] = m.where()
-            row = Row(row_id, cells.get("implementation", ""), m.kernel, m.shape, m.dtype, m.measured_us,
+            row = Row(row_id, cells.get("implementation", "") or cells.get("OP Type", ""), m.kernel, m.shape, m.dtype, m.measured_us,
                       held in YES, m.stage, str(path), line=m.row)
             if row.key not in models:
                 models[row.key] = resolve(m)
             rows.append(row)
     return rows, models
+
+
+def _is_op_summary(path: Path) -> bool:
+    """Whether a measurements file is an msprof op summary (its header names Task Duration(us))."""
+    first = path.read_text(encoding="utf-8-sig").split("\n", 1)[0] if path.is_file() else ""
+    return "Task Duration(us)" in first
 
 
 @dataclass(frozen=True)
@@ -225,13 +233,13 @@ def predictions(models: dict, profiles: list, jobs: int = 1) -> dict:
 
 def validate(paths: Path | Sequence[Path] = SHIPPED, profile_name: str = "ascend-910b2", samples: int = 50,
              seed: int = 0, refit: bool = False, only: str | None = None, fit_fields=None, jobs: int = 1,
-             registered: Sequence[Path] | None = None):
+             registered: Sequence[Path] | None = None, ops: dict[str, OpEntry] | None = None):
     """(rows, affine diagnostics, fit or None, floors under the fitted profile, influences on the largest row).
     `jobs`: worker processes for the predictions (the nominal ones and the interval's samples). `registered`:
     the files of predictions registered before the measured values (None: the shipped ones); a row they
     register carries its prediction (Row.registration)."""
     profile = load_profile(profile_name)
-    rows, models = load(paths)
+    rows, models = load(paths, ops)
     if only is not None:
         rows = [r for r in rows if r.implementation == only]
         if not rows:

@@ -1,7 +1,15 @@
 """Design-space sweeps: `python -m kda.sweep spec.toml` runs every point of a grid of `kda.cli.run` settings
 (in-process, on a Dask LocalCluster or on an existing cluster), caches each point's row, and writes one
 table; `python -m kda.sweep plot results.parquet` draws the Pareto front, heat maps and the best point per
-shape. See kda/sweep/spec.py for the spec file."""
+shape.
+
+    spec.py     the spec file (TOML): axes, fixed settings, metrics; its points
+    point.py    one point evaluated and flattened into one row
+    runner.py   the points run in-process or on Dask, from the cache where finished
+    cache.py    each finished point's row, keyed by its settings, the sources and the profile
+    table.py    the table written and read (Parquet, or CSV)
+    plot.py     the Pareto front, heat maps and the best point per shape
+"""
 from kda.sweep.runner import Outcome, SchedulerError, run_sweep
 from kda.sweep.spec import Point, Spec, SpecError, load_spec, parse_spec
 from kda.sweep.table import read_table, write_table

@@ -83,7 +83,9 @@ def figure_pareto(df):
             ax.scatter(sub[x], sub[y], s=14, color=colours[v], alpha=0.35, lw=0)
             top = sub[sub["front"]]
             ax.scatter(top[x], top[y], s=40, color=colours[v], edgecolor="black", lw=0.8, label=v)
-        ax.set_xlabel(labels[x]); ax.set_ylabel(labels[y]); ax.grid(color="#e5e5e5")
+        ax.set_xlabel(labels[x])
+        ax.set_ylabel(labels[y])
+        ax.grid(color="#e5e5e5")
         if x == "rel_rms" or y == "rel_rms":
             (ax.set_xscale if x == "rel_rms" else ax.set_yscale)("log")
     axs[0][0].legend(fontsize=8, title="design (outlined: Pareto front)", title_fontsize=8)
@@ -150,7 +152,8 @@ def figure_heatmap(df, x: str, y: str, metric: str | None = None):
                   fontsize=8)
     ax.set_yticks(range(len(table.index)), [f"{c:g}" if isinstance(c, float) else str(c) for c in table.index],
                   fontsize=8)
-    ax.set_xlabel(x); ax.set_ylabel(y)
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
     values = table.to_numpy(float)
     lo, hi = im.get_clim()
     for i in range(values.shape[0]):
@@ -222,6 +225,7 @@ def plot_table(path: str | Path, outdir: str | Path | None = None, heatmaps: lis
 def _drawn(df, pairs, metric) -> list[tuple[str, bytes]]:
     """(file name, bytes) of the Pareto front, the heat maps and the best points, drawn in memory."""
     import matplotlib.pyplot as plt
+
     from kda.views.plots import png_bytes
     figures = []
     try:

@@ -61,7 +61,10 @@ def run_sweep(spec: Spec, *, workers: int | None = 0, scheduler: str | None = No
     results = dict(found)
     bar = _Bar(len(points), sum(r.get("status") == FAILED for r in found.values()), len(found), progress)
     n_workers, source = 0, None
-    finished = lambda: [_row(spec, p, results[p.index]) for p in points if p.index in results]
+
+    def finished() -> list:
+        return [_row(spec, p, results[p.index]) for p in points if p.index in results]
+
     try:
         with bar:
             if scheduler is None and workers == 0:

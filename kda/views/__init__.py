@@ -9,5 +9,6 @@
     figure.py          writing a figure by extension, with no timestamp
     table.py           a rich table from Columns; render_validate.py: kda.validate's tables with it
     plot_validate.py   kda.validate's plot: predicted against measured, log-log, held-out rows hollow
+    plot_training.py   training as figures: forward + backward on one timeline, the training ranking
     render_decode.py   the decode report; plot_decode.py: a decode step's Chrome trace and Gantt chart
 """

@@ -25,14 +25,28 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from npusim.chip.capacity import (TILE, capacity_bytes, fitting_tilings, footprint, heads_per_part, held,
-                                  l0_tiles, l0_use, max_tiles, memory_name, part_of, reload_bytes, share, tile_bytes)
 from npusim.chip import isa
+from npusim.chip.capacity import (
+    TILE,
+    capacity_bytes,
+    fitting_tilings,
+    footprint,
+    heads_per_part,
+    held,
+    l0_tiles,
+    l0_use,
+    max_tiles,
+    memory_name,
+    part_of,
+    reload_bytes,
+    share,
+    tile_bytes,
+)
 from npusim.chip.cost import op_us
 from npusim.chip.lanes import larger
+from npusim.chip.profile import Profile
 from npusim.record.graph import CUBE, Phase
 from npusim.record.ops import MATMUL
-from npusim.chip.profile import Profile
 
 MTE2, MTE3, FIXPIPE = "mte2", "mte3", "fixpipe"
 PIPE_NAME = {MTE2: "MTE2", MTE3: "MTE3", FIXPIPE: "FixPipe"}
@@ -58,16 +72,16 @@ class PipeTiming:
         return self.tiles * (self.load_us + self.store_us)
 
     def busy_us(self, stretch: float = 1.0, serial: bool = False) -> float:
-        l, c, s = self.load_us * stretch, self.compute_us, self.store_us * stretch
+        ld, c, s = self.load_us * stretch, self.compute_us, self.store_us * stretch
         if serial or self.buffers < 2 or self.tiles == 1:
-            return self.tiles * (l + c + s)
-        return l + c + s + (self.tiles - 1) * larger(l, c, s)
+            return self.tiles * (ld + c + s)
+        return ld + c + s + (self.tiles - 1) * larger(ld, c, s)
 
     def schedule(self, stretch: float = 1.0, serial: bool = False) -> list[tuple[str, int, float, float]]:
         """(pipe, tile, start, end) of every segment from the phase's start: pipe MTE2, "compute" or the
         store pipe. Tile i loads into buffer i mod b once tile i - b is computed, computes once loaded and
         once tile i - b's result has been stored, and stores after tile i - 1's store."""
-        l, c, s = self.load_us * stretch, self.compute_us, self.store_us * stretch
+        ld, c, s = self.load_us * stretch, self.compute_us, self.store_us * stretch
         b = 1 if serial or self.buffers < 2 else self.buffers
         out: list[tuple[str, int, float, float]] = []
         le, ce, se = [], [], []
@@ -75,17 +89,17 @@ class PipeTiming:
         for i in range(self.tiles):
             if b == 1:
                 start = t_prev
-                le.append(start + l)
+                le.append(start + ld)
                 ce.append(le[i] + c)
                 se.append(ce[i] + s)
                 t_prev = se[i]
             else:
                 ls = max(le[i - 1] if i else 0.0, ce[i - b] if i >= b else 0.0)
-                le.append(ls + l)
+                le.append(ls + ld)
                 cs = max(le[i], ce[i - 1] if i else 0.0, se[i - b] if i >= b else 0.0)
                 ce.append(cs + c)
                 se.append(max(ce[i], se[i - 1] if i else 0.0) + s)
-            out += [(MTE2, i, le[i] - l, le[i]), ("compute", i, ce[i] - c, ce[i]), (self.store_pipe, i, se[i] - s, se[i])]
+            out += [(MTE2, i, le[i] - ld, le[i]), ("compute", i, ce[i] - c, ce[i]), (self.store_pipe, i, se[i] - s, se[i])]
         return out
 
 

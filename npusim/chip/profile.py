@@ -7,7 +7,7 @@ gives (reports list those, and studies should sweep them). A file may start from
 
 An assumed field may carry its uncertainty: `range = [lo, hi]` (0 < lo <= value <= hi) with
 `range_reason = "..."` saying why those bounds; so does a FITTED one (its fit's interval) and a MEASURED one (a
-public measurement that bounds the number without giving it exactly, the source naming the measurement). Uncertainty studies (npusim/uncertainty.py) sample them and
+public measurement that bounds the number without giving it exactly, the source naming the measurement). Uncertainty studies (npusim/fit/uncertainty.py) sample them and
 calibration (npusim/calibrate.py) fits within them. A file that overrides a field's value drops the
 inherited source and range, unless it gives new ones.
 """
@@ -185,7 +185,10 @@ class Profile:
     def without_core(self) -> "Profile":
         """The model before the core's memories and pipes (`--core-model off`): no capacity limit, GM traffic
         at memory.gm_bandwidth_gbps, no padding, load + compute + store in series."""
-        keep = lambda d: {k: v for k, v in d.items() if not k.startswith("core.")}
+
+        def keep(d: dict) -> dict:
+            return {k: v for k, v in d.items() if not k.startswith("core.")}
+
         return _replace(self, core=Core(), sources={**keep(self.sources), **_DEFAULT_SOURCE},
                         ranges=keep(self.ranges), range_reasons=keep(self.range_reasons))
 
@@ -317,7 +320,7 @@ def _build(raw: dict, origin: str, inherited_sources: dict[str, str],
         for name, f in known.items():
             if name not in table and f.default is not MISSING:     # a field added later: its default
                 sources.setdefault(f"{section}.{name}", _DEFAULT_SOURCE.get(
-                    f"{section}.{name}", f"ASSUMED: the default of npusim/profile.py ({f.default})"))
+                    f"{section}.{name}", f"ASSUMED: the default of npusim/chip/profile.py ({f.default})"))
                 values[name] = f.default
                 continue
             if name not in table:

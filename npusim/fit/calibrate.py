@@ -25,20 +25,20 @@ import json
 import math
 import os
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import tomli_w
-from importlib import metadata
 
+from npusim.chip.floor import FloorPredictors
+from npusim.chip.profile import _SECTIONS, Profile, load_profile
 from npusim.command import as_command
 from npusim.errors import NpuSimError
-from npusim.output import files
 from npusim.fit.least_squares import Fit, fit, typical_evaluations
-from npusim.chip.floor import FloorPredictors
-from npusim.fit.measurements import read_measurements
-from npusim.chip.profile import _SECTIONS, Profile, load_profile
+from npusim.fit.measurements import read_measurements, unmapped
+from npusim.fit.op_map import OpEntry, read_op_map
 from npusim.fit.uncertainty import assumptions
-
+from npusim.output import files
 
 KERNELS_GROUP = "npusim.kernels"                 # entry points: name -> a module with resolve(measurement)
 BUILTIN_KERNELS = {"kda": "kda.kernels.registry"}
@@ -88,7 +88,8 @@ def kernel_origin(spec: str) -> str:
 
 
 def calibrate(path: str | Path, profile: Profile, kernels: str = "kda", fields=None,
-              ignore_unknown: bool = False, host_floor: bool = False) -> tuple[Fit, list, list[str]]:
+              ignore_unknown: bool = False, host_floor: bool = False,
+              ops: dict[str, OpEntry] | None = None) -> tuple[Fit, list, list[str]]:
     """Read, model and fit. Returns the fit, the measurements used, and notes (rows skipped). With
     `host_floor`, the timings are taken to include one constant host time (floor.py), solved at every step
     and kept in `Fit.host_floor_us`; without, they are kernel device times (msprof's Task Duration)."""
@@ -96,7 +97,9 @@ def calibrate(path: str | Path, profile: Profile, kernels: str = "kda", fields=N
     resolve = table.resolve
     rows, models, notes = [], [], []
     kept = getattr(table, "held_out", None)
-    for m in read_measurements(path):
+    if ops is not None:
+        notes += [f"skipped {n} row(s) of {op} (not in the op map)" for op, n in unmapped(path, ops).items()]
+    for m in read_measurements(path, ops):
         if m.held_out or (callable(kept) and kept(m.kernel)):
             notes.append(f"skipped {m.where()}: {m.kernel} is held out (validation only, never fitted)")
             continue
@@ -109,8 +112,8 @@ def calibrate(path: str | Path, profile: Profile, kernels: str = "kda", fields=N
             raise
         rows.append(m)
     if not rows:
-        why = "every row is held out (validation only)" if notes and all("held out" in n for n in notes) else \
-            "no row names a kernel this model knows"
+        why = "every row it could use is held out (validation only)" if any(" is held out " in n for n in notes) \
+            else "no row names a kernel this model knows"
         raise NpuSimError(f"{path}: {why}")
     chosen = assumptions(profile)
     if fields:
@@ -209,7 +212,9 @@ EXAMPLES = """examples:
   # fit the assumed fields of the shipped profile to your timings, and write the fitted profile
   python -m npusim.calibrate my_timings.csv --out my-910b.toml
   # msprof's op summary, other operators skipped, only two fields
-  python -m npusim.calibrate op_summary_0.csv --ignore-unknown --fields sync.latency_us,cube.fp32_macs_per_cycle"""
+  python -m npusim.calibrate op_summary_0.csv --ignore-unknown --fields sync.latency_us,cube.fp32_macs_per_cycle
+  # your own operators' names, through an op map (kernel, stage, input order, held_out of each OP Type)
+  python -m npusim.calibrate op_summary_0.csv --ops my_ops.toml"""
 
 
 @as_command
@@ -227,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
                         "kda.kernels.registry), or a Python file with resolve(measurement), by its path")
     p.add_argument("--ignore-unknown", action="store_true", help="skip rows of kernels the model does not know "
                    "(other operators in an msprof summary) instead of failing")
+    p.add_argument("--ops", type=Path, metavar="FILE.toml", help="an op map for an msprof op summary: each OP "
+                   "Type's kernel, stage, input order and held_out; other operators' rows are skipped")
     p.add_argument("--host-floor", action="store_true", help="the timings include a constant host time "
                    "(wall clock around a Python call): fit it too, apart from the profile")
     p.add_argument("--date", help="date to write in the FIT sources (default: today, UTC)")
@@ -244,8 +251,9 @@ def main(argv: list[str] | None = None) -> int:
         fields = [x.strip() for x in args.fields.split(",") if x.strip()] if args.fields is not None else None
         if fields == []:
             raise NpuSimError(f"--fields {args.fields!r} names no field (leave it out to fit every ranged field)")
+        ops = read_op_map(args.ops) if args.ops is not None else None
         result, rows, notes = calibrate(args.data, profile, args.kernels, fields, args.ignore_unknown,
-                                        args.host_floor)
+                                        args.host_floor, ops)
     except NpuSimError as err:
         return _fail(str(err))
     date = args.date or _dt.datetime.now(_dt.timezone.utc).date().isoformat()

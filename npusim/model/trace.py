@@ -41,6 +41,7 @@ class Trace:
     slot: list[int] = field(default_factory=list)
     occupancy: list[tuple[float, int, int, int]] = field(default_factory=list)   # (t, core, slot, bytes)
     stretch: list[float] = field(default_factory=list)
+    _rows: list[TraceEvent] | None = field(default=None, repr=False, compare=False)    # events(), made once
 
     def __len__(self) -> int:
         return len(self.node)
@@ -59,7 +60,13 @@ class Trace:
         self.stretch.append(stretch)
 
     def events(self) -> list[TraceEvent]:
-        """Rows sorted by (start, core, sequence, chunk, node)."""
+        """Rows sorted by (start, core, sequence, chunk, node): made once per trace (the report, the overlap
+        metrics and every plot ask), again only if events were added since; shared: read it, do not change it."""
+        if self._rows is None or len(self._rows) != len(self.node):
+            self._rows = self._make_rows()
+        return self._rows
+
+    def _make_rows(self) -> list[TraceEvent]:
         nodes = self.template.nodes
         rows = [TraceEvent(n, nodes[n].kind, nodes[n].name, nodes[n].label, nodes[n].resource, c, s, t, b, be, e,
                            nb, sl, x)

@@ -7,6 +7,7 @@
     chrome_trace.py   Chrome Trace Event JSON (Perfetto, MindStudio Insight) of runs and designs
     trace_events.py   the trace events of one pass's run
     pipe_trace.py     the data-movement segments as traces and Gantt charts draw them
-    trace_file.py     writing a trace, cutting it to a window
+    trace_file.py     writing a trace, cutting it to a window (by default a large one to its first part)
+    op_summary.py     a run in msprof's columns: a row per pass and per pass and core
     files.py          files a command writes: checked before the long part, written whole or not at all
 """

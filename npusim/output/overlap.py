@@ -173,8 +173,10 @@ def _analyse(run: Run) -> Overlap:
     busy = busy_intervals(run, events)
     inflight = inflight_intervals(run, events)
     cores = sorted({e.core for e in events})
-    spans = {c: (min(e.start for e in events if e.core == c), max(e.end for e in events if e.core == c))
-             for c in cores}
+    spans: dict[int, tuple[float, float]] = {}
+    for e in events:                      # each core's first start and last end, in one pass
+        lo, hi = spans.get(e.core, (e.start, e.end))
+        spans[e.core] = (min(lo, e.start), max(hi, e.end))
     units = sorted({u for _, u in busy}, key=_unit_order)
     concurrent = exposed = 0.0
     for c in cores:

@@ -58,6 +58,16 @@ def window(trace: dict, start: float, end: float) -> dict:
     return {**trace, "traceEvents": kept, "metadata": meta}
 
 
+def first_part(trace: dict, size: int, limit: int | None = None) -> tuple[dict, float]:
+    """A trace estimated at `size` bytes cut to its first part of about `limit` bytes (LARGE_BYTES unless
+    given): (the window from 0, its end in us), the end the start of the event that would pass the limit,
+    events in time order."""
+    starts = sorted(e["ts"] for e in trace["traceEvents"] if e.get("ph") != "M" and "ts" in e)
+    keep = max(1, int(len(starts) * (LARGE_BYTES if limit is None else limit) / size))
+    end = starts[min(keep, len(starts) - 1)]
+    return window(trace, 0.0, end), end
+
+
 def write(path: str | Path, trace: dict, option: str = "--trace") -> None:
     """The trace as JSON, whole or not at all (npusim/output/files.py: OutputError naming `option`)."""
     files.write_text(option, path, _dumps(trace))

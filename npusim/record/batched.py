@@ -20,7 +20,7 @@ inputs' device). They are the same program, so the same calls in the same order,
 call computes on the same values as in the chunk-by-chunk step, and each chunk's slice of a block has the
 chunk's own memory layout (the caller hands views of its [N, chunks, ...] tensors, `BlockIO`, else the
 chunks are copied into that layout), so the kernels take the same paths: the same bits on the CPU
-(tests/npusim/test_batched.py; a GPU's libraries may pick other kernels for a larger batch). A value the
+(tests/kda/test_batched_designs.py; a GPU's libraries may pick other kernels for a larger batch). A value the
 walk reads that does not scale with the batch is read whole; any other shape makes the step unbatchable.
 
 The inf/NaN watch: stage B's flag covers the block. The flags are read every `check_every` chunks (the

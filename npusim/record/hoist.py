@@ -8,7 +8,7 @@ state-dependent call wrote or read (views share memory; an in-place write is ord
 follows). The others (v3: Phases A-C, W, U and Q K^T of Phase D, their roundings and watch sums) can run
 ahead of the chunk loop, for the next chunks, while the state-dependent calls of this chunk run
 (`npusim.record.pipeline`): the same calls on the same tensors in the same order within each half, so the
-same bits (`tests/npusim/test_hoist.py`).
+same bits (`tests/kda/test_hoist_designs.py`).
 
 A step the tape cannot replay says why (`Tape.capture` raises `Untapeable`), and the replay runs the
 step call by call instead: a call whose result is a value read from a tensor (`.item()`, `bool(t)`: the program would branch

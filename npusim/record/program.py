@@ -288,8 +288,8 @@ class Executor:
         """Compute chunks 0..chunks-1 from `state`: `inputs_of(t)` gives chunk t's inputs, `emit(t, outputs)`
         takes its outputs, `on_state(t, state)` (optional) sees the state chunk t starts from (copy it: a CUDA
         graph reuses its buffer). `fast` replays the program without the runtime's bookkeeping
-        (npusim/replay.py, the same numbers bit for bit); `graphs` captures the step as a CUDA graph;
-        `pipeline` splits it over two threads on the CPU (npusim/pipeline.py; None: where torch has two
+        (npusim/record/replay.py, the same numbers bit for bit); `graphs` captures the step as a CUDA graph;
+        `pipeline` splits it over two threads on the CPU (npusim/record/pipeline.py; None: where torch has two
         threads or more); `batched` runs the chunk-parallel work over blocks of chunks and only the state's
         chain chunk by chunk (npusim/record/batched.py; before the graph and the pipeline where it applies;
         `blocks`, a npusim.record.batched.BlockIO, hands blocks of chunks in and out at once). Returns the

@@ -23,8 +23,8 @@ from typing import Callable
 import torch
 from torch.overrides import TorchFunctionMode
 
-from npusim.record.accumulation import NarrowAccumulation
 from npusim.errors import DataflowError
+from npusim.record.accumulation import NarrowAccumulation
 from npusim.record.precision import DTYPES, itemsize
 
 
@@ -76,8 +76,8 @@ class LeanNpu:
 
     def sync(self, *tensors: torch.Tensor, after: str | None = None, next_item: bool = False) -> None:
         if self._syncs >= len(self._plan) or len(self._plan[self._syncs]) != len(tensors):
-            raise DataflowError(f"a chunk makes a sync the recorded chunk did not: phase programs must do "
-                                f"the same work in every chunk")
+            raise DataflowError("a chunk makes a sync the recorded chunk did not: phase programs must do "
+                                "the same work in every chunk")
         plan = self._plan[self._syncs]
         self._syncs += 1
         for t, (target, watched) in zip(tensors, plan):
@@ -231,7 +231,7 @@ class Replay:
         return batches
 
     def _pipeline(self, inputs_of, state, chunks: int):
-        """The step split over two threads (npusim/pipeline.py), with chunk 0 computed while the split is
+        """The step split over two threads (npusim/record/pipeline.py), with chunk 0 computed while the split is
         recorded; None where it does not apply, with `fallback` saying why where it was asked for."""
         ex = self.ex
         wanted = self.pipeline if self.pipeline is not None else torch.get_num_threads() >= 2

@@ -71,16 +71,28 @@ def test_bad_trace_windows_are_one_line(capsys, extra, message):
     assert message in err and err.count("\n") == 1
 
 
-def test_a_large_trace_is_announced_before_it_is_written(tmp_path, capsys, monkeypatch):
+def test_a_large_trace_holds_its_first_part_unless_a_window_is_asked(tmp_path, capsys, monkeypatch):
     from npusim.output import trace_file
-    monkeypatch.setattr(trace_file, "LARGE_BYTES", 1000)
-    assert main(["--version", "v3", "--chunks", "4", "--no-numerics", "--trace", str(tmp_path / "t.json")]) == 0
+    args = ["--version", "v3", "--chunks", "8", "--no-numerics", "--trace"]
+    assert main(args + [str(tmp_path / "all.json"), "--trace-window", "0:"]) == 0
+    every = [e for e in json.loads((tmp_path / "all.json").read_text())["traceEvents"] if e["ph"] != "M"]
+    limit = trace_file.estimate_bytes({"traceEvents": every}) // 4
+    capsys.readouterr()
+    monkeypatch.setattr(trace_file, "LARGE_BYTES", limit)
+    assert main(args + [str(tmp_path / "cut.json")]) == 0
     err = capsys.readouterr().err
-    assert err.index("warning: --trace") < err.index("wrote")
+    assert "the whole trace would be about" in err and err.index("--trace-window 0:") < err.index("wrote")
+    cut = json.loads((tmp_path / "cut.json").read_text())
+    end = cut["metadata"]["window_us"][1]
+    kept = [e for e in cut["traceEvents"] if e["ph"] != "M"]
+    # the events that start up to the window's end: about a quarter of them, in time order
+    assert kept == [e for e in every if e["ts"] <= end]
+    assert 0.15 < len(kept) / len(every) < 0.4
 
 
 def test_a_table_is_its_columns():
     from rich.console import Console
+
     from kda.views.table import Column, ms, signed_pct, table
     rows = [{"id": "a", "us": 1500.0, "err": 0.25}, {"id": "b", "us": float("nan"), "err": -0.5}]
     cols = [Column("id", lambda r: r["id"], "left"), Column("time", lambda r: ms(r["us"])),
@@ -130,3 +142,27 @@ def test_the_memory_table_fits_a_120_column_terminal(version, extra):
     body = [line for line in narrow.export_text().splitlines() if "/" in line]
     assert body and "…" not in narrow.export_text()
     assert max(len(line.rstrip()) for line in wide.export_text().splitlines()[3:]) <= 120
+
+
+def test_op_summary_rows_add_up_to_the_reported_latency(tmp_path, capsys):
+    import csv
+    out = tmp_path / "fla.csv"
+    assert main(["--version", "fla", "--chunks", "2", "--no-numerics", "--json", "--op-summary", str(out)]) == 0
+    report = json.loads(capsys.readouterr().out)["layer"]
+    rows = list(csv.DictReader(out.open()))
+    passes = [r for r in rows if r["block_id"] == "all"]
+    assert [r["Op Name"] for r in passes] == [p["name"] for p in report["passes"]]
+    for row, p in zip(passes, report["passes"]):
+        assert float(row["Task Duration(us)"]) == pytest.approx(p["makespan_us"], abs=1e-3)
+        assert int(row["Block Dim"]) == p["cores"]
+    # six launches of 20 us (the profile's chip.launch_overhead_us), each pass's device time between them
+    total = sum(float(r["Task Duration(us)"]) for r in passes) + 20.0 * report["launches"]
+    assert total == pytest.approx(report["latency_us"], abs=1e-3 * len(passes))
+    for p in passes:                        # a pass row, then one row per core of it
+        cores = [r for r in rows if r["Op Name"] == p["Op Name"] and r["block_id"] != "all"]
+        assert len(cores) == int(p["Block Dim"])
+
+
+def test_op_summary_needs_a_csv_of_its_own(capsys):
+    assert main(["--chunks", "2", "--no-numerics", "--op-summary", "x.txt"]) == 2
+    assert "--op-summary x.txt: the file must end in .csv" in capsys.readouterr().err

@@ -124,11 +124,11 @@ def test_list_indices_become_device_tensors_without_changing_a_bit():
     x = _inputs(tokens=64)
     ex = execute(x.q, x.k, x.v, x.g, x.beta, None, x.initial_state, version="v4", types=Types(transfer="bf16"), loop=ChunkLoop(fast=False))
     from npusim import Executor
-    from kda.driver.execute import _chunk_of
+    from kda.driver.chunks import chunk_of
     from kda.programs import get_program
     runner = Executor(get_program("v4"), ex.precision, input_types={"g": "fp32", "beta": "fp32"})
     B, T, H, K = x.q.shape
-    cut = lambda t: _chunk_of(t, 0, 64, 64, torch.float32)
+    cut = lambda t: chunk_of(t, 0, 64, 64, torch.float32)
     rnd = lambda t: ex.precision.round(cut(t), "bf16")
     inputs = {"Q": rnd(x.q), "K": rnd(x.k), "V": rnd(x.v), "g": cut(x.g), "beta": cut(x.beta), "scale": K ** -0.5}
     S0 = ex.precision.round(x.initial_state.reshape(B * H, K, -1), ex.precision.state_type)
@@ -167,14 +167,14 @@ def test_multi_pass_designs_replay_their_state_pass_fast(version, dtype, pipelin
 def test_both_paths_cut_the_same_chunks_in_the_same_layout():
     # the reference path cuts a chunk at a time, the fast path 16 at once: the same values, and the same
     # contiguous layout (on CUDA, cuBLAS picks its kernel, and with it the rounding, by the layout)
-    from kda.driver.execute import _chunk_of, _cut_block
+    from kda.driver.chunks import chunk_of, cut_block
     x = _inputs(tokens=150, batch=1)          # 3 chunks of 64, the last 22 tokens zero-padded; with one
     #                                           sequence, a chunk of [1, T, H, d] is a view (not a copy) of it
     for t in (x.q, x.g, x.beta):
-        block = _cut_block(t, 0, 3, 64, 150, torch.float32)
+        block = cut_block(t, 0, 3, 64, 150, torch.float32)
         for c in range(3):
-            one = _chunk_of(t, c * 64, min(150, (c + 1) * 64), 64, torch.float32)
+            one = chunk_of(t, c * 64, min(150, (c + 1) * 64), 64, torch.float32)
             assert one.is_contiguous() and block[c].is_contiguous()
             assert one.stride() == block[c].stride() and same(one, block[c])
-    tail = _chunk_of(x.q, 128, 150, 64, torch.float32)
+    tail = chunk_of(x.q, 128, 150, 64, torch.float32)
     assert tail.shape == (3, 64, 32) and not tail[:, 22:].any() and tail[:, :22].abs().min() > 0

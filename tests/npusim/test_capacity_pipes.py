@@ -2,7 +2,6 @@
 worked out by hand. The toy profile (tests/conftest.py): one Vector unit at 1e5 elements/us, the Cube at
 1e6 MACs/us, no per-op overheads, GM free unless a [core] pipe rate is set below; rates in GB/s are
 1000 bytes per us each (400 GB/s = 400,000 B/us). All tensors fp32 (4 B)."""
-import json
 
 import pytest
 
@@ -221,27 +220,6 @@ def test_bad_capacity_in_a_profile_file(tmp_path, value, message):
     f.write_text(f'inherits = "ascend-910b2"\nname = "bad"\n[core]\nub_kib = {value}\n')
     with pytest.raises(ProfileError, match=message):
         load_profile(f)
-
-
-@pytest.mark.parametrize("args, message", [
-    (["--version", "v3", "--chunk-size", "3000"], "v3: Phase A (Vec) fits no tiling"),
-    (["--version", "v3", "--dk", "100000"], "v3: Phase B (Cube) fits no tiling"),
-    (["--version", "v4", "--capacity", "refuse"], "more than the 192 KiB UB of Vec (--capacity tile would tile it)"),
-])
-def test_cli_exits_2_with_one_line(capsys, args, message):
-    from kda.cli.run import main
-    assert main(["--no-numerics", "--chunks", "1", *args]) == 2
-    err = capsys.readouterr().err.strip()
-    assert message in err and "\n" not in err
-
-
-def test_json_reports_each_phase_against_capacity(capsys):
-    from kda.cli.run import main
-    assert main(["--version", "v3", "--no-numerics", "--chunks", "1", "--json"]) == 0
-    mem = {m["phase"]: m for m in json.loads(capsys.readouterr().out)["memory"]}
-    assert set(mem) == set("ABCDEFG")
-    assert mem["A"]["capacity_bytes"] == 192 * 1024 and mem["B"]["capacity_bytes"] == 512 * 1024
-    assert all(m["peak_bytes"] <= m["capacity_bytes"] for m in mem.values())
 
 
 def test_a_transfer_smaller_than_the_alignment_is_one_whole_block_never_zero():

@@ -1,13 +1,11 @@
-"""Traces and occupancy heat maps of multi-pass designs, against the toy timings of test_schedule.py:
+"""Traces of multi-pass designs, against the toy timings of test_schedule.py:
 three items of (P 1 us on the Vector, sync 4 + 1 us, Q 1 us on the Cube) on three cores take 7 us a
 pass; the toy profile's launch costs 0 and its barrier 1 us."""
 import json
 
-import numpy as np
 import pytest
 
 from npusim import build_template; from npusim.output import chrome_trace
-from npusim.record.graph import CUBE, VEC
 from npusim.model.multipass import simulate_design
 from npusim.model.schedule import BARRIER, CHUNKS, Design, Pass
 from tests.npusim.test_engine import toy
@@ -34,32 +32,3 @@ def test_the_schedule_track_shows_the_launch_the_passes_and_the_barrier(design_r
     names = {e["args"]["name"].split(" (")[0] for e in trace["traceEvents"] if e["name"] == "process_name"}
     assert {"two · a · AI core 0", "two · b · AI core 2", "two · schedule"} <= names
     assert json.loads((tmp_path / "t.json").read_text())["metadata"]["designs"][0]["passes"][1]["boundary"] == "barrier"
-
-
-def test_heat_map_busy_fractions(design_run):
-    """15 bins of 1 us: the Vector is busy in bins 0 and 8 (P of each pass), the Cube in 6 and 14 (Q)."""
-    from kda.views.plot_occupancy import busy_fraction
-    edges, vec = busy_fraction(design_run, VEC, bins=15)
-    _, cube = busy_fraction(design_run, CUBE, bins=15)
-    assert edges[-1] == pytest.approx(15.0) and vec.shape == (3, 15)
-    want_vec, want_cube = np.zeros(15), np.zeros(15)
-    want_vec[[0, 8]] = 1.0
-    want_cube[[6, 14]] = 1.0
-    for c in range(3):
-        assert vec[c] == pytest.approx(want_vec, abs=1e-9)
-        assert cube[c] == pytest.approx(want_cube, abs=1e-9)
-    # bins of 2 us: half of a 1 us phase in each
-    _, vec2 = busy_fraction(design_run, VEC, bins=30 // 4)
-    assert vec2.sum(axis=1) * (15 / 7) == pytest.approx([2.0] * 3)
-
-
-def test_cli_plot_and_trace_of_a_multi_pass_design(tmp_path, capsys):
-    from kda.cli.run import main
-    out, png = tmp_path / "v5.json", tmp_path / "v5.png"
-    assert main(["--version", "v5", "--no-numerics", "--heads", "2", "--tokens", "256",
-                 "--trace", str(out), "--plot", str(png)]) == 0
-    trace = json.loads(out.read_text())
-    kinds = [e["args"]["boundary"] for e in trace["traceEvents"] if e.get("cat", "").startswith("schedule,")
-             and "boundary" in e["args"]]
-    assert kinds == ["launch", "barrier"]
-    assert png.read_bytes()[:4] == b"\x89PNG"

@@ -9,8 +9,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kda.settings import Settings
-from kda.studies.evaluate import evaluate
 from npusim import build_template, simulate
 from npusim.output.overlap import analyse, gaps, intersect, merge, subtract, total
 from tests.npusim.test_engine import toy
@@ -71,21 +69,6 @@ def test_serial_run_overlaps_nothing(toy_profile):
     assert o.period_us == pytest.approx(7) and o.period_bound_us == pytest.approx(7)
 
 
-def test_v3_metrics_are_consistent_and_in_the_json():
-    r = evaluate("v3", Settings(chunks=8, chunk_size=32, d_k=64, d_v=64, profile="seed-doc"))
-    o = analyse(r.pipelined)
-    assert o.critical.length_us == pytest.approx(r.pipelined.makespan_us)
-    assert sum(o.critical.by_kind.values()) == pytest.approx(r.pipelined.makespan_us)
-    assert 0 <= o.concurrent_us <= min(o.cube_busy_us, o.vec_busy_us)
-    assert o.period_bound_us <= o.period_us + 1e-9 and 0 < o.period_efficiency <= 1
-    # the report's busy time per unit is the merged busy time here (a unit runs one thing at a time)
-    assert o.cube_busy_us == pytest.approx(r.report.busy_us["cube"])
-    j = r.to_json()["pipeline"]["overlap"]
-    assert j["concurrent_us"] == pytest.approx(o.concurrent_us)
-    assert j["critical"]["sync_us"] == pytest.approx(o.critical.sync_us) and "steps" not in j["critical"]
-    assert set(j["idle"]) == {"cube", "vec", "link:vec->cube", "link:cube->vec"}
-
-
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=cases())
 def test_critical_path_spans_the_run_for_any_program(toy_profile, case):
@@ -101,5 +84,5 @@ def test_critical_path_spans_the_run_for_any_program(toy_profile, case):
         assert o.critical.by_kind.get("wait", 0.0) == pytest.approx(0.0, abs=1e-6)
         assert 0 <= o.concurrent_us <= min(o.cube_busy_us, o.vec_busy_us) + 1e-9
         # (the period over so few chunks may still include the pipeline's fill, so it is not held to the
-        # per-chunk bound here; test_v3_metrics_are_consistent_and_in_the_json does over 8 chunks)
+        # per-chunk bound here; tests/studies/test_overlap_of_designs.py does over 8 chunks of v3)
         assert o.period_us is None if c["chunks"] == 1 else o.period_us > 0

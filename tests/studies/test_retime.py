@@ -13,8 +13,8 @@ from kda.settings import Settings
 from kda.studies.evaluate import evaluate, retime
 from kda.studies.uncertainty import _metrics, design_fields
 from kda.studies.timing import timer
-from npusim import load_profile, simulate
-from npusim.chip.lanes import Diverges, Lanes, larger, stack, take
+from npusim import simulate
+from npusim.chip.lanes import stack
 from npusim.fit.uncertainty import sample_profiles, sample_values
 from npusim.model.multipass import templates
 from npusim.model.whatif.compiled import Model
@@ -117,19 +117,6 @@ def test_stacked_durations_are_the_scalar_ones_bit_for_bit():
                     for f in ("busy_us", "busy_first_us", "delay_us", "delay_first_us", "work_us", "nbytes"):
                         a = getattr(na, f)
                         assert (a[j] if isinstance(a, np.ndarray) else a) == getattr(nb, f)
-
-
-def test_lanes_branch_together_or_say_which_way_each_goes():
-    x = np.array([1.0, 2.0, 3.0]).view(Lanes)
-    assert bool(x > 0) is True and bool(x > 5) is False
-    with pytest.raises(Diverges) as err:
-        bool(x > 1.5)
-    assert err.value.mask.tolist() == [False, True, True]
-    assert larger(2.0, 3.0) == 3.0 and larger(x, 2.0).tolist() == [2.0, 2.0, 3.0]
-    p = load_profile("ascend-910b2")
-    s = stack([p.replace(sync__latency_us=v) for v in (0.2, 0.3, 0.4)])
-    assert take(s, np.array([False, True, True])).sync.latency_us.tolist() == [0.3, 0.4]
-    assert s.chip.ai_cores == p.chip.ai_cores                  # a field no sample changes stays a number
 
 
 def test_the_timings_say_how_each_sample_was_timed():
