@@ -8,7 +8,7 @@ import pytest
 from npusim import build_template, phase_program, simulate
 from npusim.chip.lanes import stack
 from npusim.errors import DataflowError
-from npusim.model.whatif.compiled import Model
+from npusim.model.whatif.structure import Model
 from npusim.model.whatif.retime import compile_schedule, node_params, retime
 from tests.conftest import randn, record
 

@@ -13,11 +13,11 @@ from kda.settings import Settings
 from kda.studies.evaluate import evaluate, retime
 from kda.studies.uncertainty import _metrics, design_fields
 from kda.studies.timing import timer
-from npusim import simulate
+from npusim import load_profile, simulate
 from npusim.chip.lanes import stack
 from npusim.fit.uncertainty import sample_profiles, sample_values
 from npusim.model.multipass import templates
-from npusim.model.whatif.compiled import Model
+from npusim.model.whatif.structure import Model
 from npusim.model.whatif.retime import compile_schedule, node_params, retime as retime_schedule
 from npusim.model.whatif import COMPILED, REPLAYED, RETIMED, stacked_templates
 

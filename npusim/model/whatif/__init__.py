@@ -2,6 +2,7 @@
 
     timer.py      a design on a shape, timed for any number of profiles (DesignTimer)
     compiled.py   the event model compiled (numba): one sample's replay at a time
+    structure.py  a pass's structure for the compiled model: cores, instances, successors
     heaps.py      the compiled model's heaps: timeouts, ready nodes, transfers under way
     threads.py    samples shared among threads
     retime.py     a recorded replay re-timed for many profiles at once

@@ -30,8 +30,8 @@ from npusim.errors import NpuSimError
 from npusim.model.engine import core_layout, simulate
 from npusim.model.multipass import DesignRun, PassRun, simulate_design, templates
 from npusim.model.schedule import BARRIER, CHUNKS, Design
-from npusim.model.whatif.compiled import Model
 from npusim.model.whatif.retime import Params, Schedule, compile_schedule, node_params, retime
+from npusim.model.whatif.structure import Model
 
 RETIMED, COMPILED, REPLAYED = "re-timed", "compiled replay", "event-model replay"
 PROBE = 32           # samples re-timed first; below half of them accepted, the rest go straight to the compiled model
