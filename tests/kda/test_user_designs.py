@@ -199,3 +199,6 @@ def test_simulate_reads_cu_seqlens_and_the_dtype():
         kda.simulate(q, q, q, q, q[..., 0], interleav=2)
     with pytest.raises(kda.KdaInputError, match="float64"):
         kda.simulate(q.double(), q, q, q, q[..., 0])
+    # one sequence on one core: it cannot alternate two (kda.run --interleave 2 refuses the same call)
+    with pytest.raises(kda.KdaInputError, match="--interleave 2: a core holds at most 1 sequence"):
+        kda.simulate(q, q, q, q, q[..., 0], interleave=2)
