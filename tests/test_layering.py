@@ -16,8 +16,8 @@ MAX_FUNCTION_LINES = 80             # "functions short enough to read at once", 
 # functions may run longer.
 LONG_FUNCTIONS_ALLOWED = ("kda/programs/",)
 # Being split: their own rewrite is under way. Remove each entry as its function comes under the limit.
-STILL_LONG = {"npusim/model/compiled.py:_one", "npusim/model/maxplus.py:_pass",
-              "npusim/model/retime.py:compile_schedule"}
+STILL_LONG = {"npusim/model/whatif/compiled.py:_pipelined", "npusim/model/whatif/maxplus.py:_pass",
+              "npusim/model/whatif/retime.py:compile_schedule"}
 MAX_MODULES = 13                    # "at most ~12 modules per folder" (__init__.py not counted)
 
 # Each folder's rank: a module may import its own rank or lower, never higher. The package roots'
