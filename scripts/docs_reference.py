@@ -166,7 +166,7 @@ def layout_text(packages=("npusim", "kda")) -> str:
     import ast
     out = []
     for package in packages:
-        for init in [ROOT / package / "__init__.py", *sorted((ROOT / package).glob("*/__init__.py"))]:
+        for init in [ROOT / package / "__init__.py", *sorted((ROOT / package).rglob("*/__init__.py"))]:
             doc = ast.get_docstring(ast.parse(init.read_text())) or ""
             folder = init.parent.relative_to(ROOT).as_posix() + "/"
             out += [f"**`{folder}`**", "", "```text", doc.strip(), "```", ""]

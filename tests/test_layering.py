@@ -18,7 +18,7 @@ MAX_FUNCTION_LINES = 80             # "functions short enough to read at once", 
 LONG_FUNCTIONS_ALLOWED = ("kda/programs/",)
 # Being rewritten, their long functions with them: a temporary exception, to remove once each file's functions
 # are under the limit (the test warns when one is).
-STILL_LONG = ("npusim/model/compiled.py", "npusim/model/maxplus.py", "npusim/model/retime.py")
+STILL_LONG = ("npusim/model/whatif/compiled.py", "npusim/model/whatif/maxplus.py", "npusim/model/whatif/retime.py")
 MAX_MODULES = 13                    # "at most ~12 modules per folder" (__init__.py not counted)
 
 # Each folder's rank: a module may import its own rank or lower, never higher. The package roots'

@@ -17,6 +17,7 @@ import torch
 from kda.driver.checks import KdaInputError
 from kda.programs import DEFAULT_DESIGN
 from kda.settings import Settings
+from kda.settings.profile import check_interleave, checked_profile
 from kda.studies.evaluate import VersionResult, evaluate
 
 TYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
@@ -87,7 +88,9 @@ def simulate(q, k, v, g, beta, scale=None, initial_state=None, output_final_stat
                                                                    ("beta_sigmoid", use_beta_sigmoid_in_kernel)) if on),
                              lower_bound=lower_bound, options=options)
     try:
-        result = evaluate(version, settings)
+        chip = checked_profile(settings)
+        check_interleave(settings, chip.chip.ai_cores)      # as kda.run: no more than a core holds
+        result = evaluate(version, settings, profile=chip)
         if not settings.numerics:        # as kda.run: does the design stay finite on the settings' gates?
             from kda.studies.probe import probe_results
             probe_results([result])

@@ -14,7 +14,7 @@ from kda.cli.checks import parse_payload_dtypes
 from kda.cli.common import Parser, console, fail, prog_name, seed_problem
 from kda.driver.checks import KdaInputError
 from kda.driver.inputs import GATES
-from kda.programs import PROGRAMS, get_program
+from kda.programs import PROGRAMS, get_program, resolve
 from kda.settings import Settings
 from kda.settings.inputs import make_settings_inputs
 from kda.studies.attribution import attribution_table, find_policy, one_thread, sci
@@ -37,7 +37,8 @@ def _main(argv: list[str] | None) -> int:
   {prog} --version v3 --dtype bf16
   # and a policy within 0.25 % rel RMS error, the worst hand-offs in finer types
   {prog} --version v3 --dtype bf16 --target 0.0025""")
-    p.add_argument("--version", default="v3", choices=list(PROGRAMS), help="the phase program")
+    p.add_argument("--version", default="v3", metavar="V", help=f"the phase program: {', '.join(PROGRAMS)}, or "
+                   "a one-pass design in a file, path/to/file.py:NAME (default v3)")
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"), help="transfer type of every hand-off")
     p.add_argument("--gates", default="seed", choices=GATES, help="the gates of the generated inputs "
                    "(as kda-run's --gates)")
@@ -52,6 +53,8 @@ def _main(argv: list[str] | None) -> int:
                    "2-byte type)")
     args = p.parse_args(argv)
     try:
+        args.version = resolve(args.version)
+        get_program(args.version)            # one per-chunk program: a design of several passes is refused
         if args.chunks < 1 or args.heads < 1:
             raise KdaInputError("--chunks and --heads must be >= 1")
         if problem := seed_problem(args.seed):

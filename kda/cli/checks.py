@@ -79,16 +79,6 @@ def check_args(args) -> None:
                             "it needs --backward")
 
 
-def check_interleave(settings, cores: int) -> None:
-    """--interleave N alternates N sequences a core holds: more than the busiest core holds would be
-    reported as asked while the run alternates fewer (a sweep may still ask for it: there it is one axis)."""
-    per = (len(settings.seqlens) if settings.seqlens else settings.batch) * settings.heads
-    most = -(-per // max(1, min(cores, per)))
-    if settings.interleave > most:
-        raise KdaInputError(f"--interleave {settings.interleave}: a core holds at most {most} sequence(s) here "
-                            f"({per} over {min(cores, per)} core(s)); it cannot alternate more")
-
-
 def parse_payload_dtypes(text: str | None) -> dict[str, str]:
     """'A_raw=fp32, M=fp32' -> {'A_raw': 'fp32', 'M': 'fp32'}; one line naming what is wrong otherwise."""
     out: dict[str, str] = {}

@@ -16,14 +16,14 @@ from npusim.output import files
 from npusim.output.files import same_file
 
 from kda.cli import jsonout
-from kda.cli.checks import check_args, check_inputs_seqlens, check_interleave, given, load_inputs
+from kda.cli.checks import check_args, check_inputs_seqlens, given, load_inputs
 from kda.cli.common import fail, progress
 from kda.cli.run_options import build_parser, settings_from_args
 from kda.driver.checks import KdaInputError
 from kda.programs import DEFAULT_DESIGN, DESIGNS, resolve
 from kda.settings import Settings
 from kda.settings.inputs import make_settings_inputs
-from kda.settings.profile import checked_profile
+from kda.settings.profile import check_interleave, checked_profile
 from kda.studies.evaluate import evaluate
 from kda.studies.oracle import reference
 

@@ -10,7 +10,7 @@ from npusim.command import as_command
 
 from kda.cli import jsonout
 from kda.cli.common import Parser, console, fail, prog_name
-from kda.programs import PROGRAMS
+from kda.programs import PROGRAMS, resolve
 from kda.settings.profile import checked_profile
 from kda.studies.attribution import one_thread
 from kda.studies.stability import GRID_SETTINGS, THRESHOLD_SETTINGS, grid, grid_table, threshold_table, thresholds
@@ -30,18 +30,20 @@ def _main(argv: list[str] | None) -> int:
   {prog} --versions v3,v6 --no-thresholds --json""")
     p.add_argument("--chunks", type=int, default=GRID_SETTINGS.chunks, help="chunks per sequence in the grid")
     p.add_argument("--versions", default=",".join(PROGRAMS), metavar="V,...",
-                   help="comma-separated versions for the grid")
+                   help="comma-separated designs for the grid: built-in names or path/to/file.py:NAME (default: "
+                        "the one-pass designs)")
     p.add_argument("--thresholds", action=argparse.BooleanOptionalAction, default=True,
                    help="also bisect the failure thresholds (a few seconds)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
-    versions = [v.strip() for v in args.versions.split(",") if v.strip()]
-    unknown = [v for v in versions if v not in PROGRAMS]
-    if unknown or not versions or args.chunks < 1:
-        what = f"unknown version {unknown[0]!r}" if unknown else "--chunks must be >= 1" if args.chunks < 1 \
-            else "no versions"
-        print(f"error: {what} (versions: {', '.join(PROGRAMS)})", file=sys.stderr)
-        return 2
+    if args.chunks < 1:
+        return fail(f"--chunks must be >= 1, got {args.chunks}")
+    try:                                 # a built-in design, or one in a file (path.py:NAME), loaded once
+        versions = [resolve(v.strip()) for v in args.versions.split(",") if v.strip()]
+    except ValueError as err:
+        return fail(str(err))
+    if not versions:
+        return fail(f"--versions names no design (e.g. {','.join(PROGRAMS)})")
     base = replace(GRID_SETTINGS, chunks=args.chunks)
     try:
         checked_profile(base)                        # one line before the inputs are made (kda/settings/work.py)

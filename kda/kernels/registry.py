@@ -220,7 +220,7 @@ class KernelModel:
 
     def predict_many(self, profiles: list[Profile]) -> list[float]:
         """predict() for each of `profiles` (the first recorded, the others timed from it at once:
-        npusim/model/whatif.py); the same numbers as predict() one by one."""
+        npusim/model/whatif/); the same numbers as predict() one by one."""
         design, graphs = self.timed()
         timer = DesignTimer(design, graphs, profiles[0], self.counts(),
                             state_handoff=RIDE, heads=self.shape.heads)

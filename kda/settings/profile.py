@@ -31,3 +31,13 @@ def checked_profile(settings: Settings, samples: int = 0, versions: int = 1) -> 
     profile = profile_for(settings)
     check_work(settings, profile, samples, versions)
     return profile
+
+
+def check_interleave(settings: Settings, cores: int) -> None:
+    """--interleave N alternates N sequences a core holds: more than the busiest core holds would be
+    reported as asked while the run alternates fewer (a sweep may still ask for it: there it is one axis)."""
+    per = (len(settings.seqlens) if settings.seqlens else settings.batch) * settings.heads
+    most = -(-per // max(1, min(cores, per)))
+    if settings.interleave > most:
+        raise KdaInputError(f"--interleave {settings.interleave}: a core holds at most {most} sequence(s) here "
+                            f"({per} over {min(cores, per)} core(s)); it cannot alternate more")

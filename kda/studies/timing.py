@@ -1,7 +1,7 @@
 """The timing replay of a design for a run's settings: pipelined and serial, the per-pass and whole-design
 report with the chip's HBM floor. evaluate.py calls it after the numerics (or on a graph recorded on
 random inputs, for a timing-only run). And an evaluated design timed under many profiles at once
-(npusim/model/whatif.py: time_profiles): what `--uncertainty`, the sweeps' profile axes and the benchmarks'
+(npusim/model/whatif/: time_profiles): what `--uncertainty`, the sweeps' profile axes and the benchmarks'
 intervals ask for. The design's recorded replays are reused where the run kept its decisions
 (Settings.record); otherwise they are recorded once there."""
 from __future__ import annotations
@@ -77,14 +77,15 @@ def time_result(result) -> None:
     result.design_report = build_design_report(result.design_run, result.design_serial, floor)
 
 
-def timer(result) -> DesignTimer:
-    """The DesignTimer of an evaluated design (a VersionResult with timing)."""
+def timer(result, *, retime: bool = False) -> DesignTimer:
+    """The DesignTimer of an evaluated design (a VersionResult with timing); `retime`: try re-timing the
+    recorded order before the compiled replay (npusim/model/whatif/)."""
     s = result.settings
     runs = {False: result.design_run, True: result.design_serial}
     runs = {k: v for k, v in runs.items() if v is not None and all(p.run.log is not None for p in v.passes)}
     return DesignTimer(result.design, result.execution.pass_graphs, result.profile, chunk_counts(s),
                        state_handoff=s.state_handoff, capacity=s.capacity, interleave=s.interleave, runs=runs,
-                       bound_of=pass_bound)
+                       bound_of=pass_bound, retime=retime)
 
 
 def time_profiles(result, profiles: list[Profile], *, serial: bool = True, bound: bool = True) -> Timings:

@@ -3,8 +3,8 @@ ranges of the assumed fields (npusim/fit/uncertainty.py), `python -m kda.run --u
 
 The phase graph of each design is recorded once (it depends on shapes and precision, not on the profile),
 and so is its replay on the run's profile; the samples are timed all at once from those (kda/studies/timing.py:
-re-timed where they keep the replay's decisions, replayed otherwise; `ways` says how many each way). Fields
-the user fixed with `--set` are not sampled.
+replayed by the compiled event model, or by the event model where a sample changes the schedule's shape;
+`ways` says how many each way). Fields the user fixed with `--set` are not sampled.
 """
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ class Uncertainty:
     latencies: dict[str, dict[str, np.ndarray]]        # version -> metric -> [samples] us
     nominal: dict[str, dict[str, float]]               # version -> metric -> us under the profile's values
     ways: Ways | None = None                           # how the (sample, pass) timings were obtained
-    notes: list[str] | None = None                     # what could not be re-timed, once each
+    notes: list[str] | None = None                     # what the fast ways could not serve, once each
     statuses: dict[str, str] = field(default_factory=dict)   # field -> ASSUMED, FITTED or MEASURED
     apart: dict[str, str] = field(default_factory=dict)      # version -> why it is not counted as a winner
 
@@ -182,8 +182,8 @@ def lines(u: Uncertainty) -> list[str]:
     if u.apart:
         out.append("Not counted: " + "; ".join(f"{v} ({why})" for v, why in u.apart.items()))
     if u.ways is not None and u.ways.total:
-        out.append(f"Timed (sample x pass x pipelined/serial): {u.ways.line()}; re-timed: the replay's own "
-                   f"decisions held, so its order was re-timed; otherwise replayed")
+        out.append(f"Timed (sample x pass x pipelined/serial): {u.ways.line()}; each way gives the event model's "
+                   f"times (docs/explanation/what-ifs.md)")
     for note in u.notes or ():
         out.append(f"  {note}")
     return out

@@ -4,7 +4,7 @@ The cost model (cost.py, isa.py, pipes.py, template.py) then computes every dura
 pass, with the same floating-point operations per sample as on a plain Profile (numpy's elementwise +, -, *, /
 round as Python's floats do). Where the model branches on a value (a comparison, `max`), the branch is taken
 for all lanes when they agree; where they disagree, `Diverges` says which lanes go which way, and the caller
-splits the samples and builds again (stacked_templates in npusim/model/retime.py). `larger` is `max` taken
+splits the samples and builds again (stacked_templates in npusim/model/whatif/timer.py). `larger` is `max` taken
 lane by lane, for the places where the larger of two durations is a value, not a branch.
 
 What cannot be computed lane by lane (a sampled field turned into an int, a count, a float()) raises

@@ -9,8 +9,5 @@
     multipass.py  a design of several passes, pass after pass
     host.py       the host's part of a measured kernel's timed region (its Python wrapper)
     trace.py      what the model ran
-    whatif.py     a design timed under many profiles at once
-    retime.py     a recorded replay re-timed for many profiles at once
-    maxplus.py    re-timing's max-plus pass over the recorded events
-    compiled.py   the event model compiled (numba), for samples re-timing cannot reuse
+    whatif/       a design timed under many profiles at once (re-timed or replayed compiled)
 """

@@ -331,6 +331,22 @@ def edge_lists(edges, n: int) -> tuple[list[int], list[list[int]]]:
     return into, out
 
 
+def core_layout(counts: Sequence[int], ai_cores: int, symmetric: bool = True):
+    """(each core's sequences: sequence s on core s mod cores; per simulated core, the cores that run alike,
+    those whose sequences have the same chunk counts, or each core alone when not `symmetric`)."""
+    sequences = len(counts)
+    cores = min(ai_cores, sequences)
+    layout = [(c, list(range(c, sequences, cores))) for c in range(cores)]
+    members: dict[int, list[int]] = {}
+    if symmetric:
+        first_with: dict[tuple, int] = {}
+        for c, seqs in layout:
+            members.setdefault(first_with.setdefault(tuple(counts[s] for s in seqs), c), []).append(c)
+    else:
+        members = {c: [c] for c, _ in layout}
+    return layout, members
+
+
 def simulate(graph_or_template: PhaseGraph | Template, profile: Profile, *, chunks: int | Sequence[int],
              sequences: int = 1, serial: bool = False, state_handoff: str = RIDE, trace: bool = True,
              symmetric: bool = True, interleave: int = 1, record: bool = False) -> Run:
@@ -357,14 +373,7 @@ def simulate(graph_or_template: PhaseGraph | Template, profile: Profile, *, chun
                          f"another, but with {interleave} sequences interleaved its edge would link each "
                          f"sequence's own items: run it with interleave 1")
     cores = min(profile.chip.ai_cores, sequences)
-    layout = [(c, list(range(c, sequences, cores))) for c in range(cores)]
-    members: dict[int, list[int]] = {}
-    if symmetric:
-        first_with: dict[tuple, int] = {}
-        for c, seqs in layout:
-            members.setdefault(first_with.setdefault(tuple(counts[s] for s in seqs), c), []).append(c)
-    else:
-        members = {c: [c] for c, _ in layout}
+    layout, members = core_layout(counts, profile.chip.ai_cores, symmetric)
     model = _Model(tpl, profile, counts, [(r, layout[r][1], len(ms)) for r, ms in members.items()], serial, trace,
                    interleave, record)
     model.env.run()

@@ -79,7 +79,7 @@ class Trace:
 
 @dataclass
 class Log:
-    """What a replay decided, in the order it decided it (npusim/model/retime.py re-times it for other
+    """What a replay decided, in the order it decided it (npusim/model/whatif/retime.py re-times it for other
     profiles): every node started, as (core, instance * n + node, the multiplicity of the transfers it
     found under way on its chip-wide bandwidth, or -1 where it moved no bytes over one); every slot
     granted on a release, as (core, released instance); the simulated cores as (core, its sequences, copies).

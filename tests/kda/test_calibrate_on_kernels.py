@@ -139,3 +139,20 @@ def test_host_floor_fitted_beside_the_fields_from_wall_clock_timings(tmp_path, c
     assert "host floor: 2" in out and "not written" in out
     assert "floor" not in (tmp_path / "f.toml").read_text().split("[chip]")[1]   # the profile holds no floor
 
+
+
+def test_the_json_matches_its_schema_and_says_what_was_fitted(tmp_path, capsys):
+    import json
+    from importlib.resources import files
+    jsonschema = pytest.importorskip("jsonschema")
+    truth = BASE.replace(sync__latency_us=1.5)
+    shapes = ["1x64x1x128x128", "1x1024x1x128x128"]
+    rows = "\n".join(f"kda_v3,{s},bf16,{model('kda_v3', s, 'bf16').predict(truth):.3f}" for s in shapes)
+    path = _csv(tmp_path, "kernel,shape,dtype,measured_us\n" + rows + "\n", "timings.csv")
+    assert main([str(path), "--profile", BASE.name, "--fields", "sync.latency_us", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    schema = json.loads(files("npusim").joinpath("fit/calibrate.schema.json").read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(d)
+    assert [f["field"] for f in d["fields"]] == ["sync.latency_us"] and d["fields"][0]["determined"]
+    assert d["rms_after"] < d["rms_before"]

@@ -199,3 +199,25 @@ def test_simulate_reads_cu_seqlens_and_the_dtype():
         kda.simulate(q, q, q, q, q[..., 0], interleav=2)
     with pytest.raises(kda.KdaInputError, match="float64"):
         kda.simulate(q.double(), q, q, q, q[..., 0])
+    # one sequence on one core: it cannot alternate two (kda.run --interleave 2 refuses the same call)
+    with pytest.raises(kda.KdaInputError, match="--interleave 2: a core holds at most 1 sequence"):
+        kda.simulate(q, q, q, q, q[..., 0], interleave=2)
+
+
+def test_a_file_design_runs_in_the_stability_grid(capsys):
+    from kda.cli.stability import main as stability_main
+    assert stability_main(["--versions", f"v6,{EXAMPLE}", "--chunks", "1", "--no-thresholds", "--json"]) == 0
+    grid = json.loads(capsys.readouterr().out)["grid"]
+    assert {c["version"] for c in grid} == {"v6", "late"} and len(grid) == 2 * 3 * 4   # 3 types x 4 gate families
+    assert stability_main(["--versions", "v6,nope.py:x", "--no-thresholds"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "nope.py" in err
+
+
+def test_a_file_design_runs_in_the_attribution(capsys):
+    from kda.cli.attribution import main as attribution_main
+    assert attribution_main(["--version", EXAMPLE, "--chunks", "1"]) == 0
+    assert "late, bf16, gates seed, 1 chunks" in capsys.readouterr().out
+    assert attribution_main(["--version", "fla"]) == 2          # six passes: no one per-chunk program
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "not one per-chunk program" in err

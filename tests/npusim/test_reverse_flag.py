@@ -8,7 +8,8 @@ import pytest
 from npusim import build_template, phase_program, simulate
 from npusim.chip.lanes import stack
 from npusim.errors import DataflowError
-from npusim.model.retime import Model, compile_schedule, node_params, retime
+from npusim.model.whatif.structure import Model
+from npusim.model.whatif.retime import compile_schedule, node_params, retime
 from tests.conftest import randn, record
 
 A, W, X = randn(1, 1000, 1), randn(1, 1000, 1000, seed=1), randn(1, 1000, 100, seed=2)
@@ -88,7 +89,7 @@ def test_the_fast_replays_follow_the_flag(toy_profile):
     run = simulate(build_template(graph, profiles[0]), profiles[0], chunks=4, sequences=2, trace=False,
                    record=True)
     params = node_params(build_template(graph, stacked), stacked, False, len(profiles))
-    compiled, _ = Model(run).replay(params, np.arange(len(profiles)))
+    compiled = Model.of_run(run).replay(params, np.arange(len(profiles)))
     fast = retime(compile_schedule(run), params)
     for i, p in enumerate(profiles):
         want = simulate(build_template(graph, p), p, chunks=4, sequences=2, trace=False).makespan_us

@@ -13,11 +13,12 @@ from kda.settings import Settings
 from kda.studies.evaluate import evaluate, retime
 from kda.studies.uncertainty import _metrics, design_fields
 from kda.studies.timing import timer
-from npusim import simulate
+from npusim import load_profile, simulate
 from npusim.chip.lanes import stack
 from npusim.fit.uncertainty import sample_profiles, sample_values
 from npusim.model.multipass import templates
-from npusim.model.retime import Model, compile_schedule, node_params, retime as retime_schedule
+from npusim.model.whatif.structure import Model
+from npusim.model.whatif.retime import compile_schedule, node_params, retime as retime_schedule
 from npusim.model.whatif import COMPILED, REPLAYED, RETIMED, stacked_templates
 
 DESIGNS = ["v1", "v2", "v3", "v4", "v6", "fla", "v5", "mform"]
@@ -45,7 +46,7 @@ def test_every_sample_equals_the_event_model(seed):
     r = evaluate(design, settings)
     fields = design_fields(r.profile)
     profiles = sample_profiles(r.profile, fields, sample_values(fields, 5, seed))
-    got = timer(r).time(profiles)
+    got = timer(r, retime=seed % 2 == 1).time(profiles)
     assert got.ways.total > 0 and not got.errors
     for i, p in enumerate(profiles):
         want = _metrics(retime(r, p))
@@ -71,7 +72,7 @@ def test_both_fast_ways_equal_the_replay_on_their_own(design, heads, interleave)
         run = simulate(tpl, p.on(r.profile), serial=serial, trace=False, record=True, **kw)
         params = node_params(tpl_many, p.on(stacked), serial, len(profiles))
         fast = retime_schedule(compile_schedule(run), params)
-        compiled, _ = Model(run).replay(params, np.arange(len(profiles)))
+        compiled = Model.of_run(run).replay(params, np.arange(len(profiles)))
         for i, prof in enumerate(profiles):
             one = templates(r.design, r.execution.pass_graphs, prof, s.state_handoff)[-1]
             want = simulate(one, p.on(prof), serial=serial, trace=False, **kw).makespan_us
@@ -124,3 +125,21 @@ def test_the_timings_say_how_each_sample_was_timed():
     got = timer(r).time(sample_profiles(r.profile, fields, sample_values(fields, 4, 0)))
     assert got.ways.total == 4 * 2            # samples x (pipelined, serial) for its one pass
     assert set(got.ways.counts) == {RETIMED, COMPILED, REPLAYED}
+
+
+def test_kernels_timed_from_their_layout_equal_the_event_model():
+    """kda.validate's kernels (drawn, seeded) timed without a recorded replay, the compiled model built from
+    each pass's layout of work: every sample's prediction is the event model's replay of it (predict)."""
+    from npusim.fit.uncertainty import assumptions
+    from kda.studies.validate import load
+    rows, models = load()
+    keys = sorted(dict.fromkeys(r.key for r in rows), key=str)
+    rnd = random.Random(5)
+    profile = load_profile("ascend-910b2")
+    fields = assumptions(profile)
+    profiles = [profile] + sample_profiles(profile, fields, sample_values(fields, 2, 5))
+    for key in rnd.sample(keys, 4):
+        m = models[key]
+        got = m.predict_many(profiles)
+        want = [m.predict(p) for p in profiles]
+        assert all(_close(a, b) for a, b in zip(got, want)), (key, got, want)

@@ -73,3 +73,12 @@ def test_the_json_says_what_profile_produced_it(capsys, tmp_path):
     assert same["profile_digest"] == plain["profile_digest"] != moved["profile_digest"]
     for item in (plain, same, moved):
         _check(item)
+
+
+def test_the_list_of_version_all_matches_the_schema_as_printed(capsys):
+    items = _run(capsys, "--version", "all", *SMALL, "--no-numerics")
+    _check(items)                                       # the list itself, as --json prints it
+    with pytest.raises(jsonschema.ValidationError):
+        _check([items])                                 # a list of lists is not a report
+    with pytest.raises(jsonschema.ValidationError):
+        _check([])

@@ -43,3 +43,20 @@ def test_calibrate_fits_no_held_out_row_of_a_map(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.count("\n") == 0     # every mapped row is held out: nothing is left to fit on
     assert err.endswith("op_summary_mapped.csv: every row it could use is held out (validation only)")
+
+
+def test_the_json_matches_its_schema(capsys):
+    from importlib.resources import files
+
+    import pytest
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(files("kda").joinpath("schema/validate.schema.json").read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    for data in (["--data", str(SUMMARY), "--ops", str(EXAMPLE)], ["--data", str(SHIPPED)]):
+        assert validate_main([*data, "--samples", "0", "--json"]) == 0
+        d = json.loads(capsys.readouterr().out)
+        jsonschema.Draft202012Validator(schema).validate(d)
+        assert d["rows"] and all(r["held_out"] for r in d["rows"])
+    bad = {**d, "rows": [{**d["rows"][0], "dtype": "int8"}]}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(schema).validate(bad)

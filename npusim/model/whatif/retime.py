@@ -21,10 +21,9 @@ import numpy as np
 
 from npusim.chip.lanes import lanes_of
 from npusim.chip.profile import Profile
-from npusim.model.compiled import replay_many
-from npusim.model.engine import HBM, L2, Run, Template, core_order, edge_lists
-from npusim.model.maxplus import learn, previous_greater, retime_blocks
+from npusim.model.engine import HBM, L2, Run, Template, core_order
 from npusim.model.template import shared_rate
+from npusim.model.whatif.maxplus import learn, previous_greater, retime_blocks
 
 SHARED = (HBM, L2)
 
@@ -303,88 +302,3 @@ def retime(sched: Schedule, params: Params) -> Timing:
     retime_blocks(sched.serial, *(ev[k] for k in _EVENT_ARGS), *(params.arrays[k] for k in _PARAM_ARGS),
             sched.n_srv, span, ok, passes, reasons, busy)
     return Timing(span, ok, busy, passes, reasons)
-
-
-class Model:
-    """A recorded replay's structure for the compiled event model (compiled.py): its simulated cores (in
-    the engine's order), their instances, the template's edges; the profile's durations come with each call."""
-
-    def __init__(self, run):
-        log, tpl = run.log, run.template
-        n = self.n = tpl.n
-        self.serial = run.serial
-        resources = sorted({x.resource for x in tpl.nodes})
-        self.n_res = len(resources)
-        self.node_srv = np.array([resources.index(x.resource) for x in tpl.nodes], np.int64)
-        in_intra = [len(x.deps) for x in tpl.nodes]
-        out_intra: list[list[int]] = [[] for _ in range(n)]
-        for x in tpl.nodes:
-            for d in x.deps:
-                out_intra[d].append(x.index)
-        in_state, out_state = edge_lists(tpl.state_edges, n)
-        in_war, out_war = edge_lists(tpl.war_edges, n)
-        self.intra_ptr, self.intra_idx = _flat(out_intra)
-        self.war_ptr, self.war_idx = _flat(out_war)
-        self.state_ptr, self.state_idx = _flat(out_state)
-        use_slots = tpl.slot_release is not None and not run.serial
-        self.slot_release = tpl.slot_release if use_slots else -1
-        base, insts, copies, slots, first, nxt_state, nxt_war, remaining = [], [], [], [], [], [], [], []
-        total = 0
-        for c, seqs, m in log.cores:
-            order = core_order(seqs, run.chunk_counts, run.interleave)
-            base.append(total * n)
-            insts.append(len(order))
-            copies.append(m)
-            slots.append(run.profile.workspace.slots * min(run.interleave, len(seqs)))
-            ns, nw = [-1] * len(order), [-1] * len(order)
-            last_seq: dict[int, int] = {}
-            last_lane: dict[int, int] = {}
-            for i, (s, _, lane) in enumerate(order):
-                if s in last_seq:
-                    ns[last_seq[s]] = i
-                if lane in last_lane:
-                    nw[last_lane[lane]] = i
-                last_seq[s], last_lane[lane] = i, i
-            rem = np.tile(np.array(in_intra, np.int64), len(order))
-            for i in range(len(order)):
-                for succ, into in ((nw[i], in_war), (ns[i], in_state)):
-                    if succ >= 0:
-                        rem[succ * n:(succ + 1) * n] += into
-            if use_slots:
-                rem[::n] += 1
-            remaining.append(rem)
-            first.append(np.repeat(np.array([t == 0 for _, t, _ in order], np.uint8), n))
-            nxt_state.append(np.array(ns, np.int64))
-            nxt_war.append(np.array(nw, np.int64))
-            total += len(order)
-        self.rank_base = np.array(base, np.int64)
-        self.rank_inst = np.array(insts, np.int64)
-        self.rank_copies = np.array(copies, np.int64)
-        self.rank_slots = np.array(slots, np.int64)
-        self.inst_first = np.concatenate(first)
-        self.next_state = np.concatenate(nxt_state)
-        self.next_war = np.concatenate(nxt_war)
-        self.remaining0 = np.concatenate(remaining)
-        self.ev_rank = np.repeat(np.arange(len(insts), dtype=np.int64), np.array(insts, np.int64) * n)
-
-    def replay(self, params, samples) -> tuple[np.ndarray, np.ndarray]:
-        """Makespans of the lanes `samples` of `params` (retime.Params), NaN elsewhere, and busy time per
-        (simulated core, resource)."""
-        a = params.arrays
-        makespan = np.full(params.n, np.nan)
-        busy = np.zeros((len(self.rank_base) * self.n_res, params.n))
-        shared = np.where(a["res_on"], a["res"], -1).astype(np.int64)
-        replay_many(self.serial, np.asarray(samples, np.int64), self.n, self.ev_rank, self.rank_base, self.rank_inst,
-                    self.rank_copies, self.rank_slots, self.inst_first, self.next_state, self.next_war,
-                    self.remaining0, self.intra_ptr, self.intra_idx, self.war_ptr, self.war_idx, self.state_ptr,
-                    self.state_idx, self.node_srv, self.n_res, self.slot_release, shared, a["busy_f"],
-                    a["busy_l"], a["delay_f"], a["delay_l"], a["work"], a["bytes_f"], a["bytes_l"], a["rate"],
-                    a["pipe"], a["p_load"], a["p_comp"], a["p_store"], a["p_tiles"], a["p_io"], makespan, busy)
-        return makespan, busy
-
-
-def _flat(lists) -> tuple[np.ndarray, np.ndarray]:
-    ptr = np.zeros(len(lists) + 1, np.int64)
-    ptr[1:] = np.cumsum([len(x) for x in lists])
-    idx = np.array([v for x in lists for v in x], np.int64)
-    return ptr, idx

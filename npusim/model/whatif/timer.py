@@ -1,13 +1,16 @@
 """A design timed under many profiles at once: what `--uncertainty`, intervals, fits and sweeps ask for.
 
-The design is replayed once on its own profile with its decisions recorded (engine.py, `record=True`). For
-the samples, every duration comes from one pass of the cost model over a stacked profile (lanes.py: each
-sampled field an array over the samples); each pass of the design is then timed three ways, the fastest
-that holds:
+For the samples, every duration comes from one pass of the cost model over a stacked profile (lanes.py:
+each sampled field an array over the samples); each pass of the design is then timed by the first way that
+serves it, from the layout of its work over the cores (engine.core_layout), or from its replay on its own
+profile recorded once (engine.py, `record=True`) where the caller has it (the compiled model is then checked
+against it) or re-timing needs it:
 
-  1. re-timed (retime.py, maxplus.py): the recorded order with the sample's durations, all samples at once,
-     for the samples that keep every decision the replay made;
-  2. replayed by the compiled event model (compiled.py), one sample at a time, for the others;
+  1. re-timed (retime.py, maxplus.py), where asked (`retime=True`): the recorded order with the sample's
+     durations, all samples at once, for the samples that keep every decision the replay made;
+  2. replayed by the compiled event model (compiled.py), one sample at a time, on every core this process
+     may use (threads.py): the default way, being the faster of the two on the designs measured
+     (benchmarks/whatif_speed.py times both);
   3. replayed by the event model itself (engine.py), where neither can serve the schedule, or where a
      sampled field shapes the schedule itself (a count of cores, slots or buffers): said once, in `notes`.
 
@@ -24,10 +27,11 @@ from npusim.chip.capacity import TILE
 from npusim.chip.lanes import Diverges, lanes_of, stack, take
 from npusim.chip.profile import Chip, Core, Profile, Workspace
 from npusim.errors import NpuSimError
-from npusim.model.engine import simulate
+from npusim.model.engine import core_layout, simulate
 from npusim.model.multipass import DesignRun, PassRun, simulate_design, templates
-from npusim.model.retime import Model, Params, Schedule, compile_schedule, node_params, retime
 from npusim.model.schedule import BARRIER, CHUNKS, Design
+from npusim.model.whatif.retime import Params, Schedule, compile_schedule, node_params, retime
+from npusim.model.whatif.structure import Model
 
 RETIMED, COMPILED, REPLAYED = "re-timed", "compiled replay", "event-model replay"
 PROBE = 32           # samples re-timed first; below half of them accepted, the rest go straight to the compiled model
@@ -114,20 +118,44 @@ def stacked_templates(design: Design, graphs, profiles: list[Profile], state_han
     return out
 
 
+@dataclass(frozen=True)
+class Layout:
+    """A pass's work as the event model lays it out (multipass.simulate_design, engine.simulate): each
+    sequence's chunks, how many sequences a core interleaves, the simulated cores (core, its sequences, copies)."""
+    counts: tuple[int, ...]
+    interleave: int
+    cores: list
+
+
+def layouts(design: Design, profile: Profile, counts: list[int], heads: int, interleave: int) -> list[Layout]:
+    """Each pass's Layout, without replaying it."""
+    out = []
+    for p in design.passes:
+        mine = counts[::heads] if p.all_heads else counts
+        seqs, lanes = ((1,) * sum(mine), 1) if p.layout == CHUNKS else (tuple(mine), p.interleave or interleave)
+        cores, members = core_layout(seqs, p.on(profile).chip.ai_cores)
+        out.append(Layout(seqs, lanes, [(r, cores[r][1], len(ms)) for r, ms in members.items()]))
+    return out
+
+
 class DesignTimer:
-    """One design on one shape, recorded once, timed for any number of profiles (`time`)."""
+    """One design on one shape, timed for any number of profiles (`time`): by the compiled event model, from
+    the layout of its work, or from its replay recorded once (where the caller has it, and for re-timing)."""
 
     def __init__(self, design: Design, graphs, profile: Profile, counts: list[int], *, state_handoff: str,
                  capacity: str = TILE, interleave: int = 1, heads: int = 1, runs: dict | None = None,
-                 bound_of: Callable | None = None):
+                 bound_of: Callable | None = None, retime: bool = False):
         """`runs`: recorded DesignRuns by serial flag (recorded here where missing); `bound_of(pass_run,
-        chunk_counts)`: a pass's lower bound (design_report's), for `time(bound=True)`."""
+        chunk_counts)`: a pass's lower bound (design_report's), for `time(bound=True)`; `retime`: try
+        re-timing the recorded order before the compiled replay."""
         self.design, self.graphs, self.profile = design, list(graphs), profile
         self.counts, self.state_handoff, self.capacity = list(counts), state_handoff, capacity
         self.interleave, self.heads, self.bound_of = interleave, heads, bound_of
+        self.retime = retime
         self.notes: list[str] = []
         self._runs = dict(runs or {})        # serial flag -> a recorded DesignRun
         self._compiled: dict[bool, list] = {}
+        self._layouts = layouts(design, profile, self.counts, heads, interleave)
 
     def recorded(self, serial: bool) -> DesignRun:
         run = self._runs.get(serial)
@@ -140,16 +168,16 @@ class DesignTimer:
 
     def _ways(self, serial: bool):
         if serial not in self._compiled:
-            out: list[tuple[PassRun, Schedule, Model | None]] = []
+            out: list[tuple[PassRun, Schedule | None, Model | None]] = []
             for pr in self.recorded(serial).passes:
-                sched = compile_schedule(pr.run)
-                built = Model(pr.run)
-                check = built.replay(node_params(pr.run.template, pr.run.profile, serial, 1), [0])[0][0]
+                sched = compile_schedule(pr.run) if self.retime else None
+                built = Model.of_run(pr.run)
+                check = built.replay(node_params(pr.run.template, pr.run.profile, serial, 1), [0])[0]
                 model = built if check == pr.run.makespan_us else None
                 if model is None:
                     self._note(f"pass {pr.pass_.name}: the compiled event model gives {check!r} us against the "
                                f"replay's {pr.run.makespan_us!r} us; its samples are replayed by the event model")
-                if sched.problem is not None:
+                if sched is not None and sched.problem is not None:
                     self._note(f"pass {pr.pass_.name}: not re-timed ({sched.problem})")
                 out.append((pr, sched, model))
             self._compiled[serial] = out
@@ -192,11 +220,12 @@ class DesignTimer:
         m = len(where)
         for mode in ((False, True) if ser is not None else (False,)):
             total = np.zeros(m)
-            for i, ((pr, sched, model), tpl) in enumerate(zip(self._ways(mode), tpls)):
-                p = pr.pass_
+            recorded = self._ways(mode) if (mode in self._runs or self.retime) else None
+            for i, (p, tpl) in enumerate(zip(self.design.passes, tpls)):
                 boundary = (prof.chip.barrier_us * p.barriers if (i and p.boundary == BARRIER)
                             else prof.chip.launch_overhead_us)
                 params = node_params(tpl, p.on(prof), mode, m)
+                _, sched, model = recorded[i] if recorded is not None else (None, None, self._model(tpl, i, mode))
                 span = self._makespans(sched, model, params, where, profiles, i, mode, ways)
                 total = total + lanes_of(boundary, m)
                 if not mode:
@@ -206,11 +235,17 @@ class DesignTimer:
         if bnd is not None:
             bnd[where] = self._bounds(prof, tpls, m)
 
+    def _model(self, tpl, i: int, serial: bool) -> Model:
+        """Pass i's compiled model from its layout (no replay recorded)."""
+        lay = self._layouts[i]
+        return Model(tpl, serial=serial, counts=lay.counts, interleave=lay.interleave,
+                     slots=self.design.passes[i].on(self.profile).workspace.slots, cores=lay.cores)
+
     def _makespans(self, sched, model, params: Params, where, profiles, i: int, serial: bool, ways: Ways):
         m = params.n
         span = np.full(m, np.nan)
         todo = np.arange(m)
-        if sched.problem is None:
+        if sched is not None and sched.problem is None:
             probe = min(PROBE, m)
             first = retime(sched, _lanes(params, todo[:probe]))
             span[:probe][first.ok] = first.makespan_us[first.ok]
@@ -222,21 +257,20 @@ class DesignTimer:
                 ways.add(RETIMED, more.ok.sum())
             todo = np.flatnonzero(np.isnan(span))
         if len(todo) and model is not None:
-            got, _ = model.replay(params, todo)
+            got = model.replay(params, todo)
             span[todo] = got[todo]
             ways.add(COMPILED, np.isfinite(got[todo]).sum())
             todo = todo[~np.isfinite(got[todo])]
+            if len(todo):
+                self._note(f"pass {self.design.passes[i].name}: the compiled event model did not finish some "
+                           "samples; they are replayed by the event model")
+        lay = self._layouts[i]
         for j in todo:                         # the event model itself
-            pr = sched.run
             prof = profiles[where[j]]
-            p = self.design.passes[i]
             tpl = templates(self.design, self.graphs, prof, self.state_handoff, self.capacity)[i]
-            if p.layout == CHUNKS:
-                run = simulate(tpl, p.on(prof), chunks=1, sequences=pr.sequences, serial=serial, trace=False)
-            else:
-                counts = list(pr.chunk_counts)
-                run = simulate(tpl, p.on(prof), chunks=counts[0] if len(set(counts)) == 1 else counts,
-                               sequences=len(counts), interleave=pr.interleave, serial=serial, trace=False)
+            counts = list(lay.counts)
+            run = simulate(tpl, self.design.passes[i].on(prof), chunks=counts[0] if len(set(counts)) == 1 else counts,
+                           sequences=len(counts), interleave=lay.interleave, serial=serial, trace=False)
             span[j] = run.makespan_us
             ways.add(REPLAYED, 1)
         return span
