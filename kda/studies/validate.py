@@ -167,7 +167,7 @@ def load(paths: Path | Sequence[Path] = SHIPPED, ops: dict[str, OpEntry] | None 
 
 def _is_op_summary(path: Path) -> bool:
     """Whether a measurements file is an msprof op summary (its header names Task Duration(us))."""
-    first = path.read_text(encoding="utf-8-sig").split("\n", 1)[0] if path.is_file() else ""
+    first = path.read_text(encoding="utf-8-sig", errors="replace").split("\n", 1)[0] if path.is_file() else ""
     return "Task Duration(us)" in first
 
 
