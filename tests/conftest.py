@@ -6,7 +6,7 @@ import textwrap
 import pytest
 import torch
 
-from npusim import Executor, Precision, load_profile
+from npusim import Executor, Precision, load_profile, phase_program
 
 TOY_PROFILE = """
 name = "toy"
@@ -60,6 +60,20 @@ def seed_doc():
 
 def randn(*shape, seed=0):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def toy_program(resident=()):
+    """The toy of the npusim tests: P (Vec) sums x [1000, 100] over its last axis, hands y [1000, 1] to Q (Cube),
+    which multiplies it by w [1000, 1000] (timings by hand: tests/npusim/test_engine.py)."""
+    @phase_program("toy", returns=("z",), resident=resident)
+    def program(npu, x, w):
+        with npu.vec("P"):
+            y = x.sum(-1, keepdim=True)
+        npu.sync(y)
+        with npu.cube("Q"):
+            z = y.mT @ w
+        return z
+    return program
 
 
 # The AscendC host emulation (ascendc_stubs/), built once per session for every test file that uses it:

@@ -9,13 +9,13 @@ from npusim import build_template; from npusim.output import chrome_trace
 from npusim.model.multipass import simulate_design
 from npusim.model.schedule import BARRIER, CHUNKS, Design, Pass
 from tests.npusim.test_engine import toy
-from tests.npusim.test_schedule import _toy_program
+from tests.conftest import toy_program
 
 
 @pytest.fixture
 def design_run(toy_profile):
     p = toy_profile(cores=3)
-    design = Design("two", (Pass("a", _toy_program(), CHUNKS), Pass("b", _toy_program(), CHUNKS, BARRIER)))
+    design = Design("two", (Pass("a", toy_program(), CHUNKS), Pass("b", toy_program(), CHUNKS, BARRIER)))
     return simulate_design(design, [build_template(toy(), p)] * 2, p, [3])
 
 

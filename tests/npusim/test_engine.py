@@ -7,21 +7,14 @@ One chunk therefore ends at exactly 1 + 5 + 1 = 7 us."""
 import pytest
 
 from npusim import OWN, RIDE, build_template, phase_program, run_and_report, simulate
-from tests.conftest import randn, record
+
+from tests.conftest import randn, record, toy_program
 
 X, W = randn(1, 1000, 100), randn(1, 1000, 1000, seed=1)
 
 
 def toy(resident=()):
-    @phase_program("toy", returns=("z",), resident=resident)
-    def program(npu, x, w):
-        with npu.vec("P"):
-            y = x.sum(-1, keepdim=True)
-        npu.sync(y)
-        with npu.cube("Q"):
-            z = y.mT @ w
-        return z
-    return record(program, x=X, w=W)
+    return record(toy_program(resident), x=X, w=W)
 
 
 def spans(run):

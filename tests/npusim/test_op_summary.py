@@ -9,24 +9,16 @@ import io
 
 import pytest
 
-from npusim import phase_program
 from npusim.model.multipass import simulate_design, templates
 from npusim.model.schedule import single_pass
 from npusim.output.op_summary import COLUMNS, op_summary_csv, op_summary_rows
 
-from tests.conftest import randn, record
+from tests.conftest import randn, record, toy_program
 
 X, W = randn(1, 1000, 100), randn(1, 1000, 1000, seed=1)
 
 
-@phase_program("toy", returns=("z",))
-def toy(npu, x, w):
-    with npu.vec("P"):
-        y = x.sum(-1, keepdim=True)
-    npu.sync(y)
-    with npu.cube("Q"):
-        z = y.mT @ w
-    return z
+toy = toy_program()
 
 
 def _design_run(profile, sequences: int = 1):

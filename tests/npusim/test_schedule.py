@@ -5,7 +5,8 @@ import pytest
 from npusim import build_template, phase_program, simulate
 from npusim.model.multipass import simulate_design
 from npusim.model.schedule import BARRIER, CHUNKS, LAUNCH, SEQUENTIAL, Design, Pass
-from tests.conftest import randn, record
+
+from tests.conftest import randn, record, toy_program
 from tests.npusim.test_engine import toy
 
 X99, W = randn(1, 1000, 99), randn(1, 1000, 1000, seed=1)
@@ -74,8 +75,8 @@ def test_passes_run_one_after_another_with_launches_and_barriers(toy_profile):
     slots take 15 us (tests/npusim/test_engine.py), on three cores 7 us. Launches cost 0 and the default barrier
     1 us in the toy profile."""
     graph = toy()
-    design_l = Design("two", (Pass("a", _toy_program(), CHUNKS), Pass("b", _toy_program(), CHUNKS, LAUNCH)))
-    design_b = Design("two", (Pass("a", _toy_program(), CHUNKS), Pass("b", _toy_program(), CHUNKS, BARRIER)))
+    design_l = Design("two", (Pass("a", toy_program(), CHUNKS), Pass("b", toy_program(), CHUNKS, LAUNCH)))
+    design_b = Design("two", (Pass("a", toy_program(), CHUNKS), Pass("b", toy_program(), CHUNKS, BARRIER)))
     for cores, per_pass in ((1, 15.0), (3, 7.0)):
         p = toy_profile(cores=cores)
         tpls = [build_template(graph, p)] * 2
@@ -86,23 +87,11 @@ def test_passes_run_one_after_another_with_launches_and_barriers(toy_profile):
         assert run.passes[0].run.cores_used == cores and design_b.launches == 1 and design_b.barriers == 1
 
 
-def _toy_program():
-    @phase_program("toy", returns=("z",))
-    def program(npu, x, w):
-        with npu.vec("P"):
-            y = x.sum(-1, keepdim=True)
-        npu.sync(y)
-        with npu.cube("Q"):
-            z = y.mT @ w
-        return z
-    return program
-
-
 def test_a_design_states_its_layout_and_is_checked():
     with pytest.raises(ValueError, match="unknown layout 'diagonal'"):
-        Pass("x", _toy_program(), "diagonal")
+        Pass("x", toy_program(), "diagonal")
     with pytest.raises(ValueError, match="unknown boundary"):
-        Pass("x", _toy_program(), CHUNKS, "teleport")
+        Pass("x", toy_program(), CHUNKS, "teleport")
     with pytest.raises(ValueError, match="carries a state"):
         Pass("x", loop_program, CHUNKS)
     with pytest.raises(ValueError, match="no passes"):
@@ -131,4 +120,4 @@ def test_an_interleave_is_a_count_of_sequences_for_a_pass_that_walks_them():
         with pytest.raises(ValueError, match="interleave is a number >= 1"):
             Pass("x", loop_program, SEQUENTIAL, interleave=bad)
     with pytest.raises(ValueError, match="for a pass that walks sequences"):
-        Pass("x", _toy_program(), CHUNKS, interleave=2)
+        Pass("x", toy_program(), CHUNKS, interleave=2)
