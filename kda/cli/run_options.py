@@ -158,7 +158,8 @@ def _output(g) -> None:
                    "and ratios (docs/how-to/traces.md)")
     g.add_argument("--trace-window", metavar="START:END", help="with --trace: only the events that overlap "
                    "this window, in us from the first node's start (either end may be left out, e.g. 0:200 or "
-                   "500:); without it, a trace over ~100 MB holds its first ~100 MB of events (0: all of it)")
+                   "500:); without it, a trace over ~100 MB holds the work items (whole chunks) that start in its first ~100 MB, "
+                   "every hand-off's arrow with both ends (0: all of it)")
 
 
 def in_kernel_options(args) -> tuple[str, ...]:
