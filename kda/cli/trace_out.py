@@ -31,8 +31,24 @@ def write_trace(args, timed, labels: list[str], design_axis: bool, limit: int | 
                   f"holds its first {part.end:,.1f} us (the work items that start by then, about "
                   f"{limit / 1e6:.0f} MB). --trace-window START:END (us) writes another part, --trace-window 0: "
                   f"all of it", file=sys.stderr)
+    from npusim.output import perfetto_trace
+    if args.trace.suffix.lower() in perfetto_trace.SUFFIXES:
+        perfetto_trace.write(args.trace, trace)
+        print(f"wrote {args.trace} (Perfetto protobuf trace: open in https://ui.perfetto.dev)", file=sys.stderr)
+        return
     trace_file.write(args.trace, trace)
     print(f"wrote {args.trace} (Chrome trace: open in https://ui.perfetto.dev)", file=sys.stderr)
+
+
+def untraced(r):
+    """The result `r` with its runs' traces dropped (its report as a run that kept none prints it)."""
+    from dataclasses import replace
+
+    def drop(dr):
+        if dr is None:
+            return None
+        return replace(dr, passes=[replace(p, run=replace(p.run, trace=None)) for p in dr.passes])
+    return replace(r, design_run=drop(r.design_run), design_serial=drop(r.design_serial))
 
 
 def write_op_summary(args, timed, labels: list[str]) -> None:

@@ -18,12 +18,14 @@ from __future__ import annotations
 import itertools
 import json
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
 from npusim.model.engine import Run
 from npusim.model.multipass import DesignRun
 from npusim.model.schedule import BARRIER, CHUNKS
+from npusim.model.trace import Trace
 from npusim.output import files
 from npusim.output.trace_events import item_firsts, meta_event, run_events, run_meta, to_ns, x_event
 from npusim.output.trace_part import PID_STRIDE, Part, marked
@@ -63,19 +65,30 @@ def item_sizes(runs: Runs, heads: int | None = None, design_axis: bool | None = 
     per_item: list[float] = []
     fixed = 0
     for v, run in enumerate(_pass_runs(runs, design_axis)):
-        firsts = sorted(item_firsts(run).values())
-        items += [(ts, v) for ts in firsts]
+        firsts = item_firsts(run)
+        items += [(ts, v) for ts in firsts.values()]
         if not firsts:
             per_item.append(0.0)
             continue
-        end = firsts[min(probe, len(firsts)) - 1]
-        events = run_events(run, "probe", v * PID_STRIDE, heads, itertools.count(1),
-                            Part(firsts[0], end, whole_items=True))
+        first = sorted(firsts, key=firsts.__getitem__)[:probe]
+        events = run_events(_items_run(run, set(first)), "probe", v * PID_STRIDE, heads, itertools.count(1))
         fixed += len(_dumps([e for e in events if e["ph"] == "M"]).encode())
-        per_item.append(len(_dumps([e for e in events if e["ph"] != "M"]).encode()) /
-                        sum(ts <= end for ts in firsts))
+        per_item.append(len(_dumps([e for e in events if e["ph"] != "M"]).encode()) / len(first))
     items.sort()
     return items, per_item, fixed
+
+
+def _items_run(run: Run, keys: set[tuple[int, int]]) -> Run:
+    """The run with only the events of the work items `keys` (sequence, chunk), and the workspace samples
+    up to their last end: a small run whose trace weighs what theirs does in the whole."""
+    tr = run.traced()
+    rows = [i for i, k in enumerate(zip(tr.seq, tr.chunk)) if k in keys]
+    end = max(tr.end[i] for i in rows)
+    small = Trace(tr.template, occupancy=[o for o in tr.occupancy if o[0] <= end])
+    for i in rows:
+        small.add(tr.node[i], tr.core[i], tr.seq[i], tr.chunk[i], tr.start[i], tr.busy_end[i], tr.end[i],
+                  tr.nbytes[i], tr.slot[i], tr.stretch[i])
+    return replace(run, trace=small, makespan_us=end)
 
 
 def _pass_runs(runs: Runs, design_axis: bool | None) -> list[Run]:

@@ -1,7 +1,7 @@
 """Writing a Chrome trace: its size estimated before it is written, the part of it a large trace holds, and
 a cut to a time window.
 
-A trace of a whole layer can weigh a gigabyte: `estimate_bytes` counts the events and the bytes of a sample
+A trace of a whole layer is too large to open: `estimate_bytes` counts the events and the bytes of a sample
 of them, so that a command line can warn before it writes (`LARGE_BYTES`); `first_items` picks, from the
 work items' sizes (chrome_trace.item_sizes), the first whole items that stay under a limit, so that only
 they are built; and `window` keeps the events that overlap [start, end] us (metadata always: names and sort

@@ -95,6 +95,20 @@ def test_a_large_trace_holds_its_first_part_unless_a_window_is_asked(tmp_path, c
     assert chrome_trace.check(cut) == []
 
 
+def test_a_trace_kept_only_for_its_file_leaves_the_report_as_a_run_without_it(tmp_path, capsys, monkeypatch):
+    from kda.cli import run_options
+    args = ["--version", "v3", "--chunks", "8", "--no-numerics"]
+    assert main(args) == 0
+    small = capsys.readouterr().out
+    assert "Overlap" in small                   # 8 chunks x 20 events: the run keeps its trace unasked
+    monkeypatch.setattr(run_options, "MAX_KEPT_EVENTS", 100)        # now it keeps none unless a file asks
+    assert main(args) == 0
+    plain = capsys.readouterr().out
+    assert main(args + ["--trace", str(tmp_path / "t.json"), "--plot", str(tmp_path / "t.png")]) == 0
+    assert capsys.readouterr().out == plain and "Overlap" not in plain
+    assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+
+
 def test_a_table_is_its_columns():
     from rich.console import Console
 
