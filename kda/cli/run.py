@@ -121,14 +121,27 @@ def main(argv: list[str] | None = None) -> int:
 
 def _versions(args) -> list[str]:
     """The designs to run: --version's (a built-in name, or a file's path.py:NAME loaded and checked once),
-    every built-in one for `all`, the default forward or backward design when not given. Sets args.version to
-    the resolved name; a name that resolves to nothing is a ValueError (one line)."""
+    every built-in one for `all`, the default forward or backward design when not given; a comma-separated
+    list runs each (`all,path.py:NAME`: the built-ins and the file's). Sets args.version to the resolved
+    name, or `all` for a list; a name that resolves to nothing is a ValueError (one line)."""
     if args.version is None:
         from kda.cli.run_backward import DEFAULT_BACKWARD
         args.version = DEFAULT_BACKWARD if args.backward else DEFAULT_DESIGN
-    if args.version != "all":
-        args.version = resolve(args.version)
-    return list(DESIGNS) if args.version == "all" else [args.version]
+    if args.version == "all":
+        return list(DESIGNS)
+    names = [v.strip() for v in args.version.split(",")] if "," in args.version else [args.version]
+    if len(names) == 1:
+        args.version = resolve(names[0])
+        return [args.version]
+    if args.backward:
+        raise ValueError(f"--version {args.version}: --backward takes one design, or all")
+    if "" in names:
+        raise ValueError(f"--version {args.version}: an empty name in the list")
+    out: list[str] = []
+    for name in names:
+        out += [d for d in (list(DESIGNS) if name == "all" else [resolve(name)]) if d not in out]
+    args.version = "all"
+    return out
 
 
 def _interrupted(stopped: str, results: list, designs: int) -> int:

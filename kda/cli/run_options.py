@@ -89,7 +89,8 @@ def _shape(g) -> None:
 
 def _design(g) -> None:
     g.add_argument("--version", metavar="NAME", help=f"design: {', '.join(DESIGNS)} or all, or one in "
-                   "your file, path/to/file.py:NAME (a @phase_program or a Design) (default: v6)")
+                   "your file, path/to/file.py:NAME (a @phase_program or a Design), or several separated by "
+                   "commas (all,path/to/file.py:NAME: the built-ins and yours) (default: v6)")
     g.add_argument("--dtype", default="bf16", choices=TYPES, help="transfer type of every hand-off")
     g.add_argument("--precision", metavar="NAME=TYPE,...", help="precision policy: a transfer type per sync "
                    "payload, e.g. 'A_raw=fp32,M=fp32' (the rest carry --dtype)")

@@ -41,6 +41,19 @@ def test_kda_run_runs_the_example_by_its_path(capsys):
     assert d["layer"]["syncs_per_chunk"] == 6
 
 
+def test_version_all_runs_the_file_s_design_beside_the_built_ins(capsys):
+    from kda.programs import DESIGNS
+    d = _run_json(capsys, "--version", f"all,{EXAMPLE}", "--chunks", "2", "--no-numerics")
+    assert [r["version"] for r in d] == [*DESIGNS, "late"]
+    # a list of names runs each once, in order; a list with --backward, or an empty name, is one line
+    d = _run_json(capsys, "--version", f"{EXAMPLE},v3,late", "--chunks", "2", "--no-numerics")
+    assert [r["version"] for r in d] == ["late", "v3"]
+    for bad in ([f"all,{EXAMPLE}", "--backward"], ["v3,,v6"], ["v3,nope.py:x"]):
+        assert run_main(["--version", *bad[:1], *bad[1:], "--chunks", "2", "--no-numerics"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and ("--version" in err or "nope.py" in err)
+
+
 def test_kda_sweep_takes_the_path_on_its_version_axis(tmp_path, capsys):
     pytest.importorskip("pandas")
     from kda.sweep import read_table
