@@ -168,6 +168,9 @@ def cli_verdict(case: dict, r: dict) -> tuple[str, str]:
 def api_verdict(case: dict, r: dict) -> tuple[str, str]:
     if "verdict" in r:
         return r["verdict"], r.get("detail", "")
+    if r["raised"] and case["expect"] == "torch":     # torch's own argument check, before the project's code runs
+        one_line = "\n" not in r["message"].strip()
+        return ("refused", f"torch: {r['message'][:200]}") if one_line else ("multi-line", r["message"][:200])
     if r["raised"]:
         named = {"KdaInputError", "NpuSimError"} & set(r["mro"])
         if not named:
