@@ -238,7 +238,7 @@ def main(argv=None) -> int:
         if "api" in sections:
             results += run_cases(only(pick(audit_cases.api_cases())), fx, args.timeout, api_verdict, log)
         if "interrupts" in sections:
-            results += audit_runs.interrupts(fx, args.quick, log)
+            results += audit_runs.interrupts(fx, args.quick, log, args.only)
         if "pipes" in sections:
             results += audit_runs.pipes(fx, args.quick, log)
         if "pairs" in sections:
