@@ -73,17 +73,15 @@ def _previous(group: np.ndarray, where: np.ndarray) -> np.ndarray:
 
 def compile_schedule(run: Run) -> Schedule:
     """The recorded replay `run` (simulate(..., record=True)) as a Schedule."""
-    if run.log is None:
-        raise ValueError("the run was not recorded (simulate(..., record=True))")
     rec = _Recorded(run)
     edges = _Edges()
     problem = None
-    for r, (c, seqs, copies) in enumerate(run.log.cores):
+    for r, (c, seqs, copies) in enumerate(rec.cores):
         problem = _core_edges(run, rec, edges, rank=r, core=c, seqs=seqs, copies=copies)
         if problem is not None:
             break
     ev = _event_arrays(run, rec, edges)
-    sched = Schedule(run, run.serial, ev, len(run.log.cores) * len(rec.resources), rec.resources, problem)
+    sched = Schedule(run, run.serial, ev, len(rec.cores) * len(rec.resources), rec.resources, problem)
     if problem is None:
         _learn(sched)
     return sched
@@ -95,6 +93,9 @@ class _Recorded:
 
     def __init__(self, run: Run):
         log, tpl = run.log, run.template
+        if log is None:
+            raise ValueError("the run was not recorded (simulate(..., record=True))")
+        self.cores = log.cores
         self.resources = sorted({x.resource for x in tpl.nodes})
         res_index = {r: i for i, r in enumerate(self.resources)}
         self.node_res = np.array([res_index[x.resource] for x in tpl.nodes], np.int64)
