@@ -2,13 +2,22 @@
 // See kda_chunk_v5.cpp for the design, the flags and the split between the AIVs.
 #pragma once
 #include "kda_chunk_v5_common.h"
+#include "kda_state_walk.h"
 
 namespace kda_v5 {
 using namespace AscendC;
 using namespace kda;
 
+// The workspace tensors and the Phase G of this kernel's state walk (kda_state_walk.h).
+struct V5StateNames {
+    static constexpr uint32_t U = KDA5_U, WS = KDA5_WS, S_DELTA = KDA5_S_DELTA, S_FP32 = KDA5_S_FP32;
+    static constexpr const char* PHASE_G = "state.G";
+};
+
 template <typename T>
-class KdaV5Vec {
+class KdaV5Vec : public StateWalk<KdaV5Vec<T>, T, V5StateNames> {
+    friend class StateWalk<KdaV5Vec<T>, T, V5StateNames>;
+
 public:
     static constexpr int BUFFER_NUM = 2;
     static constexpr bool kFloatTransfers = sizeof(T) == sizeof(float);
@@ -63,20 +72,20 @@ public:
         for (uint32_t seq = core; seq < td.sequences; seq += GetBlockNum()) {
             StateA(seq, 0, seq * td.numChunks, step % 2);
             Set<2, 1, PIPE_MTE3>();        // ① of the first chunk
-            InitState(seq, step % 2);      // S := h0
+            this->InitState(seq, step % 2);      // S := h0
             Set<2, 0, PIPE_MTE3>();        // S, on its own hand-off
             for (uint32_t t = 0; t < td.numChunks; ++t, ++step) {
                 const uint32_t buf = step % 2;
                 const bool last = t + 1 == td.numChunks;
                 Wait<2, 2>();              // ② U, WS
-                StateE(buf);
+                this->PhaseE(buf);
                 Set<2, 3, PIPE_MTE3>();    // ③ V_pseudo
                 if (!last) {               // chunk t+1's operands, before this chunk's state
                     StateA(seq, t + 1, seq * td.numChunks + t + 1, buf ^ 1u);
                     Set<2, 1, PIPE_MTE3>();    // ① K_scaled, Q_scaled, K_decay
                 }
                 Wait<2, 4>();              // ④ S_delta
-                StateG(seq, buf, last);    // the state of chunk t+1 into the other SV copy, or ht
+                this->PhaseG(seq, buf, last);    // the state of chunk t+1 into the other SV copy, or ht
                 if (!last) Set<2, 0, PIPE_MTE3>();   // S
             }
         }
@@ -304,75 +313,6 @@ private:
             Exp(fac, fac, n);
             Mul(x, kf, fac, n);
             io_.Store(ws_.KDecay(buf)[c0], x, C, w, dk);
-        }
-    }
-    // Phase E: V_pseudo = U - WS, this AIV's rows, below the state in this chunk's SV copy.
-    __aicore__ inline void StateE(uint32_t buf)
-    {
-        const KdaChunkV5TilingData& td = *td_;
-        const uint32_t ch = td.chunk / 2, r0 = sub_ * ch, dv = td.dv, kS = td.stateParts * td.dk;
-        io_.Load(calc_[0], ws_.Get(KDA5_U)[r0 * dv], ch, dv, dv);
-        io_.Load(calc_[1], ws_.Get(KDA5_WS)[r0 * dv], ch, dv, dv);
-        Sub(calc_[0], calc_[0], calc_[1], ch * dv);
-        io_.Store(ws_.SV(buf)[(kS + r0) * dv], calc_[0], ch, dv, dv);
-    }
-    // Phase G: S_new = Diag(gamma_C) S_prev + S_delta in fp32, S_prev from SV copy `buf`, in the simulator's tiles:
-    // td.gTiles slices of d_v, [d_k, w] each, split between the AIVs by rows (this AIV's key channels, whose gamma_C
-    // it keeps); to the other copy (WriteState) or, after the last chunk, to ht. A piece [d_k / 2, w] may take two
-    // neighbouring work tiles (calc_[0..1] and calc_[2..3]; the tiling checks it), and moves through the queues in
-    // pieces of whole rows.
-    __aicore__ inline void StateG(uint32_t seq, uint32_t buf, bool lastChunk)
-    {
-        const KdaChunkV5TilingData& td = *td_;
-        const uint32_t dv = td.dv, dh = td.dk / 2, k0 = sub_ * dh, w = dv / td.gTiles, n = dh * w;
-        LocalTensor<float> s = calc_[0], delta = calc_[2];
-        PipeFence<HardEvent::V_S>();                   // gamma_C (Phase A, vector) is read as scalars
-        if (sub_ == 0) KDA_PHASE_RUN("state.G");
-        for (uint32_t c0 = 0; c0 < dv; c0 += w) {
-            // both AIVs; S and S_delta in fp32, and with bf16 transfers S_hi in T (WriteState)
-            if (sub_ == 0) KDA_TILE("state.G", 2ull * n * sizeof(float) + (kFloatTransfers ? 0ull : n * sizeof(T)), td.dk, w);
-            const uint64_t at = uint64_t(k0) * dv + c0;
-            io_.Load(s, StateFp32(buf)[at], dh, w, dv);
-            io_.Load(delta, ws_.Get(KDA5_S_DELTA)[at], dh, w, dv);
-            for (uint32_t j = 0; j < dh; ++j) Muls(s[j * w], s[j * w], gamma_.GetValue(buf * dh + j), w);
-            Add(s, s, delta, n);
-            if (lastChunk) io_.Store(htGm_[uint64_t(seq) * td.dk * dv + at], s, dh, w, dv);
-            else WriteState(buf ^ 1u, k0, dh, c0, w, s);
-        }
-    }
-    __aicore__ inline void InitState(uint32_t seq, uint32_t buf)
-    {
-        const KdaChunkV5TilingData& td = *td_;
-        const uint32_t dv = td.dv, dh = td.dk / 2, k0 = sub_ * dh;
-        for (uint32_t r = 0; r < dh; r += td.stateTileRows) {
-            const uint32_t n = dh - r < td.stateTileRows ? dh - r : td.stateTileRows, row = k0 + r;
-            if (td.hasInitialState) io_.Load(calc_[0], h0Gm_[uint64_t(seq) * td.dk * dv + uint64_t(row) * dv], n, dv, dv);
-            else Duplicate(calc_[0], 0.0f, n * dv);
-            WriteState(buf, row, n, 0, dv, calc_[0]);
-        }
-    }
-    // The fp32 state between chunks: S of SV copy `buf` itself with fp32 transfers, else the Vector's own S_fp32
-    // (one copy: G reads and rewrites its own rows in place).
-    __aicore__ inline GlobalTensor<float> StateFp32(uint32_t buf) const
-    {
-        return kFloatTransfers ? ws_.template SV<float>(buf) : ws_.template Get<float>(KDA5_S_FP32);
-    }
-    // Rows row..row+n, columns col..col+w of the state s ([n, w] fp32, in calc_[0..1]): the fp32 copy, and the
-    // Cube's S in SV copy `buf` (bf16: S_hi over S_lo = bf16(s - S_hi); S_hi in calc_[4], S_lo in calc_[2..3]).
-    __aicore__ inline void WriteState(uint32_t buf, uint32_t row, uint32_t n, uint32_t col, uint32_t w,
-                                      const LocalTensor<float>& s)
-    {
-        const uint32_t dv = td_->dv;
-        const uint64_t at = uint64_t(row) * dv + col;
-        io_.Store(StateFp32(buf)[at], s, n, w, dv);
-        if constexpr (!kFloatTransfers) {
-            const GlobalTensor<T> cubeState = ws_.SV(buf);
-            io_.Store(cubeState[at], s, n, w, dv);
-            const LocalTensor<T> hi = calc_[4].template ReinterpretCast<T>();
-            Cast(hi, s, RoundMode::CAST_RINT, n * w);
-            Cast(calc_[2], hi, RoundMode::CAST_NONE, n * w);
-            Sub(calc_[2], s, calc_[2], n * w);
-            io_.Store(cubeState[uint64_t(td_->dk) * dv + at], calc_[2], n, w, dv);
         }
     }
 
