@@ -2,21 +2,26 @@
 // See kda_chunk_v5.cpp for the design, the flags and the split between the AIVs.
 #pragma once
 #include "kda_chunk_v5_common.h"
+#include "kda_diagonal_blocks.h"
 #include "kda_state_walk.h"
 
 namespace kda_v5 {
 using namespace AscendC;
 using namespace kda;
 
-// The workspace tensors and the Phase G of this kernel's state walk (kda_state_walk.h).
-struct V5StateNames {
+// The workspace tensors of this kernel's Phase C (kda_diagonal_blocks.h) and state walk (kda_state_walk.h), and its
+// Phase G's name.
+struct V5Names {
     static constexpr uint32_t U = KDA5_U, WS = KDA5_WS, S_DELTA = KDA5_S_DELTA, S_FP32 = KDA5_S_FP32;
+    static constexpr uint32_t A_KK_OFF = KDA5_A_KK_OFF, A_KK_OFF4 = KDA5_A_KK_OFF4, A_QK_OFF = KDA5_A_QK_OFF,
+                              A_QK_OFF4 = KDA5_A_QK_OFF4, A_NEG = KDA5_A_NEG, D_BETA = KDA5_D_BETA;
     static constexpr const char* PHASE_G = "state.G";
 };
 
 template <typename T>
-class KdaV5Vec : public StateWalk<KdaV5Vec<T>, T, V5StateNames> {
-    friend class StateWalk<KdaV5Vec<T>, T, V5StateNames>;
+class KdaV5Vec : public StateWalk<KdaV5Vec<T>, T, V5Names>, public DiagonalBlocks<KdaV5Vec<T>, T, V5Names> {
+    friend class StateWalk<KdaV5Vec<T>, T, V5Names>;
+    friend class DiagonalBlocks<KdaV5Vec<T>, T, V5Names>;
 
 public:
     static constexpr int BUFFER_NUM = 2;
@@ -64,7 +69,7 @@ public:
             IntraMicroDiagonal(seq, t);
             Set<1, 1, PIPE_MTE3>();    // ① K_left, Q_left, K_right, K_left4, Q_left4, K_right4
             Wait<1, 2>();              // ② the off-diagonal blocks
-            IntraC(seq, t, item);
+            this->PhaseC(seq, t, ws_.QA(item));
             Set<1, 3, PIPE_MTE3>();    // ③ Ai_diag, A_neg, D_beta (and the item's A_qk, a pass output)
         }
         PassBarrier();
@@ -197,88 +202,6 @@ private:
                 }
                 Add(sums_[b * perSub], sums_[b * perSub], part_, perSub);               // the gaps are 0
                 Add(qkSums_[b * perSub], qkSums_[b * perSub], part_[perSub], perSub);
-            }
-        }
-    }
-
-    // Phase C, rows of this AIV's sub-chunks: A_kk = StrictTril(assembled K K^T) * beta[:, None] and A_qk =
-    // tril(assembled Q K^T), from the micro-diagonal sums (UB), the 4-wide blocks (A_*_off4) and the 16-wide
-    // blocks (A_*_off) of ②. Then A_neg = -A_kk and D_beta = Diag(beta), the inverse Ai_diag of the diagonal
-    // block (forward substitution, (I + A)^-1), and A_qk into the item's QA rows.
-    __aicore__ inline void IntraC(uint32_t seq, uint32_t t, uint32_t item)
-    {
-        const KdaChunkV5TilingData& td = *td_;
-        const uint32_t C = td.chunk, S = td.sub, half = td.subChunks / 2;
-        const uint32_t offElems = td.pairs * S * S, off4Elems = td.subChunks * td.pairs4 * td.micro * td.micro;
-        LocalTensor<float> off = calc_[0], off4 = calc_[1], a = calc_[2], r = calc_[3], tmp = calc_[4];
-        io_.Load(off, ws_.Get(KDA5_A_KK_OFF), 1, offElems, offElems);
-        io_.Load(off4, ws_.Get(KDA5_A_KK_OFF4), 1, off4Elems, off4Elems);
-        PipeFence<HardEvent::V_S>();                  // the blocks, and beta_ (last read by vector ops), as scalars
-        for (uint32_t i = 0; i < C; ++i) beta_.SetValue(i, betaGm_.GetValue(Tok(seq, t, i, 1)));
-        for (uint32_t b = 0; b < half; ++b) {
-            const uint32_t I = sub_ * half + b;
-            Assemble(a, off, off4, sums_, b, I, true);
-            PipeFence<HardEvent::S_V>();
-            Muls(tmp, a, -1.0f, S * C);
-            io_.Store(ws_.Get(KDA5_A_NEG)[I * S * C], tmp, S, C, C);
-            InverseOfDiagonalBlock(r, a, tmp, I);
-            io_.Store(ws_.AinvCol(I), r, S, S, S);
-            Duplicate(tmp, 0.0f, S * C);
-            PipeFence<HardEvent::V_S>();
-            for (uint32_t i = 0; i < S; ++i) tmp.SetValue(i * C + I * S + i, beta_.GetValue(I * S + i));
-            PipeFence<HardEvent::S_V>();
-            io_.Store(ws_.Get(KDA5_D_BETA)[I * S * C], tmp, S, C, C);
-        }
-        io_.Load(off, ws_.Get(KDA5_A_QK_OFF), 1, offElems, offElems);
-        io_.Load(off4, ws_.Get(KDA5_A_QK_OFF4), 1, off4Elems, off4Elems);
-        PipeFence<HardEvent::V_S>();
-        for (uint32_t b = 0; b < half; ++b) {
-            const uint32_t I = sub_ * half + b;
-            Assemble(a, off, off4, qkSums_, b, I, false);
-            PipeFence<HardEvent::S_V>();
-            io_.Store(ws_.QA(item)[I * S * td.qaCols + td.stateParts * td.dk], a, S, C, td.qaCols);
-        }
-    }
-    // Rows I*16 .. I*16+16 of A_kk (kk: strictly lower, times beta) or A_qk (lower, diagonal included), [16, C].
-    __aicore__ inline void Assemble(const LocalTensor<float>& a, const LocalTensor<float>& off,
-                                    const LocalTensor<float>& off4, const LocalTensor<float>& sums, uint32_t b,
-                                    uint32_t I, bool kk)
-    {
-        const KdaChunkV5TilingData& td = *td_;
-        const uint32_t C = td.chunk, S = td.sub, s = td.micro, perBlock = s * (s + 1) / 2 * 8;
-        PipeFence<HardEvent::V_S>();                   // `a` was last read by vector instructions (a store)
-        for (uint32_t i = 0; i < S; ++i) {
-            const uint32_t gi = I * S + i, am = i / s;
-            const float scale = kk ? beta_.GetValue(gi) : 1.0f;
-            for (uint32_t c = 0; c < C; ++c) {
-                float v = 0.0f;
-                if (c < gi || (!kk && c == gi)) {
-                    if (c / S < I) {                                       // a 16-wide block left of the diagonal
-                        v = off.GetValue(PairStart(I) * S * S + i * I * S + c);
-                    } else if ((c % S) / s < am) {                         // a 4-wide block inside sub-chunk I
-                        v = off4.GetValue((I * td.pairs4 + PairStart(am)) * s * s + (i % s) * am * s + c % S);
-                    } else {                                               // the micro-diagonal block
-                        v = sums.GetValue((b * td.micros + am) * perBlock + SumSlot(i % s, c % s));
-                    }
-                }
-                a.SetValue(i * C + c, v * scale);
-            }
-        }
-    }
-    // (I + A)^-1 of the strictly lower diagonal block of A (rows I*16.., in `a` [16, C]) by forward substitution,
-    // row by row: R[i, :] = e_i - sum_{k<i} A[i, k] R[k, :] (16-wide vector rows).
-    __aicore__ inline void InverseOfDiagonalBlock(const LocalTensor<float>& r, const LocalTensor<float>& a,
-                                                  const LocalTensor<float>& tmp, uint32_t I)
-    {
-        const uint32_t S = td_->sub, C = td_->chunk;
-        Duplicate(r, 0.0f, S * S);
-        PipeFence<HardEvent::V_S>();
-        for (uint32_t i = 0; i < S; ++i) r.SetValue(i * S + i, 1.0f);
-        PipeFence<HardEvent::S_V>();
-        for (uint32_t i = 1; i < S; ++i) {
-            for (uint32_t k = 0; k < i; ++k) {
-                Muls(tmp, r[k * S], a.GetValue(i * C + I * S + k), S);
-                Sub(r[i * S], r[i * S], tmp, S);
             }
         }
     }

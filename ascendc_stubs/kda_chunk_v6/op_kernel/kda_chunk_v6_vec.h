@@ -2,21 +2,26 @@
 // the flags and the split between the AIVs.
 #pragma once
 #include "kda_chunk_v6_common.h"
+#include "kda_diagonal_blocks.h"
 #include "kda_state_walk.h"
 
 namespace kda_v6 {
 using namespace AscendC;
 using namespace kda;
 
-// The workspace tensors and the Phase G of this kernel's state walk (kda_state_walk.h).
-struct V6StateNames {
+// The workspace tensors of this kernel's Phase C (kda_diagonal_blocks.h) and state walk (kda_state_walk.h), and its
+// Phase G's name.
+struct V6Names {
     static constexpr uint32_t U = KDA6_U, WS = KDA6_WS, S_DELTA = KDA6_S_DELTA, S_FP32 = KDA6_S_FP32;
+    static constexpr uint32_t A_KK_OFF = KDA6_A_KK_OFF, A_KK_OFF4 = KDA6_A_KK_OFF4, A_QK_OFF = KDA6_A_QK_OFF,
+                              A_QK_OFF4 = KDA6_A_QK_OFF4, A_NEG = KDA6_A_NEG, D_BETA = KDA6_D_BETA;
     static constexpr const char* PHASE_G = "G";
 };
 
 template <typename T>
-class KdaV6Vec : public StateWalk<KdaV6Vec<T>, T, V6StateNames> {
-    friend class StateWalk<KdaV6Vec<T>, T, V6StateNames>;
+class KdaV6Vec : public StateWalk<KdaV6Vec<T>, T, V6Names>, public DiagonalBlocks<KdaV6Vec<T>, T, V6Names> {
+    friend class StateWalk<KdaV6Vec<T>, T, V6Names>;
+    friend class DiagonalBlocks<KdaV6Vec<T>, T, V6Names>;
 
 public:
     static constexpr int BUFFER_NUM = 2;
@@ -95,7 +100,7 @@ private:
         MicroDiagonal(seq, t);
         Set<1, PIPE_MTE3>();      // ① K_left, Q_left, K_right, K_left4, Q_left4, K_right4
         Wait<2>();                // ② the off-diagonal blocks
-        PhaseC(seq, t);
+        this->PhaseC(seq, t, ws_.Get(KDA6_QA));
         Scaled(seq, t, buf);
         Set<3, PIPE_MTE3>();      // ③ Ai_diag, A_neg, D_beta, A_qk, K_scaled, Q_scaled, K_decay
     }
@@ -202,88 +207,6 @@ private:
                 }
                 Add(sums_[b * perSub], sums_[b * perSub], part_, perSub);               // the gaps are 0
                 Add(qkSums_[b * perSub], qkSums_[b * perSub], part_[perSub], perSub);
-            }
-        }
-    }
-
-    // Phase C, rows of this AIV's sub-chunks: A_kk = StrictTril(assembled K K^T) * beta[:, None] and A_qk =
-    // tril(assembled Q K^T), from the micro-diagonal sums (UB), the 4-wide blocks (A_*_off4) and the 16-wide
-    // blocks (A_*_off) of ②. Then A_neg = -A_kk and D_beta = Diag(beta), the inverse Ai_diag of the diagonal
-    // block (forward substitution, (I + A)^-1), and A_qk into QA's rows beside Q_scaled.
-    __aicore__ inline void PhaseC(uint32_t seq, uint32_t t)
-    {
-        const KdaChunkV6TilingData& td = *td_;
-        const uint32_t C = td.chunk, S = td.sub, half = td.subChunks / 2;
-        const uint32_t offElems = td.pairs * S * S, off4Elems = td.subChunks * td.pairs4 * td.micro * td.micro;
-        LocalTensor<float> off = calc_[0], off4 = calc_[1], a = calc_[2], r = calc_[3], tmp = calc_[4];
-        io_.Load(off, ws_.Get(KDA6_A_KK_OFF), 1, offElems, offElems);
-        io_.Load(off4, ws_.Get(KDA6_A_KK_OFF4), 1, off4Elems, off4Elems);
-        PipeFence<HardEvent::V_S>();                  // the blocks, and beta_ (last read by vector ops), as scalars
-        for (uint32_t i = 0; i < C; ++i) beta_.SetValue(i, betaGm_.GetValue(Tok(seq, t, i, 1)));
-        for (uint32_t b = 0; b < half; ++b) {
-            const uint32_t I = sub_ * half + b;
-            Assemble(a, off, off4, sums_, b, I, true);
-            PipeFence<HardEvent::S_V>();
-            Muls(tmp, a, -1.0f, S * C);
-            io_.Store(ws_.Get(KDA6_A_NEG)[I * S * C], tmp, S, C, C);
-            InverseOfDiagonalBlock(r, a, tmp, I);
-            io_.Store(ws_.AinvCol(I), r, S, S, S);
-            Duplicate(tmp, 0.0f, S * C);
-            PipeFence<HardEvent::V_S>();
-            for (uint32_t i = 0; i < S; ++i) tmp.SetValue(i * C + I * S + i, beta_.GetValue(I * S + i));
-            PipeFence<HardEvent::S_V>();
-            io_.Store(ws_.Get(KDA6_D_BETA)[I * S * C], tmp, S, C, C);
-        }
-        io_.Load(off, ws_.Get(KDA6_A_QK_OFF), 1, offElems, offElems);
-        io_.Load(off4, ws_.Get(KDA6_A_QK_OFF4), 1, off4Elems, off4Elems);
-        PipeFence<HardEvent::V_S>();
-        for (uint32_t b = 0; b < half; ++b) {
-            const uint32_t I = sub_ * half + b;
-            Assemble(a, off, off4, qkSums_, b, I, false);
-            PipeFence<HardEvent::S_V>();
-            io_.Store(ws_.Get(KDA6_QA)[I * S * td.qaCols + td.stateParts * td.dk], a, S, C, td.qaCols);
-        }
-    }
-    // Rows I*16 .. I*16+16 of A_kk (kk: strictly lower, times beta) or A_qk (lower, diagonal included), [16, C].
-    __aicore__ inline void Assemble(const LocalTensor<float>& a, const LocalTensor<float>& off,
-                                    const LocalTensor<float>& off4, const LocalTensor<float>& sums, uint32_t b,
-                                    uint32_t I, bool kk)
-    {
-        const KdaChunkV6TilingData& td = *td_;
-        const uint32_t C = td.chunk, S = td.sub, s = td.micro, perBlock = s * (s + 1) / 2 * 8;
-        PipeFence<HardEvent::V_S>();                   // `a` was last read by vector instructions (a store)
-        for (uint32_t i = 0; i < S; ++i) {
-            const uint32_t gi = I * S + i, am = i / s;
-            const float scale = kk ? beta_.GetValue(gi) : 1.0f;
-            for (uint32_t c = 0; c < C; ++c) {
-                float v = 0.0f;
-                if (c < gi || (!kk && c == gi)) {
-                    if (c / S < I) {                                       // a 16-wide block left of the diagonal
-                        v = off.GetValue(PairStart(I) * S * S + i * I * S + c);
-                    } else if ((c % S) / s < am) {                         // a 4-wide block inside sub-chunk I
-                        v = off4.GetValue((I * td.pairs4 + PairStart(am)) * s * s + (i % s) * am * s + c % S);
-                    } else {                                               // the micro-diagonal block
-                        v = sums.GetValue((b * td.micros + am) * perBlock + SumSlot(i % s, c % s));
-                    }
-                }
-                a.SetValue(i * C + c, v * scale);
-            }
-        }
-    }
-    // (I + A)^-1 of the strictly lower diagonal block of A (rows I*16.., in `a` [16, C]) by forward substitution,
-    // row by row: R[i, :] = e_i - sum_{k<i} A[i, k] R[k, :] (16-wide vector rows).
-    __aicore__ inline void InverseOfDiagonalBlock(const LocalTensor<float>& r, const LocalTensor<float>& a,
-                                                  const LocalTensor<float>& tmp, uint32_t I)
-    {
-        const uint32_t S = td_->sub, C = td_->chunk;
-        Duplicate(r, 0.0f, S * S);
-        PipeFence<HardEvent::V_S>();
-        for (uint32_t i = 0; i < S; ++i) r.SetValue(i * S + i, 1.0f);
-        PipeFence<HardEvent::S_V>();
-        for (uint32_t i = 1; i < S; ++i) {
-            for (uint32_t k = 0; k < i; ++k) {
-                Muls(tmp, r[k * S], a.GetValue(i * C + I * S + k), S);
-                Sub(r[i * S], r[i * S], tmp, S);
             }
         }
     }
