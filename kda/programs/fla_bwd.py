@@ -24,7 +24,7 @@ from npusim.model.schedule import CHUNKS, SEQUENTIAL, Design, Pass
 
 from kda.programs.fla import FLA
 from kda.programs.v4 import block_pairs, sub_chunks
-from kda.programs.v4_bwd import blocks, intra_matrix_gradients, safe_factors, state_terms
+from kda.programs.v4_bwd import blocks, intra_matrix_gradients, off_diagonal_gradients, safe_factors, state_terms
 
 
 @phase_program("fla.bwd_dv_local", returns=("dV_local",))
@@ -119,14 +119,9 @@ def bwd_intra(npu, Q, K, V, gc, beta, A_inv, H, V_new, dVp, dS_end, dO, scale):
     npu.keep(XL_d, Z_kk_d, X_qk_d, Z_qk_d, end_terms, dK_end, dbeta_M)
 
     with npu.cube("off_diagonal"):
-        dL_off = blocks(dL_neg, n, S_)[..., pair_i, pair_j, :, :]
-        dAqk_off = blocks(dA_qk, n, S_)[..., pair_i, pair_j, :, :]
-        X_kk_off = torch.stack([torch.cat([dL_off[..., p, :, :] for p in ps], -1) @
-                                torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
-        X_qk_off = torch.stack([torch.cat([dAqk_off[..., p, :, :] for p in ps], -1) @
-                                torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
-        T_off = (torch.cat([dL_off.mT, dAqk_off.mT], -1) @
-                 torch.cat([Kb_left_neg[..., left_of_pair, :, :], Q_left[..., left_of_pair, :, :]], -2))
+        X_kk_off, X_qk_off, T_off = off_diagonal_gradients(
+            dL_neg=dL_neg, dA_qk=dA_qk, n=n, S=S_, pair_i=pair_i, pair_j=pair_j, rows_of=rows_of, K_right=K_right,
+            Kb_left_neg=Kb_left_neg, Q_left=Q_left, left_of_pair=left_of_pair)
     npu.sync(X_kk_off, X_qk_off, T_off)                                                     # ④
 
     with npu.vec("gradients"):

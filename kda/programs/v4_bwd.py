@@ -69,6 +69,22 @@ def intra_matrix_gradients(*, dVp, V, KS_neg, R, M, dO, Vp, dS):
     return dM, dL_neg, dA_qk, dK_decay
 
 
+def off_diagonal_gradients(*, dL_neg, dA_qk, n, S, pair_i, pair_j, rows_of, K_right, Kb_left_neg, Q_left,
+                           left_of_pair):
+    """The 16-wide off-diagonal blocks' gradients: the left ones per row block, X_kk_off and X_qk_off
+    [.., n - 1, S, K] (each row block's pairs (I, J) summed), and the right ones per pair, T_off [.., pairs, S, K]
+    (for dL and dA_qk side by side)."""
+    dL_off = blocks(dL_neg, n, S)[..., pair_i, pair_j, :, :]
+    dAqk_off = blocks(dA_qk, n, S)[..., pair_i, pair_j, :, :]
+    X_kk_off = torch.stack([torch.cat([dL_off[..., p, :, :] for p in ps], -1) @
+                            torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
+    X_qk_off = torch.stack([torch.cat([dAqk_off[..., p, :, :] for p in ps], -1) @
+                            torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
+    T_off = (torch.cat([dL_off.mT, dAqk_off.mT], -1) @
+             torch.cat([Kb_left_neg[..., left_of_pair, :, :], Q_left[..., left_of_pair, :, :]], -2))
+    return X_kk_off, X_qk_off, T_off
+
+
 def safe_factors(Q, K, gc, beta, scale):
     """The forward operands a backward chunk recomputes, every exponent <= 0 (v4's 16-wide reference points):
     Gamma, K_scaled (and its negative), Qs, Q_scaled, gc_C, decay_to_end, K_decay, gamma_C, the sub-chunk
@@ -187,14 +203,9 @@ def kda_chunk_v4_bwd(npu, Q, K, V, g, beta, H, dO, dS, scale):
 
     # Phase D3: Cube, the off-diagonal blocks' gradients: left per row block, right per pair
     with npu.cube("D3"):
-        dL_off = blocks(dL_neg, n, S_)[..., pair_i, pair_j, :, :]
-        dAqk_off = blocks(dA_qk, n, S_)[..., pair_i, pair_j, :, :]
-        X_kk_off = torch.stack([torch.cat([dL_off[..., p, :, :] for p in ps], -1) @
-                                torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
-        X_qk_off = torch.stack([torch.cat([dAqk_off[..., p, :, :] for p in ps], -1) @
-                                torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
-        T_off = (torch.cat([dL_off.mT, dAqk_off.mT], -1) @
-                 torch.cat([Kb_left_neg[..., left_of_pair, :, :], Q_left[..., left_of_pair, :, :]], -2))
+        X_kk_off, X_qk_off, T_off = off_diagonal_gradients(
+            dL_neg=dL_neg, dA_qk=dA_qk, n=n, S=S_, pair_i=pair_i, pair_j=pair_j, rows_of=rows_of, K_right=K_right,
+            Kb_left_neg=Kb_left_neg, Q_left=Q_left, left_of_pair=left_of_pair)
     npu.sync(X_kk_off, X_qk_off, T_off)                                                     # ⑥
 
     # Phase E3: Vec, the off-diagonal blocks added, the decays and the sums: dQ, dK, dg
