@@ -6,7 +6,7 @@
     checks.py        its options checked after parsing: bounds, conflicts, --seqlens/--set/--inputs
     jsonout.py       JSON without Infinity or NaN (null instead)
     run_backward.py  python -m kda.run --backward
-    trace_out.py     a run's Chrome trace written, cut to --trace-window (forward and backward)
+    trace_out.py     a run's Chrome trace, only the part written built (forward and backward)
     attribution.py   python -m kda.attribution
     stability.py     python -m kda.stability
     validate.py      python -m kda.validate

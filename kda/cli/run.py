@@ -18,7 +18,8 @@ from npusim.output.files import same_file
 from kda.cli import jsonout
 from kda.cli.checks import check_args, check_inputs_seqlens, given, load_inputs
 from kda.cli.common import fail, progress
-from kda.cli.run_options import build_parser, settings_from_args
+from kda.cli.run_options import build_parser, kept_unasked, settings_from_args
+from kda.cli.trace_out import untraced
 from kda.driver.checks import KdaInputError
 from kda.programs import DEFAULT_DESIGN, DESIGNS, resolve
 from kda.settings import Settings
@@ -99,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
             stopped = None
     except KeyboardInterrupt:
         pass
+    if results and not kept_unasked(args):   # a trace kept only for the files: the report a run without them prints
+        results = [untraced(r) for r in results]
     if results:
         try:
             with sigint_held():               # the report goes out whole, not cut by a Ctrl-C
@@ -220,6 +223,11 @@ def _check_outputs(args) -> str | None:
                 files.check_writable(flag, path)
         except files.OutputError as err:
             return str(err)
+    from npusim.output import perfetto_trace
+    if args.trace is not None and args.trace.suffix.lower() in perfetto_trace.SUFFIXES:
+        if not perfetto_trace.available():
+            return (f"--trace {args.trace}: Perfetto's protobuf format needs the perfetto package "
+                    f"(pip install perfetto); a .json trace needs nothing")
     if args.trace_window is not None:
         if args.trace is None:
             return "--trace-window cuts the trace: it needs --trace OUT.json"

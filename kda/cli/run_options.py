@@ -148,7 +148,8 @@ def _output(g) -> None:
     g.add_argument("--serial", action="store_true", help="show the serial (no overlap) timeline as the main one")
     g.add_argument("--trace", type=Path, metavar="OUT.json",
                    help="write a Chrome trace (Perfetto, chrome://tracing) of the pipelined run, or of the serial "
-                   "one with --serial; --version all puts every version in one file")
+                   "one with --serial; --version all puts every version in one file; OUT.pftrace writes Perfetto's "
+                   "protobuf format instead (needs the perfetto package: docs/how-to/traces.md)")
     g.add_argument("--plot", type=Path, metavar="OUT.png",
                    help="write a Gantt chart (.png, .svg or .pdf) of the pipelined run, or the serial one with "
                    "--serial; --version all stacks the versions on one time axis")
@@ -158,7 +159,8 @@ def _output(g) -> None:
                    "and ratios (docs/how-to/traces.md)")
     g.add_argument("--trace-window", metavar="START:END", help="with --trace: only the events that overlap "
                    "this window, in us from the first node's start (either end may be left out, e.g. 0:200 or "
-                   "500:); without it, a trace over ~100 MB holds its first ~100 MB of events (0: all of it)")
+                   "500:); without it, a trace over ~100 MB holds the work items (whole chunks) that start in its first ~100 MB, "
+                   "every hand-off's arrow with both ends (0: all of it)")
 
 
 def in_kernel_options(args) -> tuple[str, ...]:
@@ -201,6 +203,12 @@ def settings_from_args(args, inputs: KdaInputs | None = None) -> Settings:
 # Beyond this many trace events a run keeps no trace unless --trace or --plot asks for one: the overlap
 # metrics need it, but a million-event trace costs more than the replay itself.
 MAX_KEPT_EVENTS = 500_000
+
+
+def kept_unasked(args) -> bool:
+    """Whether the run keeps its trace though no --trace, --plot or --op-summary asks (it is small enough):
+    only then does its report show the overlap metrics, with those options or without."""
+    return _events(args) <= MAX_KEPT_EVENTS
 
 
 def _events(args) -> int:

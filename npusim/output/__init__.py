@@ -7,8 +7,11 @@
     critical_path.py  the chain of events that sets a run's makespan
     chrome_trace.py   Chrome Trace Event JSON (Perfetto, MindStudio Insight) of runs and designs
     trace_events.py   the trace events of one pass's run
+    trace_flows.py    its hand-offs' arrows (flow events) and their ends
     pipe_trace.py     the data-movement segments as traces and Gantt charts draw them
-    trace_file.py     writing a trace, cutting it to a window (by default a large one to its first part)
+    trace_part.py     which part of a trace is built: a time window, or whole work items
+    perfetto_trace.py the same events in Perfetto's protobuf format (the optional perfetto package)
+    trace_file.py     writing a trace, sizing it before it is built (a large one to its first whole items)
     op_summary.py     a run in msprof's columns: a row per pass and per pass and core
     files.py          files a command writes: checked before the long part, written whole or not at all
 """

@@ -15,48 +15,108 @@ there is the item's index.
 """
 from __future__ import annotations
 
+import itertools
 import json
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
 from npusim.model.engine import Run
 from npusim.model.multipass import DesignRun
 from npusim.model.schedule import BARRIER, CHUNKS
+from npusim.model.trace import Trace
 from npusim.output import files
-from npusim.output.trace_events import PID_STRIDE, meta_event, run_events, run_meta, to_ns, x_event
+from npusim.output.trace_events import item_firsts, meta_event, run_events, run_meta, to_ns, x_event
+from npusim.output.trace_part import PID_STRIDE, Part, marked
 
 Runs = Run | DesignRun | Sequence[Run] | Sequence[DesignRun]
 
 
 def build(runs: Runs, labels: Sequence[str] | None = None, heads: int | None = None,
-          metadata: dict | None = None, design_axis: bool | None = None) -> dict:
+          metadata: dict | None = None, design_axis: bool | None = None, part: Part | None = None) -> dict:
     """The trace of one run or several (e.g. one per version, each its own group of processes): pass runs
     (`Run`), or designs' runs (`DesignRun`), drawn on the designs' time axis when `design_axis`, by default
     when one of them has several passes.
 
     labels: a name per run or design (default: the program or design name, and "serial" for a serial run);
-    heads: sequences per batch element, to give batch and head indices beside the flat sequence."""
+    heads: sequences per batch element, to give batch and head indices beside the flat sequence;
+    part: only that part of the trace (trace_part.py), built without the rest."""
     items = [runs] if isinstance(runs, (Run, DesignRun)) else list(runs)
     if not items:
         raise ValueError("no run to trace")
     if all(isinstance(x, Run) for x in items):
-        return _runs_trace(items, labels, heads, metadata)
+        trace = _runs_trace(items, labels, heads, metadata, part)
+    else:
+        if design_axis is None:
+            design_axis = any(len(dr.passes) > 1 for dr in items)
+        trace = _design_trace(items, labels, heads, part) if design_axis else \
+            _runs_trace([dr.passes[0].run for dr in items], labels, heads, metadata, part)
+    return trace if part is None else marked(trace, part)
+
+
+def item_sizes(runs: Runs, heads: int | None = None, design_axis: bool | None = None,
+               probe: int = 256) -> tuple[list[tuple[float, int]], list[float], int]:
+    """What a part of whole work items of the trace `build` makes would weigh, before it is built: every
+    work item as (the file's time of its first phase, the index of its pass's run), in time order; the JSON
+    bytes per item of each pass's run, measured on the events of its first `probe` items; and the bytes
+    every part holds (the names of processes and threads)."""
+    items: list[tuple[float, int]] = []
+    per_item: list[float] = []
+    fixed = 0
+    for v, run in enumerate(_pass_runs(runs, design_axis)):
+        firsts = item_firsts(run)
+        items += [(ts, v) for ts in firsts.values()]
+        if not firsts:
+            per_item.append(0.0)
+            continue
+        first = sorted(firsts, key=firsts.__getitem__)[:probe]
+        events = run_events(_items_run(run, set(first)), "probe", v * PID_STRIDE, heads, itertools.count(1))
+        fixed += len(_dumps([e for e in events if e["ph"] == "M"]).encode())
+        per_item.append(len(_dumps([e for e in events if e["ph"] != "M"]).encode()) / len(first))
+    items.sort()
+    return items, per_item, fixed
+
+
+def _items_run(run: Run, keys: set[tuple[int, int]]) -> Run:
+    """The run with only the events of the work items `keys` (sequence, chunk), and the workspace samples
+    up to their last end: a small run whose trace weighs what theirs does in the whole."""
+    tr = run.traced()
+    rows = [i for i, k in enumerate(zip(tr.seq, tr.chunk)) if k in keys]
+    end = max(tr.end[i] for i in rows)
+    small = Trace(tr.template, occupancy=[o for o in tr.occupancy if o[0] <= end])
+    for i in rows:
+        small.add(tr.node[i], tr.core[i], tr.seq[i], tr.chunk[i], tr.start[i], tr.busy_end[i], tr.end[i],
+                  tr.nbytes[i], tr.slot[i], tr.stretch[i])
+    return replace(run, trace=small, makespan_us=end)
+
+
+def _pass_runs(runs: Runs, design_axis: bool | None) -> list[Run]:
+    """The runs whose events `build` writes, in its order (a design's passes shifted onto its time axis)."""
+    items: list = [runs] if isinstance(runs, (Run, DesignRun)) else list(runs)
+    if all(isinstance(x, Run) for x in items):
+        return items
+    drs: list[DesignRun] = items
     if design_axis is None:
-        design_axis = any(len(dr.passes) > 1 for dr in items)
+        design_axis = any(len(dr.passes) > 1 for dr in drs)
     if not design_axis:
-        return _runs_trace([dr.passes[0].run for dr in items], labels, heads, metadata)
-    return _design_trace(items, labels, heads)
+        return [dr.passes[0].run for dr in drs]
+    return [run for dr in drs for run in dr.shifted_runs()]
+
+
+def _dumps(obj) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def write(path: str | Path, runs: Runs, **kwargs) -> dict:
     """Build the trace (see `build`) and write it as JSON; returns it."""
     trace = build(runs, **kwargs)
-    files.write_text("--trace", path, json.dumps(trace, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
+    files.write_text("--trace", path, _dumps(trace))
     return trace
 
 
-def _runs_trace(runs: list[Run], labels: Sequence[str] | None, heads: int | None, metadata: dict | None) -> dict:
+def _runs_trace(runs: list[Run], labels: Sequence[str] | None, heads: int | None, metadata: dict | None,
+                part: Part | None = None) -> dict:
     for r in runs:
         if r.trace is None:
             raise ValueError("the run has no trace: simulate it with trace=True")
@@ -65,7 +125,7 @@ def _runs_trace(runs: list[Run], labels: Sequence[str] | None, heads: int | None
     events: list[dict] = []
     flow_ids = iter(range(1, 1 << 62))
     for v, (run, label) in enumerate(zip(runs, labels)):
-        events += run_events(run, label if len(runs) > 1 else None, v * PID_STRIDE, heads, flow_ids)
+        events += run_events(run, label if len(runs) > 1 else None, v * PID_STRIDE, heads, flow_ids, part)
     # names first, then by time, a parent slice before the children that start with it: readers that keep
     # the file's order among equal timestamps then open the parent first
     events.sort(key=_order)
@@ -82,7 +142,8 @@ def _order(e: dict) -> tuple:
     return (e["ph"] != "M", e.get("ts", 0.0), -e.get("dur", 0.0))
 
 
-def _design_trace(drs: list[DesignRun], labels: Sequence[str] | None, heads: int | None) -> dict:
+def _design_trace(drs: list[DesignRun], labels: Sequence[str] | None, heads: int | None,
+                  part: Part | None = None) -> dict:
     """Every pass of every design on the design's time axis, and a schedule process per design."""
     labels = list(labels) if labels is not None else [d.design.name for d in drs]
     runs, run_labels = [], []
@@ -92,10 +153,11 @@ def _design_trace(drs: list[DesignRun], labels: Sequence[str] | None, heads: int
                 raise ValueError(f"{label}: pass {p.pass_.name!r} has no trace: replay it with trace=True")
             runs.append(run)
             run_labels.append(f"{label} · {p.pass_.name}" if len(dr.passes) > 1 else label)
-    trace = _runs_trace(runs, run_labels if len(runs) > 1 else None, heads, None)
+    trace = _runs_trace(runs, run_labels if len(runs) > 1 else None, heads, None, part)
     pid = len(runs) * PID_STRIDE + 1
     for dr, label in zip(drs, labels):
-        trace["traceEvents"] += schedule_events(dr, label, pid)
+        trace["traceEvents"] += [e for e in schedule_events(dr, label, pid) if part is None or e["ph"] == "M"
+                                 or part.overlaps(e["ts"], e["dur"])]
         pid += 1
     trace["traceEvents"].sort(key=_order)
     trace["metadata"]["time_origin"] = "0 = the first launch starts: launches and barriers are drawn"

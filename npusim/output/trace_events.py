@@ -11,11 +11,9 @@ Layout (one process per AI core, and per run when several runs share a file):
   - where the profile gives the core's pipes: threads Cube MTE2, Cube FixPipe, Vec MTE2, Vec MTE3 with each
     tile's load or store, and counter tracks of what the phases hold in UB (per AIV) and L1 against their
     capacity (pipe_trace.py).
-  - an arrow per hand-off from the producing phase to the consuming one, and one per state hand-off from
-    the phase that makes the state to the next chunk's reader. A Perfetto flow binds one id per slice, and a
-    phase both receives and sends, so each phase slice holds small child slices, one per arrow end (at its
-    start for arrows in, at its end for arrows out, on Cube or Vec0), named with the hand-off's tensors
-    and bytes; flow_out sits on the producer's child, flow_in on the consumer's (v2 flow events).
+  - an arrow per hand-off and per state hand-off, its ends child slices of the phases (trace_flows.py).
+
+With a part (trace_part.py), only the part's events are made, the same ones the whole trace cut holds.
 
 Times are in microseconds from the first node's start (the launch overhead is in the metadata, not drawn),
 on a 1 ns grid. Readers that convert ts x 1000 to integer nanoseconds by truncation (Perfetto does) would
@@ -29,12 +27,14 @@ from typing import Iterator, TypeVar
 
 from npusim.model.engine import PHASE, STATE, SYNC, Run
 from npusim.output.pipe_trace import chrome_events
+from npusim.output.trace_flows import anchors, flow_ends
+from npusim.output.trace_part import Part
 from npusim.record.graph import CUBE, VEC, StateSpec
 
 UNIT_NAME = {CUBE: "Cube", VEC: "Vec"}
 LINK_NAME = {"link:vec->cube": "link Vec→Cube", "link:cube->vec": "link Cube→Vec"}
-PID_STRIDE = 1000                  # pid = 1 + run index x PID_STRIDE + core
 KIB = 1024
+NEAR_US = 0.01                     # a phase this far outside a time window has no event inside it
 
 
 def run_meta(run: Run, label: str) -> dict:
@@ -90,25 +90,37 @@ def _lanes(intervals: list[tuple[int, int, _Item]]) -> list[tuple[int, _Item]]:
     return out
 
 
-def run_events(run: Run, label: str | None, pid_base: int, heads: int | None, flow_ids: Iterator[int]) -> list[dict]:
+def run_events(run: Run, label: str | None, pid_base: int, heads: int | None, flow_ids: Iterator[int],
+               part: Part | None = None) -> list[dict]:
     """Every event of one run, in the file's order before sorting: phases (with their arrow ends), hand-offs
-    on link lanes, the workspace's slots and occupancy, the pipes, then the names of processes and threads."""
-    r = _RunEvents(run, label, pid_base, heads)
-    ends_in, ends_out = r.flow_ends(flow_ids)
+    on link lanes, the workspace's slots and occupancy, the pipes, then the names of processes and threads.
+    With `part`, only the events of that part (trace_part.py), the same ones that cutting the whole gives."""
+    r = _RunEvents(run, label, pid_base, heads, part)
+    ends_in, ends_out = flow_ends(r, flow_ids)
     out = r.phase_events(ends_in, ends_out)
     out += r.link_events()
     out += r.workspace_events()
-    out += _counters(run, r.pid_of, r.slot_names, r.next_tid)
-    pipe_events, pipe_names = chrome_events(run, r.pid_of, r.next_tid + 1, x_event, to_ns, to_ts)  # MTE / FixPipe
+    out += _counters(run, r.pid_of, r.slot_names, r.next_tid, part)
+    pipe_events, pipe_names = chrome_events(run, r.pid_of, r.next_tid + 1, x_event, to_ns, to_ts,
+                                            part=part, items=r.held)     # MTE / FixPipe
     return out + pipe_events + r.name_events(pipe_names)
+
+
+def item_firsts(run: Run) -> dict[tuple[int, int], float]:
+    """Each work item (sequence, chunk) of the run -> the file's time of its first phase's start."""
+    firsts: dict[tuple[int, int], float] = {}
+    for e in run.traced().events():                    # in time order: an item's first phase first
+        if e.kind == PHASE and (e.seq, e.chunk) not in firsts:
+            firsts[(e.seq, e.chunk)] = to_ts(to_ns(e.start))
+    return firsts
 
 
 class _RunEvents:
     """What the sections of one run's events share: its nodes and events, the tracks (a tid per track, the
     same on every core) and the processes (a pid per core)."""
 
-    def __init__(self, run: Run, label: str | None, pid_base: int, heads: int | None):
-        self.run, self.label, self.heads = run, label, heads
+    def __init__(self, run: Run, label: str | None, pid_base: int, heads: int | None, part: Part | None):
+        self.run, self.label, self.heads, self.part = run, label, heads, part
         self.tpl = tpl = run.template
         self.g, self.nodes = tpl.graph, tpl.nodes
         self.n_vec = run.profile.chip.vec_per_core
@@ -127,6 +139,31 @@ class _RunEvents:
         self.pid_of = {c: pid_base + 1 + c for c in self.cores}
         self.link_tids: dict = {}
         self.ws_tids: dict = {}
+        self.held: set[tuple[int, int]] | None = None          # a part of whole items: the items it holds
+        if part is not None and part.whole_items:
+            self.held = {k for k, ts in item_firsts(run).items() if part.holds_item(ts)}
+
+    def keep_at(self, s: int, e: int | None = None) -> bool:
+        """An event from `s` to `e` ns (a counter sample: at `s`) is in the part, by the time rule."""
+        return self.part is None or self.part.overlaps(to_ts(s), 0.0 if e is None else _dur(e - s))
+
+    def keep(self, seq: int, chunk: int, s: int, e: int) -> bool:
+        """An event of the work item (seq, chunk) from `s` to `e` ns is in the part."""
+        if self.held is not None:
+            return (seq, chunk) in self.held
+        return self.keep_at(s, e)
+
+    def keep_event(self, ev: dict) -> bool:
+        """A made event is in the part, by the time rule."""
+        return self.part is None or self.part.overlaps(ev["ts"], ev.get("dur", 0.0))
+
+    def near(self, seq: int, chunk: int, start: float, end: float) -> bool:
+        """Whether a phase of the item from `start` to `end` us may hold an event of the part."""
+        if self.part is None:
+            return True
+        if self.held is not None:
+            return (seq, chunk) in self.held
+        return start <= self.part.end + NEAR_US and end >= self.part.start - NEAR_US
 
     def seq_args(self, seq: int) -> dict:
         d = {"sequence": seq}
@@ -137,56 +174,6 @@ class _RunEvents:
     def tag(self, chunk: int, seq: int) -> str:
         return f"[s{seq} c{chunk}]" if self.many else f"[c{chunk}]"
 
-    def flow_ends(self, flow_ids: Iterator[int]) -> tuple[dict, dict]:
-        """Each hand-off's arrow, and each state hand-off's: phase event -> [(flow id, text, cat, args)] of
-        the arrows it receives, and of those it sends."""
-        ends_in, ends_out = defaultdict(list), defaultdict(list)
-        for prod, cons, text, cat, args in self._syncs() + self._states():
-            fid = next(flow_ids)
-            ends_out[id(prod)].append((fid, text, cat, args))
-            ends_in[id(cons)].append((fid, text, cat, args))
-        return ends_in, ends_out
-
-    def _syncs(self) -> list[tuple]:
-        nodes, at = self.nodes, self.at
-        flows: list[tuple] = []
-        syncs = {s.name: s for s in self.g.syncs}
-        for e in self.events:
-            nd = nodes[e.index]
-            if nd.kind != SYNC:
-                continue
-            s = syncs[nd.name]
-            prod = at[(e.seq, e.chunk, nd.deps[0])]
-            for c in self.consumers[e.index]:
-                rides = e.nbytes - nd.nbytes_first if e.chunk > 0 else 0
-                args = {"sync": nd.label, "direction": s.direction, "tensors": list(s.tensors),
-                        "bytes": e.nbytes, "state_bytes_riding": rides, "producer": s.producer,
-                        "consumer": nodes[c].name, "chunk": e.chunk, **self.seq_args(e.seq)}
-                text = f"{nd.label} {', '.join(s.tensors)}{' + S' if rides else ''} · {e.nbytes / KIB:g} KiB"
-                flows.append((prod, at[(e.seq, e.chunk, c)], text, "sync", args))
-        return flows
-
-    def _states(self) -> list[tuple]:
-        st, nodes, at = self.g.state, self.nodes, self.at
-        flows: list[tuple] = []
-        if st is None:
-            return flows
-        for a, b in self.tpl.state_edges:
-            if nodes[b].kind == PHASE:                # the same unit keeps it: no hand-off
-                continue
-            how = f"rides on {nodes[b].label}" if nodes[b].kind == SYNC else "its own hand-off"
-            for e in self.events:
-                if e.index != b or e.chunk == 0:
-                    continue
-                prod = at[(e.seq, e.chunk - 1, a)]
-                for c in self.consumers[b]:
-                    args = {"state": f"{st.output_name} -> {st.input_name}", "bytes": st.nbytes, "how": how,
-                            "producer": nodes[a].name, "consumer": nodes[c].name,
-                            "from_chunk": e.chunk - 1, "chunk": e.chunk, **self.seq_args(e.seq)}
-                    text = f"S {st.output_name}→{st.input_name} · {st.nbytes / KIB:g} KiB ({how})"
-                    flows.append((prod, at[(e.seq, e.chunk, c)], text, "state", args))
-        return flows
-
     def phase_events(self, ends_in: dict, ends_out: dict) -> list[dict]:
         """A slice per phase on its unit's track (on every Vector unit for a Vector phase), with its arrow ends."""
         nodes, at, tids, n_vec, out = self.nodes, self.at, self.tids, self.n_vec, []
@@ -196,6 +183,10 @@ class _RunEvents:
             if nd.kind != PHASE:
                 continue
             p = phases[nd.name]
+            if p.unit not in (CUBE, VEC):
+                tids.setdefault(("unit", p.unit), 100 + len(tids))
+            if not self.near(e.seq, e.chunk, e.start, e.end):
+                continue
             pid, s, t = self.pid_of[e.core], to_ns(e.start), to_ns(e.end)
             sync_in = sum(at[(e.seq, e.chunk, d)].nbytes for d in nd.deps if nodes[d].kind != PHASE)
             sync_out = sum(at[(e.seq, e.chunk, c)].nbytes for c in self.consumers[e.index] if nodes[c].kind != PHASE)
@@ -211,12 +202,13 @@ class _RunEvents:
             track_tids = [tids[("unit", CUBE)]] if p.unit == CUBE else [tids[("vec", i)] for i in range(n_vec)]
             if p.unit not in (CUBE, VEC):
                 track_tids = [tids.setdefault(("unit", p.unit), 100 + len(tids))]
-            for i, tid in enumerate(track_tids):
+            for i, tid in enumerate(track_tids if self.keep(e.seq, e.chunk, s, t) else []):
                 a = dict(args)
                 if p.unit == VEC:
                     a["vector_unit"] = f"{i} of {n_vec} (the units split the phase and run in lockstep)"
                 out.append(x_event(name, cat, pid, tid, s, t, a))
-            out += _anchors(pid, track_tids[0], s, t, ends_in[id(e)], ends_out[id(e)])
+            ends = anchors(pid, track_tids[0], s, t, ends_in[id(e)], ends_out[id(e)], x_event)
+            out += ends if self.held is not None else [a for a in ends if self.keep_event(a)]
         return out
 
     def link_events(self) -> list[dict]:
@@ -236,6 +228,8 @@ class _RunEvents:
                     tids[key] = self.next_tid
                     self.next_tid += 1
                 self.link_tids[key] = tids[key]
+                if not self.keep(e.seq, e.chunk, to_ns(e.start), to_ns(e.end)):
+                    continue
                 nd = nodes[e.index]
                 if nd.kind == SYNC:
                     s_ = syncs[nd.name]
@@ -264,6 +258,8 @@ class _RunEvents:
             if e.index != tpl.slot_release:
                 continue
             first = self.at[(e.seq, e.chunk, 0)]
+            if not self.keep(e.seq, e.chunk, to_ns(first.start), to_ns(e.end)):
+                continue
             slot = max(e.slot, 0)
             args = {"chunk": e.chunk, **self.seq_args(e.seq),
                     "slot": self.slot_names[slot] if not run.serial else "serial",
@@ -306,27 +302,7 @@ def _slot_names(slots: int) -> list[str]:
     return [base[i] if i < 2 else f"slot{i}" for i in range(max(slots, 1))]
 
 
-def _anchors(pid: int, tid: int, s: int, t: int, ins: list, outs: list) -> list[dict]:
-    """Child slices of a phase slice that carry its arrow ends: arrows in at its start, arrows out at its
-    end, each on its own child (a slice binds one flow). They stay 1 ns inside the phase's end."""
-    m = len(ins) + len(outs)
-    if not m:
-        return []
-    d = t - s
-    w = max(0, min((d - 1) // m, max(1, d // 4))) if d > 1 else 0
-    evs = []
-    for i, (fid, text, cat, args) in enumerate(ins):
-        a = s + i * w
-        evs.append(x_event(f"→ {text}", f"flow-in,{cat}", pid, tid, a, a + w, {**args, "end": "in"},
-                      bind_id=fid, flow_in=True))
-    for j, (fid, text, cat, args) in enumerate(outs):
-        b = (t - 1 - j * w) if w else s
-        evs.append(x_event(f"{text} →", f"flow-out,{cat}", pid, tid, b - w, b, {**args, "end": "out"},
-                      bind_id=fid, flow_out=True))
-    return evs
-
-
-def _counters(run: Run, pid_of: dict[int, int], slot_names: list[str], tid: int) -> list[dict]:
+def _counters(run: Run, pid_of: dict[int, int], slot_names: list[str], tid: int, part: Part | None) -> list[dict]:
     resident = {c: run.template.resident_bytes / KIB * max(run.lanes(c), 1) for c in pid_of}   # one a lane
     values: dict[int, dict[str, float]] = {c: {"resident": resident[c], **{n: 0.0 for n in slot_names}}
                                            for c in pid_of}
@@ -337,14 +313,15 @@ def _counters(run: Run, pid_of: dict[int, int], slot_names: list[str], tid: int)
         if core not in values:
             continue
         values[core][slot_names[min(slot, len(slot_names) - 1)]] = nbytes / KIB
-        samples[(core, to_ns(t))] = dict(values[core])       # the last value at an instant wins
+        if part is None or to_ts(to_ns(t)) <= part.end:        # a later sample is past the part
+            samples[(core, to_ns(t))] = dict(values[core])   # the last value at an instant wins
     end = to_ns(run.makespan_us)
     for c in pid_of:
         samples.setdefault((c, end), dict(values[c]))
     out: list[dict] = []
     last: dict[int, dict] = {}
     for (c, ns), v in sorted(samples.items()):
-        if last.get(c) != v or ns == end:                  # only changes, and the end of the run
+        if (last.get(c) != v or ns == end) and (part is None or part.overlaps(to_ts(ns))):   # only changes, and the end
             out.append({"name": "workspace KiB", "ph": "C", "pid": pid_of[c], "tid": tid, "ts": to_ts(ns), "args": v})
         last[c] = v
     return out

@@ -1,8 +1,11 @@
-"""Writing a Chrome trace: its size estimated before it is written, and a cut to a time window.
+"""Writing a Chrome trace: its size estimated before it is written, the part of it a large trace holds, and
+a cut to a time window.
 
-A trace of v6 over 32 heads x 16384 tokens is ~150 MB; `estimate_bytes` counts the events and the bytes of
-a sample of them, so that a command line can warn before it writes (`LARGE_BYTES`), and `window` keeps the
-events that overlap [start, end] us (metadata always: names and sort orders of processes and threads)."""
+A trace of a whole layer is too large to open: `estimate_bytes` counts the events and the bytes of a sample
+of them, so that a command line can warn before it writes (`LARGE_BYTES`); `first_items` picks, from the
+work items' sizes (chrome_trace.item_sizes), the first whole items that stay under a limit, so that only
+they are built; and `window` keeps the events that overlap [start, end] us (metadata always: names and sort
+orders of processes and threads)."""
 from __future__ import annotations
 
 import json
@@ -10,6 +13,7 @@ import math
 from pathlib import Path
 
 from npusim.output import files
+from npusim.output.trace_part import Part, cut
 
 LARGE_BYTES = 100_000_000               # a trace over this gets a warning: Perfetto loads it slowly
 SAMPLE = 2000                           # events whose JSON is measured to estimate the whole file
@@ -48,24 +52,21 @@ def parse_window(text: str) -> tuple[float, float]:
 
 def window(trace: dict, start: float, end: float) -> dict:
     """The trace with only the events that overlap [start, end] us; metadata events all stay."""
-    def keep(e: dict) -> bool:
-        if e.get("ph") == "M" or "ts" not in e:
-            return True
-        t0 = e["ts"]
-        return t0 <= end and t0 + e.get("dur", 0.0) >= start
-    kept = [e for e in trace["traceEvents"] if keep(e)]
-    meta = {**trace.get("metadata", {}), "window_us": [start, None if math.isinf(end) else end]}
-    return {**trace, "traceEvents": kept, "metadata": meta}
+    return cut(trace, Part(start, end))
 
 
-def first_part(trace: dict, size: int, limit: int | None = None) -> tuple[dict, float]:
-    """A trace estimated at `size` bytes cut to its first part of about `limit` bytes (LARGE_BYTES unless
-    given): (the window from 0, its end in us), the end the start of the event that would pass the limit,
-    events in time order."""
-    starts = sorted(e["ts"] for e in trace["traceEvents"] if e.get("ph") != "M" and "ts" in e)
-    keep = max(1, int(len(starts) * (LARGE_BYTES if limit is None else limit) / size))
-    end = starts[min(keep, len(starts) - 1)]
-    return window(trace, 0.0, end), end
+def first_items(items: list[tuple[float, int]], per_item: list[float], limit: int | None = None,
+                fixed: int = 0) -> Part | None:
+    """The part that holds the first whole work items whose bytes, after the `fixed` ones every part holds,
+    stay under `limit` (LARGE_BYTES unless given), at least one; None when all of them do. `items`: (first
+    phase's time, run index) in time order; `per_item`: bytes per item of each run (chrome_trace.item_sizes)."""
+    limit = LARGE_BYTES if limit is None else limit
+    total = float(fixed)
+    for i, (ts, v) in enumerate(items):
+        total += per_item[v]
+        if total > limit:
+            return Part(0.0, items[max(i - 1, 0)][0], whole_items=True)
+    return None
 
 
 def write(path: str | Path, trace: dict, option: str = "--trace") -> None:

@@ -72,11 +72,13 @@ def test_bad_trace_windows_are_one_line(capsys, extra, message):
 
 
 def test_a_large_trace_holds_its_first_part_unless_a_window_is_asked(tmp_path, capsys, monkeypatch):
-    from npusim.output import trace_file
+    from npusim.output import chrome_trace, trace_file
     args = ["--version", "v3", "--chunks", "8", "--no-numerics", "--trace"]
     assert main(args + [str(tmp_path / "all.json"), "--trace-window", "0:"]) == 0
-    every = [e for e in json.loads((tmp_path / "all.json").read_text())["traceEvents"] if e["ph"] != "M"]
-    limit = trace_file.estimate_bytes({"traceEvents": every}) // 4
+    events = json.loads((tmp_path / "all.json").read_text())["traceEvents"]
+    every = [e for e in events if e["ph"] != "M"]
+    names = [e for e in events if e["ph"] == "M"]                  # every part holds them
+    limit = len(json.dumps(names)) + trace_file.estimate_bytes({"traceEvents": every}) // 4
     capsys.readouterr()
     monkeypatch.setattr(trace_file, "LARGE_BYTES", limit)
     assert main(args + [str(tmp_path / "cut.json")]) == 0
@@ -85,9 +87,26 @@ def test_a_large_trace_holds_its_first_part_unless_a_window_is_asked(tmp_path, c
     cut = json.loads((tmp_path / "cut.json").read_text())
     end = cut["metadata"]["window_us"][1]
     kept = [e for e in cut["traceEvents"] if e["ph"] != "M"]
-    # the events that start up to the window's end: about a quarter of them, in time order
-    assert kept == [e for e in every if e["ts"] <= end]
+    # every event of the chunks that start up to the window's end (the arrows' both ends among them), the
+    # counters up to it: about a quarter of the events, in time order
+    chunks = {e["args"]["chunk"] for e in every if e.get("cat", "").startswith("phase") and e["ts"] <= end}
+    assert kept == [e for e in every if (e["args"]["chunk"] in chunks if "chunk" in e["args"] else e["ts"] <= end)]
     assert 0.15 < len(kept) / len(every) < 0.4
+    assert chrome_trace.check(cut) == []
+
+
+def test_a_trace_kept_only_for_its_file_leaves_the_report_as_a_run_without_it(tmp_path, capsys, monkeypatch):
+    from kda.cli import run_options
+    args = ["--version", "v3", "--chunks", "8", "--no-numerics"]
+    assert main(args) == 0
+    small = capsys.readouterr().out
+    assert "Overlap" in small                   # 8 chunks x 20 events: the run keeps its trace unasked
+    monkeypatch.setattr(run_options, "MAX_KEPT_EVENTS", 100)        # now it keeps none unless a file asks
+    assert main(args) == 0
+    plain = capsys.readouterr().out
+    assert main(args + ["--trace", str(tmp_path / "t.json"), "--plot", str(tmp_path / "t.png")]) == 0
+    assert capsys.readouterr().out == plain and "Overlap" not in plain
+    assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
 
 
 def test_a_table_is_its_columns():
