@@ -65,8 +65,8 @@ def interrupt_cases(fx: Path) -> list[tuple]:
     return out
 
 
-def interrupts(fx: Path, quick: bool, log) -> list[dict]:
-    cases = interrupt_cases(fx)
+def interrupts(fx: Path, quick: bool, log, only: str | None = None) -> list[dict]:
+    cases = [c for c in interrupt_cases(fx) if not only or only in c[0]]
     if quick:
         cases = [c for c in cases if c[0] in ("run-all@5s", "sweep-inprocess@6s")]
     results = []
@@ -79,11 +79,13 @@ def interrupts(fx: Path, quick: bool, log) -> list[dict]:
             finished_first = p.poll() is not None
             if not finished_first:
                 os.killpg(p.pid, signal.SIGINT)
+            signalled = time.monotonic()
             try:
-                stdout, stderr = p.communicate(timeout=120)
+                stdout, last_out, stderr = _collect(p, timeout=120)
+                finished_first = finished_first or (p.returncode == 0 and last_out < signalled)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
-                p.communicate()
+                p.wait()
                 results.append(_result(cid, "interrupts", "hang", "still running 120 s after Ctrl-C"))
                 continue
             v, detail = _interrupt_verdict(p.returncode, stdout.decode(errors="replace"),
@@ -93,11 +95,38 @@ def interrupts(fx: Path, quick: bool, log) -> list[dict]:
     return results
 
 
+def _collect(p: subprocess.Popen, timeout: float) -> tuple[bytes, float, bytes]:
+    """The process's stdout, when its last byte came (monotonic clock; -inf if none) and its stderr. A process
+    that exits 0 after a Ctrl-C but had written all of its stdout before the signal was ending, not dropping
+    it (a command that has said all it will ignores a late Ctrl-C while Python shuts down: npusim/command.py).
+    subprocess.TimeoutExpired past `timeout`."""
+    import threading
+    got: dict[str, list] = {"out": [], "err": []}
+    when = [-float("inf")]
+
+    def read(stream, key):
+        while True:
+            data = os.read(stream.fileno(), 65536)
+            if not data:
+                return
+            got[key].append(data)
+            if key == "out":
+                when[0] = time.monotonic()
+    readers = [threading.Thread(target=read, args=(stream, key), daemon=True)
+               for stream, key in ((p.stdout, "out"), (p.stderr, "err"))]
+    for r in readers:
+        r.start()
+    p.wait(timeout=timeout)
+    for r in readers:
+        r.join(timeout=10)
+    return b"".join(got["out"]), when[0], b"".join(got["err"])
+
+
 def _interrupt_verdict(rc, out, err, keep, finished_first, where: Path) -> tuple[str, str]:
     if "Traceback" in err or "Exception ignored" in err:
         return "traceback", [x for x in err.splitlines() if x.strip()][-1]
     if finished_first:
-        return "ok", "finished before the signal"
+        return "ok", "finished before the signal (or while its process was ending)"
     if rc == 0:
         return "silent", "Ctrl-C dropped: the run went on to the end and exited 0"
     if rc != 130:

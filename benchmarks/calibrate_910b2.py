@@ -56,8 +56,10 @@ HOST_PRIORS = {          # the low ends: what one call costs alone on a 910B2 ho
 }
 
 
-def read(path: Path = DATA) -> list[dict]:
-    """The rows of a measurement file, refusing any row of a measured KDA kernel (held out by rule)."""
+def read(path: Path | None = None) -> list[dict]:
+    """The rows of a measurement file (DATA, as it is when called), refusing any row of a measured KDA kernel
+    (held out by rule)."""
+    path = DATA if path is None else path
     with open(path, encoding="utf-8") as f:
         data = list(csv.DictReader(f))
     for i, r in enumerate(data, start=2):
@@ -66,7 +68,7 @@ def read(path: Path = DATA) -> list[dict]:
     return data
 
 
-def rows(path: Path = DATA) -> list[dict]:
+def rows(path: Path | None = None) -> list[dict]:
     return [r for r in read(path) if r["kernel"] == "gdn_pto" and r["held_out"] == "no"]
 
 
@@ -127,7 +129,7 @@ def fit_fields(base, priors: dict, models, measured: list[float]):
     return result
 
 
-def host_pairs(path: Path = DATA) -> list[tuple[dict, dict]]:
+def host_pairs(path: Path | None = None) -> list[tuple[dict, dict]]:
     """(L = 4096, L = 8192) rows of one Triton kernel, stage and H, neither held out."""
     data = [r for r in read(path) if r["kernel"].startswith("gdn_triton") and r["held_out"] == "no"]
     key = lambda r: (r["kernel"], r["stage"], r["shape"].replace("T=4096", "T=*").replace("T=8192", "T=*"))

@@ -8,39 +8,48 @@ mechanism of the calibrated chip switched off in turn, and the per-chunk busy ti
 designs per token-head beside the measured 910B2 kernels (kda/validation/megagdn.csv) and the model's
 prediction for those same kernels. Timing only, each design's numerics probed on a few chunks of the gates
 (`--gates`, Kimi's by default): a design that overflows on them is listed apart, never counted as a winner.
-Deterministic (--seed).
+Deterministic (--seed). Each table says from how many samples on its win shares stay put. The nominal runs, the uncalibrated replays and the mechanisms switched off
+are timed by the compiled event model (npusim/model/whatif/: the event model's figures, as
+tests/studies/test_designs_compiled.py checks), each design's graphs recorded once; the critical paths, which
+need a whole trace, by the event model itself.
 
-    python benchmarks/designs.py --jobs 2      # what designs.md holds: 32 samples, 1M tokens included; 12 min on 2 cores
-    python benchmarks/designs.py --quick --samples 12   # without the 1M-token shape, fewer samples
-    python benchmarks/designs.py --samples 8   # fewer samples (the Kimi layer 8, the 1M-token shape 4, others 4)
+    python benchmarks/designs.py --jobs 1          # what designs.md holds; its header says how long it took
+    python benchmarks/designs.py --quick --samples 20   # without the 1M-token shape, fewer samples
 """
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from designs_why import kernel_rows, mechanisms, ms, per_token_head  # noqa: E402
+
 from npusim import load_profile  # noqa: E402
+
 from kda.driver.inputs import GATES  # noqa: E402
 from kda.programs import DESIGNS  # noqa: E402
 from kda.settings import Settings  # noqa: E402
-from kda.studies.evaluate import evaluate, retime
+from kda.studies.evaluate import VersionResult, evaluate, retime  # noqa: E402
 from kda.studies.probe import probe_results, why_unsafe  # noqa: E402
 from kda.studies.uncertainty import propagate  # noqa: E402
 from kda.views.table import markdown  # noqa: E402
-
-from designs_why import kernel_rows, mechanisms, ms, per_token_head  # noqa: E402
 
 CAL, UNCAL = "ascend-910b2", "ascend-910b2-uncalibrated"
 KIMI = "Kimi layer (1 x 32 heads x 131072)"
 MEGAGDN_SHAPE = "MegaGDN's measured shape (16 x 8192, 32 heads)"
 WHY, KERNELS = "why", "kernels"           # the tasks beside the shapes (and UNCAL: the Kimi layer uncalibrated)
+SAMPLES = 200            # profiles sampled per shape by default: each table says from how many its win shares settle
+UNCAL_SAMPLES = 1000     # on the uncalibrated profile, whose wide ranges leave the shares unsettled for longer
 MIXED = (65536, 32768, 16384, 8192, 4096, 4096, 2048, 1024, 512, 256)
 SHAPES = {     # name -> (Settings fields, the kda.cli.run flags that give it)
     KIMI: (dict(heads=32, tokens=131072), "--heads 32 --tokens 131072"),
@@ -57,10 +66,29 @@ def token_heads(shape: dict) -> int:
     return tokens * shape["heads"]
 
 
+_RECORDED: dict[tuple, VersionResult] = {}      # a design's timing-only result per settings the graphs depend on
+
+
+def timed(version: str, settings: Settings):
+    """evaluate(version, settings) timing only, timed by the compiled event model (the report's figures equal
+    the replay's: tests/studies/test_designs_benchmark.py), the design's graphs recorded once per process:
+    they depend on the chunk size, the head sizes and the types, not on the shape or the interleave."""
+    key = (version, settings.group, replace(settings, batch=1, heads=1, value_heads=None, chunks=1, tokens=None,
+                                           seqlens=None, interleave=1))
+    first = _RECORDED.get(key)
+    if first is None:
+        first = _RECORDED[key] = evaluate(version, settings, compiled=True)
+        return first
+    C = settings.chunk_size
+    ex = replace(first.execution, chunks=max(-(-n // C) for n in (settings.seqlens or (settings.T,))),
+                 seqlens=settings.seqlens)
+    return retime(replace(first, settings=settings, execution=ex, probe=None), first.profile, compiled=True)
+
+
 def record(shape: dict, gates: str = "kimi") -> dict[tuple[str, int], object]:
     """(design, interleave) -> its timing-only result on the calibrated chip (the graph recorded once), with
     the probe of its numerics on `gates` (kda/studies/probe.py)."""
-    recs = {(v, il): evaluate(v, Settings(numerics=False, keep_trace=False, interleave=il, gates=gates, **shape))
+    recs = {(v, il): timed(v, Settings(numerics=False, keep_trace=False, interleave=il, gates=gates, **shape))
             for v in DESIGNS for il in (1, 2)}
     probe_results(recs.values())
     return recs
@@ -73,7 +101,7 @@ def finite_cell(r) -> str:
 
 def on(recs: dict, profile) -> dict:
     """The same recordings replayed on another profile (the graphs do not depend on it)."""
-    return {k: retime(r, profile) for k, r in recs.items()}
+    return {k: retime(r, profile, compiled=True) for k, r in recs.items()}
 
 
 def best_interleave(recs: dict) -> dict[str, object]:
@@ -89,7 +117,7 @@ def shape_section(name: str, shape: dict, flags: str, recs: dict, samples: int, 
     """A shape's table on `profile`: nominal at interleave 1 and 2, the interval and win share at the better
     one. Returns (lines, uncertainty, the results sampled)."""
     best = best_interleave(recs)
-    u = propagate(list(best.values()), samples, seed=seed)
+    u = propagate(list(best.values()), samples, seed=seed, latency_only=True)
     wins, th = u.win_shares(), token_heads(shape)
     cells = []
     for v, r in best.items():
@@ -112,8 +140,32 @@ def shape_section(name: str, shape: dict, flags: str, recs: dict, samples: int, 
            (" < ".join(f"{v} {u.interval(v).median / 1e3:,.1f}" for v in order) + " ms. Fastest in most samples: "
             f"**{max(wins, key=wins.get)}** ({max(wins.values()):.0%})." if wins else "none stays finite.") +
            ("" if not u.apart else " Not counted: " + "; ".join(f"{v} ({w})" for v, w in u.apart.items()) + "."),
-           ""]
+           "", settled(u), ""]
     return out, u, best
+
+
+def settled(u, tolerance: float = 0.02) -> str:
+    """How many samples the win shares need: each share (as Uncertainty.win_shares counts it) from the first n
+    samples against all of them, and the least n from which every one stays within `tolerance` of its final value."""
+    counted = [v for v in u.versions if v not in u.apart]
+    if not counted:
+        return "No design stays finite: no win shares to settle."
+    lat = np.stack([u.latencies[v]["pipelined"] for v in counted])
+    lat = np.where(np.isfinite(lat), lat, np.inf)
+
+    def shares(n: int) -> np.ndarray:
+        best = lat[:, :n].min(axis=0)
+        winners = (lat[:, :n] == best) & np.isfinite(best)
+        return (winners / np.maximum(winners.sum(axis=0), 1)).sum(axis=1) / n
+
+    sizes = [n for n in (10, 20, 50, 100, 200, 500, 1000, 2000) if n < u.samples] + [u.samples]
+    if len(sizes) == 1:
+        return f"Win shares over {u.samples} samples: too few to say from how many on they settle."
+    gaps = {n: float(np.abs(shares(n) - shares(u.samples)).max()) for n in sizes}
+    stable = next(n for n in sizes if all(gaps[m] <= tolerance for m in sizes if m >= n))
+    return (f"Win shares from the first n samples against all {u.samples}, largest change of a share: "
+            + ", ".join(f"n = {n}: {g:.1%}" for n, g in gaps.items() if n < u.samples)
+            + f". Every share stays within {tolerance:.0%} of its final value from n = {stable} on.")
 
 
 def rank_change(cal_u, unc_u) -> list[str]:
@@ -171,41 +223,49 @@ def shape_task(name: str, samples: int, seed: int, gates: str = "kimi") -> dict:
     return dict(name=name, lines=lines, u=u, token_heads=token_heads(shape))
 
 
-def samples_for(name: str, samples: int) -> int:
-    """The Kimi layer and MegaGDN's shape (compared sample by sample with the kernels) get all the samples, the
-    1M-token shape (8x the replay) a quarter, the others half."""
-    return samples if name in (KIMI, UNCAL, WHY, KERNELS, MEGAGDN_SHAPE) else max(4, samples // (4 if "1M" in name else 2))
+def samples_for(name: str, samples: int, uncalibrated: int) -> int:
+    """The profiles a task samples: the uncalibrated profile's wide ranges need more for its win shares to settle;
+    the 1M-token shape (8x the Kimi layer's replay, its shares settled as early as the other shapes') a quarter."""
+    return uncalibrated if name == UNCAL else max(4, samples // 4) if "1M" in name else samples
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="leave out the 1M-token shape")
-    p.add_argument("--samples", type=int, default=32, help="profiles sampled on the Kimi layer (default 32; the "
-                   "1M-token shape a quarter of them, the other shapes half, at least 4)")
+    p.add_argument("--samples", type=int, default=SAMPLES, help=f"profiles sampled on each shape on the calibrated "
+                   f"chip (default {SAMPLES}; the 1M-token shape a quarter of them)")
+    p.add_argument("--uncalibrated-samples", type=int, default=UNCAL_SAMPLES, help="profiles sampled on the Kimi "
+                   f"layer on {UNCAL} (default {UNCAL_SAMPLES})")
     p.add_argument("--seed", type=int, default=0, help="seed of the Latin hypercube (default 0)")
     p.add_argument("--jobs", type=int, default=1, help="shapes run in parallel processes (default 1)")
     p.add_argument("--gates", default="kimi", choices=GATES, help="the gate family the designs' numerics are "
                    "probed on (default kimi: Kimi Linear's -5 sigmoid gate); timing does not depend on it")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "designs.md")
     args = p.parse_args(argv)
-    if args.samples < 4 or args.jobs < 1:
-        p.error(f"--samples must be at least 4 and --jobs at least 1, got {args.samples} and {args.jobs}")
-    t0 = time.perf_counter()
-    cmd = "python benchmarks/designs.py" + (" --quick" if args.quick else "") + \
+    if min(args.samples, args.uncalibrated_samples) < 4 or args.jobs < 1:
+        p.error(f"--samples and --uncalibrated-samples must be at least 4 and --jobs at least 1, got {args.samples}, "
+                f"{args.uncalibrated_samples} and {args.jobs}")
+    t0, load0 = time.perf_counter(), os.getloadavg()[0]
+    cmd = f"python benchmarks/designs.py --jobs {args.jobs}" + (" --quick" if args.quick else "") + \
           (f" --gates {args.gates}" if args.gates != "kimi" else "") + \
-          (f" --samples {args.samples}" if args.samples != 32 else "") + (f" --seed {args.seed}" if args.seed else "")
+          (f" --samples {args.samples}" if args.samples != SAMPLES else "") + \
+          (f" --uncalibrated-samples {args.uncalibrated_samples}" if args.uncalibrated_samples != UNCAL_SAMPLES else "") + \
+          (f" --seed {args.seed}" if args.seed else "")
     names = [n for n in SHAPES if not (args.quick and "1M" in n)]
     slow_first = sorted(names + [UNCAL, WHY, KERNELS], key=lambda n: ("1M" not in n, n != WHY, n != KIMI))
-    tasks = [(n, samples_for(n, args.samples), args.seed, args.gates) for n in slow_first]
+    tasks = [(n, samples_for(n, args.samples, args.uncalibrated_samples), args.seed, args.gates) for n in slow_first]
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
             done = {r["name"]: r for r in pool.map(shape_task, *zip(*tasks))}
     else:
         done = {r["name"]: r for r in map(shape_task, *zip(*tasks))}
+    wall, load1 = time.perf_counter() - t0, os.getloadavg()[0]
     lines = ["# Designs by shape, on the calibrated chip, with intervals", "",
-             f"`{cmd}` (commit {commit()}); `{CAL}` (calibrated) unless said, bf16, timing only. "
-             "Medians and 90 % intervals over profiles drawn from the profile's ranges (Latin hypercube, log-uniform, "
-             f"seed {args.seed}; {args.samples} samples on the Kimi layer, fewer on the others as each table says); "
+             f"`{cmd}` (commit {commit()}): {wall:,.0f} s of wall clock after the imports, on {os.cpu_count()} cores, load average "
+             f"{load0:.1f} at the start and {load1:.1f} at the end. `{CAL}` (calibrated) unless said, bf16, timing "
+             "only. Medians and 90 % intervals over profiles drawn from the profile's ranges (Latin hypercube, "
+             f"log-uniform, seed {args.seed}; {args.samples} samples on each shape, the 1M-token shape "
+             f"{samples_for('1M', args.samples, 0)}, the uncalibrated profile {args.uncalibrated_samples}); "
              "'wins': the share of those samples in which the design is the fastest of those that stay finite on "
              f"gates {args.gates} (each design's numerics probed on 2 chunks of them; the others are not counted).",
              ""]
@@ -215,7 +275,7 @@ def main(argv=None) -> int:
     lines += unc["lines"] + rank_change(kimi["u"], unc["unc_u"]) + why["why"]
     pth = per_token_head(done[KERNELS]["kernels"], kimi["u"], kimi["token_heads"], meg and meg["u"],
                          meg and meg["token_heads"], args.samples)
-    lines += pth + [f"({done[KERNELS]['seconds']:,.0f} s)", "", f"Wall time {time.perf_counter() - t0:,.0f} s."]
+    lines += pth + [f"({done[KERNELS]['seconds']:,.0f} s)", ""]
     print("\n".join(rank_change(kimi["u"], unc["unc_u"]) + pth), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")

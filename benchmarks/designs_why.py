@@ -10,13 +10,15 @@ from pathlib import Path
 import numpy as np
 
 from npusim.fit.uncertainty import interval, sample_profiles, sample_values
+from npusim.model.multipass import templates
 from npusim.output.overlap import analyse
+
 from kda.kernels.registry import model
 from kda.programs import DESIGNS
 from kda.settings import Settings
 from kda.studies.evaluate import evaluate, retime
 from kda.studies.probe import why_unsafe
-from kda.studies.run_json import plans_of
+from kda.studies.timing import time_profiles
 from kda.studies.uncertainty import design_fields
 from kda.views.table import markdown
 
@@ -38,6 +40,7 @@ ABLATIONS = [
     ("sync latency at its low end", "--set sync.latency_us=0.1", dict(sync__latency_us=0.1)),
     ("sync latency at its high end", "--set sync.latency_us=5", dict(sync__latency_us=5.0)),
 ]
+UNCALIBRATED = "`[isa]` off: ascend-910b2-uncalibrated"
 TRACED = ("v3", "v6")        # the two fastest one-pass designs: their critical paths
 TRACE_TOKENS = 16384         # traced at 32 heads x 16384 tokens: the Kimi layer's steady state, an eighth of its events
 
@@ -47,16 +50,40 @@ def ms(r) -> float:
     return r.design_report.latency_us / 1e3
 
 
-def _busy(r) -> dict[str, float]:
+def _plans(r, profile) -> list[tuple]:
+    """(pass name, plan) of every phase of the design's passes on `profile` ("" for a one-pass design): the
+    cost model's plans, which a replay's templates carry (kda/studies/run_json.py plans_of), without the replay."""
+    tpls = templates(r.design, r.execution.pass_graphs, profile, r.settings.state_handoff, r.settings.capacity)
+    single = len(tpls) == 1
+    return [("" if single else p.name, plan) for p, tpl in zip(r.design.passes, tpls) for plan in tpl.plans]
+
+
+def _busy(r, profile) -> dict[str, float]:
     """Busy us per (sequence, chunk) item by unit, summed over the design's phases and passes."""
     out = defaultdict(float)
-    for _, plan in plans_of(r):
+    for _, plan in _plans(r, profile):
         out[plan.unit] += plan.busy_us
     return out
 
 
-def _phases(r) -> dict[tuple[str, str], dict]:
-    return {(pn, pl.phase): pl.to_dict() for pn, pl in plans_of(r)}
+def _phases(r, profile) -> dict[tuple[str, str], dict]:
+    return {(pn, pl.phase): pl.to_dict() for pn, pl in _plans(r, profile)}
+
+
+def ablation_ms(il2: dict, cal, unc) -> dict[str, dict[str, float]]:
+    """Label -> design -> layer latency (ms) with each ABLATION on the calibrated profile (a design's all at once,
+    by the compiled event model: kda/studies/timing.py time_profiles), and on the uncalibrated profile."""
+    labels = [label for label, _, _ in ABLATIONS]
+    profiles = [cal.replace(**changes) if changes else cal for _, _, changes in ABLATIONS]
+    out: dict[str, dict[str, float]] = {label: {} for label in labels + [UNCALIBRATED]}
+    for v, r in il2.items():
+        t = time_profiles(r, profiles, serial=False, bound=False)
+        if t.errors:
+            raise ValueError(f"{v}: {next(iter(t.errors.values()))}")
+        for label, us in zip(labels, t.latency_us):
+            out[label][v] = float(us) / 1e3
+        out[UNCALIBRATED][v] = ms(retime(r, unc, compiled=True))
+    return out
 
 
 def mechanisms(recs: dict, shape: dict, cal, unc) -> list[str]:
@@ -72,34 +99,34 @@ def mechanisms(recs: dict, shape: dict, cal, unc) -> list[str]:
     if len(safe) < len(DESIGNS):
         out[-2] += (f" The ranking column holds only the designs that stay finite on gates "
                     f"{next(iter(il2.values())).settings.gates} (not {', '.join(v for v in DESIGNS if v not in safe)}).")
-    cells, timed = [], {}
-    for label, flags, changes in ABLATIONS + [("`[isa]` off: ascend-910b2-uncalibrated", "--profile ...", None)]:
-        prof = unc if changes is None else cal.replace(**changes) if changes else cal
-        timed[label] = {v: retime(r, prof) for v, r in il2.items()}
-        t = {v: ms(r) for v, r in timed[label].items()}
+    cells, timed = [], ablation_ms(il2, cal, unc)
+    for label, flags, _ in ABLATIONS + [(UNCALIBRATED, "--profile ...", None)]:
+        t = timed[label]
         cells.append((label, f"`{flags}`" if flags.startswith("--set") else "", *(f"{t[v]:,.1f}" for v in DESIGNS),
                       " < ".join(sorted((v for v in t if v in safe), key=t.get))))
     out += [markdown(cells, ("switched off", "flags", *DESIGNS, "ranking")), ""]
-    cal_t, unc_t = timed["as calibrated"], timed["`[isa]` off: ascend-910b2-uncalibrated"]
-    nodep, freecube = timed["dependent-instruction wait off"], timed["MTE1 and FixPipe free (matmul operand loads, drain)"]
+    nodep = cal.replace(**dict(ABLATIONS[1][2]))
+    freecube = cal.replace(**FREE_CUBE_MOVES)
     rows = []
-    for v in DESIGNS:
-        bc, bu, bn, bf = _busy(cal_t[v]), _busy(unc_t[v]), _busy(nodep[v]), _busy(freecube[v])
+    for v, r in il2.items():
+        bc, bu, bn, bf = _busy(r, cal), _busy(r, unc), _busy(r, nodep), _busy(r, freecube)
         rows.append((v, f"{bu['vec']:.2f}", f"{bc['vec']:.2f}", f"{(bc['vec'] - bn['vec']) / bc['vec']:.0%}",
                      f"{bu['cube']:.2f}", f"{bc['cube']:.2f}", f"{(bc['cube'] - bf['cube']) / bc['cube']:.0%}"))
     out += ["Busy time per (sequence, chunk) item, us, summed over the design's phases and passes (each phase's "
             "busy time on its unit: loads, compute and stores as its buffers overlap them; `--json`: `memory[].busy_us`).",
             "", markdown(rows, ("design", "Vector, uncalibrated", "Vector, calibrated", "of it the dependent wait",
                                 "Cube, uncalibrated", "Cube, calibrated", "of it MTE1 + FixPipe")), ""]
-    out += _phase_table(cal_t, unc_t, nodep, ("v3", "v6", "v4"))
+    out += _phase_table(il2, (cal, unc, nodep), ("v3", "v6", "v4"))
     out += _critical(shape, cal, unc)
     return out
 
 
-def _phase_table(cal_t, unc_t, nodep, designs) -> list[str]:
+def _phase_table(il2: dict, profiles: tuple, designs) -> list[str]:
+    """Each phase's busy time on the calibrated and the uncalibrated profile and with the dependent wait off."""
+    cal, unc, nodep = profiles
     rows = []
     for v in designs:
-        pc, pu, pn = _phases(cal_t[v]), _phases(unc_t[v]), _phases(nodep[v])
+        pc, pu, pn = _phases(il2[v], cal), _phases(il2[v], unc), _phases(il2[v], nodep)
         for key, d in pc.items():
             rows.append((v, d["phase"], d["unit"], f"{pu[key]['busy_us']:.2f}", f"{d['busy_us']:.2f}",
                          f"{d['load_us']:.2f}", f"{d['compute_us']:.2f}", f"{pn[key]['busy_us']:.2f}"))

@@ -24,7 +24,7 @@ from npusim.model.schedule import CHUNKS, SEQUENTIAL, Design, Pass
 
 from kda.programs.fla import FLA
 from kda.programs.v4 import block_pairs, sub_chunks
-from kda.programs.v4_bwd import blocks, safe_factors
+from kda.programs.v4_bwd import blocks, intra_matrix_gradients, off_diagonal_gradients, safe_factors, state_terms
 
 
 @phase_program("fla.bwd_dv_local", returns=("dV_local",))
@@ -91,17 +91,13 @@ def bwd_intra(npu, Q, K, V, gc, beta, A_inv, H, V_new, dVp, dS_end, dO, scale):
     npu.keep(KS_neg)
 
     with npu.vec("state_terms"):
-        dQs_S = Gamma * dQ_scaled
-        dK_S = -Gamma * dVS
-        dgc_S = -K_scaled * dVS + Q_scaled * dQ_scaled
-        d_gc_C_S = gamma_C * (S * dS).sum(-1)[..., None, :]
+        dQs_S, dK_S, dgc_S, d_gc_C_S = state_terms(Gamma=Gamma, dQ_scaled=dQ_scaled, dVS=dVS, K_scaled=K_scaled,
+                                                    Q_scaled=Q_scaled, gamma_C=gamma_C, S=S, dS=dS)
     npu.keep(dQs_S, dK_S, dgc_S, d_gc_C_S)
 
     with npu.cube("matrix_products"):
-        dM = torch.cat([dVp, dVp], -1) @ torch.cat([V, KS_neg], -1).mT     # dVp (V - K_scaled S)^T
-        dL_neg = R.mT @ dM @ M.mT                                          # -(gradient of StrictTril(A))
-        dA_qk = dO @ Vp.mT
-        dK_decay = Vp @ dS.mT
+        dM, dL_neg, dA_qk, dK_decay = intra_matrix_gradients(dVp=dVp, V=V, KS_neg=KS_neg, R=R, M=M, dO=dO, Vp=Vp,
+                                                             dS=dS)
     npu.sync(dM, dL_neg, dA_qk, dK_decay)                                                   # ③
     npu.keep(dL_neg, dA_qk)
 
@@ -123,14 +119,9 @@ def bwd_intra(npu, Q, K, V, gc, beta, A_inv, H, V_new, dVp, dS_end, dO, scale):
     npu.keep(XL_d, Z_kk_d, X_qk_d, Z_qk_d, end_terms, dK_end, dbeta_M)
 
     with npu.cube("off_diagonal"):
-        dL_off = blocks(dL_neg, n, S_)[..., pair_i, pair_j, :, :]
-        dAqk_off = blocks(dA_qk, n, S_)[..., pair_i, pair_j, :, :]
-        X_kk_off = torch.stack([torch.cat([dL_off[..., p, :, :] for p in ps], -1) @
-                                torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
-        X_qk_off = torch.stack([torch.cat([dAqk_off[..., p, :, :] for p in ps], -1) @
-                                torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
-        T_off = (torch.cat([dL_off.mT, dAqk_off.mT], -1) @
-                 torch.cat([Kb_left_neg[..., left_of_pair, :, :], Q_left[..., left_of_pair, :, :]], -2))
+        X_kk_off, X_qk_off, T_off = off_diagonal_gradients(
+            dL_neg=dL_neg, dA_qk=dA_qk, n=n, S=S_, pair_i=pair_i, pair_j=pair_j, rows_of=rows_of, K_right=K_right,
+            Kb_left_neg=Kb_left_neg, Q_left=Q_left, left_of_pair=left_of_pair)
     npu.sync(X_kk_off, X_qk_off, T_off)                                                     # ④
 
     with npu.vec("gradients"):

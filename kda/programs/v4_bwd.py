@@ -49,6 +49,42 @@ def blocks(X: torch.Tensor, n: int, S: int) -> torch.Tensor:
     return X.unflatten(-2, (n, S)).unflatten(-1, (n, S)).transpose(-3, -2)
 
 
+def state_terms(*, Gamma, dQ_scaled, dVS, K_scaled, Q_scaled, gamma_C, S, dS):
+    """The state's terms of the chunk's gradients [.., C, K]: dQs_S, dK_S, dgc_S and d_gc_C_S (the last
+    [.., 1, K]), from the state S [.., K, V] and its gradient dS."""
+    dQs_S = Gamma * dQ_scaled
+    dK_S = -Gamma * dVS
+    dgc_S = -K_scaled * dVS + Q_scaled * dQ_scaled
+    d_gc_C_S = gamma_C * (S * dS).sum(-1)[..., None, :]
+    return dQs_S, dK_S, dgc_S, d_gc_C_S
+
+
+def intra_matrix_gradients(*, dVp, V, KS_neg, R, M, dO, Vp, dS):
+    """The gradients of the intra-chunk matrices [.., C, C] (and dK_decay [.., C, K]): dM = dVp (V - K_scaled
+    S)^T, dL_neg = -(the gradient of StrictTril(A)), dA_qk = dO Vp^T, dK_decay = Vp dS^T."""
+    dM = torch.cat([dVp, dVp], -1) @ torch.cat([V, KS_neg], -1).mT
+    dL_neg = R.mT @ dM @ M.mT
+    dA_qk = dO @ Vp.mT
+    dK_decay = Vp @ dS.mT
+    return dM, dL_neg, dA_qk, dK_decay
+
+
+def off_diagonal_gradients(*, dL_neg, dA_qk, n, S, pair_i, pair_j, rows_of, K_right, Kb_left_neg, Q_left,
+                           left_of_pair):
+    """The 16-wide off-diagonal blocks' gradients: the left ones per row block, X_kk_off and X_qk_off
+    [.., n - 1, S, K] (each row block's pairs (I, J) summed), and the right ones per pair, T_off [.., pairs, S, K]
+    (for dL and dA_qk side by side)."""
+    dL_off = blocks(dL_neg, n, S)[..., pair_i, pair_j, :, :]
+    dAqk_off = blocks(dA_qk, n, S)[..., pair_i, pair_j, :, :]
+    X_kk_off = torch.stack([torch.cat([dL_off[..., p, :, :] for p in ps], -1) @
+                            torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
+    X_qk_off = torch.stack([torch.cat([dAqk_off[..., p, :, :] for p in ps], -1) @
+                            torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
+    T_off = (torch.cat([dL_off.mT, dAqk_off.mT], -1) @
+             torch.cat([Kb_left_neg[..., left_of_pair, :, :], Q_left[..., left_of_pair, :, :]], -2))
+    return X_kk_off, X_qk_off, T_off
+
+
 def safe_factors(Q, K, gc, beta, scale):
     """The forward operands a backward chunk recomputes, every exponent <= 0 (v4's 16-wide reference points):
     Gamma, K_scaled (and its negative), Qs, Q_scaled, gc_C, decay_to_end, K_decay, gamma_C, the sub-chunk
@@ -136,18 +172,14 @@ def kda_chunk_v4_bwd(npu, Q, K, V, g, beta, H, dO, dS, scale):
     # Phase E1: Vec, the state's gradient first (the next chunk back waits for it)
     with npu.vec("E1"):
         dS_prev = dS_part + gamma_C.mT * dS
-        dQs_S = Gamma * dQ_scaled
-        dK_S = -Gamma * dVS
-        dgc_S = -K_scaled * dVS + Q_scaled * dQ_scaled
-        d_gc_C_S = gamma_C * (S * dS).sum(-1)[..., None, :]
+        dQs_S, dK_S, dgc_S, d_gc_C_S = state_terms(Gamma=Gamma, dQ_scaled=dQ_scaled, dVS=dVS, K_scaled=K_scaled,
+                                                    Q_scaled=Q_scaled, gamma_C=gamma_C, S=S, dS=dS)
     npu.keep(dQs_S, dK_S, dgc_S, d_gc_C_S)
 
     # Phase D2: Cube, the gradients of the intra-chunk matrices
     with npu.cube("D2"):
-        dM = torch.cat([dVp, dVp], -1) @ torch.cat([V, KS_neg], -1).mT     # dVp (V - K_scaled S)^T
-        dL_neg = R.mT @ dM @ M.mT                                          # -(gradient of StrictTril(A))
-        dA_qk = dO @ Vp.mT
-        dK_decay = Vp @ dS.mT
+        dM, dL_neg, dA_qk, dK_decay = intra_matrix_gradients(dVp=dVp, V=V, KS_neg=KS_neg, R=R, M=M, dO=dO, Vp=Vp,
+                                                             dS=dS)
     npu.sync(dM, dL_neg, dA_qk, dK_decay)                                                  # ⑤
     npu.keep(dL_neg, dA_qk)
 
@@ -171,14 +203,9 @@ def kda_chunk_v4_bwd(npu, Q, K, V, g, beta, H, dO, dS, scale):
 
     # Phase D3: Cube, the off-diagonal blocks' gradients: left per row block, right per pair
     with npu.cube("D3"):
-        dL_off = blocks(dL_neg, n, S_)[..., pair_i, pair_j, :, :]
-        dAqk_off = blocks(dA_qk, n, S_)[..., pair_i, pair_j, :, :]
-        X_kk_off = torch.stack([torch.cat([dL_off[..., p, :, :] for p in ps], -1) @
-                                torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
-        X_qk_off = torch.stack([torch.cat([dAqk_off[..., p, :, :] for p in ps], -1) @
-                                torch.cat([K_right[..., p, :, :] for p in ps], -2) for ps in rows_of], -3)
-        T_off = (torch.cat([dL_off.mT, dAqk_off.mT], -1) @
-                 torch.cat([Kb_left_neg[..., left_of_pair, :, :], Q_left[..., left_of_pair, :, :]], -2))
+        X_kk_off, X_qk_off, T_off = off_diagonal_gradients(
+            dL_neg=dL_neg, dA_qk=dA_qk, n=n, S=S_, pair_i=pair_i, pair_j=pair_j, rows_of=rows_of, K_right=K_right,
+            Kb_left_neg=Kb_left_neg, Q_left=Q_left, left_of_pair=left_of_pair)
     npu.sync(X_kk_off, X_qk_off, T_off)                                                     # ⑥
 
     # Phase E3: Vec, the off-diagonal blocks added, the decays and the sums: dQ, dK, dg
@@ -249,14 +276,22 @@ def kda_chunk_v4_states(npu, K, V, g, beta, S_prev):
     return H, S_new
 
 
-V4_BACKWARD = {
-    "recompute": Design("v4.bwd", (
-        Pass("v4.states", kda_chunk_v4_states, FUSED),
-        Pass("v4.bwd", kda_chunk_v4_bwd, FUSED, reverse=True),
-    ), description="v4's forward again for the states, then v4's backward walking back",
-        notes={"state_for_bf16": "fp32"}),
-    "store": Design("v4.bwd", (
-        Pass("v4.bwd", kda_chunk_v4_bwd, FUSED, reverse=True),
-    ), description="v4's backward walking back over the states the forward kept",
-        notes={"state_for_bf16": "fp32", "kept": "H"}),
-}
+def walks_back(name: str, states, backward, *, math: str = "") -> dict[str, Design]:
+    """A fused design's two backward designs: `recompute` runs its forward again for the states (NAME.states)
+    before walking back; `store` walks back over the states H the forward kept. `math`: what its math keeps
+    safe, said in the descriptions."""
+    said = f" ({math})" if math else ""
+    return {
+        "recompute": Design(f"{name}.bwd", (
+            Pass(f"{name}.states", states, FUSED),
+            Pass(f"{name}.bwd", backward, FUSED, reverse=True),
+        ), description=f"{name}'s forward again for the states, then {name}'s backward walking back{said}",
+            notes={"state_for_bf16": "fp32"}),
+        "store": Design(f"{name}.bwd", (
+            Pass(f"{name}.bwd", backward, FUSED, reverse=True),
+        ), description=f"{name}'s backward walking back over the states the forward kept{said}",
+            notes={"state_for_bf16": "fp32", "kept": "H"}),
+    }
+
+
+V4_BACKWARD = walks_back("v4", kda_chunk_v4_states, kda_chunk_v4_bwd)

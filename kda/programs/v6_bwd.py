@@ -42,12 +42,11 @@ from __future__ import annotations
 import torch
 
 from npusim import phase_program
-from npusim.model.schedule import FUSED, Design, Pass
 
 from kda.programs.fla import blocks as block_grid
 from kda.programs.fla import merge_inverse
 from kda.programs.v4 import assemble, block_pairs, sub_chunks
-from kda.programs.v4_bwd import blocks
+from kda.programs.v4_bwd import blocks, walks_back
 from kda.programs.v5 import assemble_and_invert_diagonal, inverse_times_beta, off_diagonal_phase, sub_chunks_of
 
 
@@ -300,14 +299,4 @@ def kda_chunk_v6_states(npu, K, V, g, beta, S_prev):
     return H, S_new
 
 
-V6_BACKWARD = {
-    "recompute": Design("v6.bwd", (
-        Pass("v6.states", kda_chunk_v6_states, FUSED),
-        Pass("v6.bwd", kda_chunk_v6_bwd, FUSED, reverse=True),
-    ), description="v6's forward again for the states, then v6's backward walking back (every exp <= 1)",
-        notes={"state_for_bf16": "fp32"}),
-    "store": Design("v6.bwd", (
-        Pass("v6.bwd", kda_chunk_v6_bwd, FUSED, reverse=True),
-    ), description="v6's backward walking back over the states the forward kept (every exp <= 1)",
-        notes={"state_for_bf16": "fp32", "kept": "H"}),
-}
+V6_BACKWARD = walks_back("v6", kda_chunk_v6_states, kda_chunk_v6_bwd, math="every exp <= 1")

@@ -111,19 +111,21 @@ class VersionResult:
 
 def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, ref: Reference | None = None,
              progress: Callable[[int, int], None] | None = None, timing: bool = True,
-             program=None, foreign_payloads_ok: bool = False, profile: Profile | None = None) -> VersionResult:
+             program=None, foreign_payloads_ok: bool = False, profile: Profile | None = None,
+             compiled: bool = False) -> VersionResult:
     """`foreign_payloads_ok`: payload types naming tensors this program does not hand over are ignored
     (for --version all) instead of an error. `profile`: the run's, loaded and its work checked once by a
     caller that evaluates several versions (kda.settings.profile.checked_profile); else loaded here.
     `version`: a design's name or a file's `path.py:NAME` (the result names the design); with `program`,
-    any name for it."""
+    any name for it. `compiled`, timing only: the report's latencies and bounds from the compiled event model
+    (kda/studies/timing.py time_result), without a per-chunk detail or a design_run."""
     given = program
     if program is None:
         version = resolve(version)
     design, program = _design(version, settings, program)
     profile = profile or checked_profile(settings)
     if not settings.numerics:
-        return _timing_only(version, settings, profile, program, design, foreign_payloads_ok)
+        return _timing_only(version, settings, profile, program, design, foreign_payloads_ok, compiled)
     ex = numerics(version, settings, inputs, progress, given, foreign_payloads_ok)
     if ref is None or (ref.key and ref.key != reference_key(ex)):
         ref = reference(ex)
@@ -190,7 +192,7 @@ def _timed_execution(ex: Execution, settings: Settings, design: Design) -> Execu
 
 
 def _timing_only(version: str, settings: Settings, profile: Profile, program, design: Design,
-                 foreign_payloads_ok: bool = False) -> VersionResult:
+                 foreign_payloads_ok: bool = False, compiled: bool = False) -> VersionResult:
     """Record the phase graphs on random inputs of the right shapes and replay them: no tensor math for the
     chunks, the same graphs and so the same timeline as a full run."""
     design, graphs, precision = timed_graphs(design, settings, precision_for(settings, program))
@@ -200,17 +202,17 @@ def _timing_only(version: str, settings: Settings, profile: Profile, program, de
     main = graphs[programs.index(program)] if program in programs else graphs[-1]
     ex = Execution(None, None, main, None, precision, chunks, settings.chunk_size, graphs=tuple(graphs),
                    design=design, seqlens=settings.seqlens)
-    return _time(VersionResult(version, settings, profile, ex, None, None, [], None))
+    return _time(VersionResult(version, settings, profile, ex, None, None, [], None), compiled)
 
 
-def retime(result: VersionResult, profile: Profile) -> VersionResult:
+def retime(result: VersionResult, profile: Profile, *, compiled: bool = False) -> VersionResult:
     """A copy of `result` with its timing replayed on `profile` from the same recorded graph (no numerics):
-    what uncertainty studies and calibration run per sample."""
+    what uncertainty studies and calibration run per sample. `compiled`: as evaluate's."""
     return _time(replace(result, profile=profile, workspace_error=None, capacity_error=None,
-                         design_run=None, design_serial=None, design_report=None))
+                         design_run=None, design_serial=None, design_report=None), compiled)
 
 
-def _time(result: VersionResult) -> VersionResult:
+def _time(result: VersionResult, compiled: bool = False) -> VersionResult:
     """The timing replay, pipelined and serial, and the reports (timing.py)."""
-    time_result(result)
+    time_result(result, compiled=compiled)
     return result

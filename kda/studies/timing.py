@@ -6,6 +6,8 @@ intervals ask for. The design's recorded replays are reused where the run kept i
 (Settings.record); otherwise they are recorded once there."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from npusim import WorkspaceError
 from npusim.chip.capacity import CapacityError
 from npusim.chip.profile import Profile
@@ -57,9 +59,12 @@ def timed_graphs(design, settings, precision) -> tuple:
     return timed, graphs, precision
 
 
-def time_result(result) -> None:
+def time_result(result, *, compiled: bool = False) -> None:
     """Fill result.design_run / design_serial / design_report: every design, one pass or several, replayed
-    pass after pass, pipelined and serial; each pass of the report carries its per-chunk detail."""
+    pass after pass, pipelined and serial; each pass of the report carries its per-chunk detail.
+    `compiled`: each pass timed by the compiled event model from its layout instead (npusim/model/whatif/),
+    the same latencies, serial latency and bounds in the report, without its per-chunk detail, and no
+    design_run (no trace, no per-unit busy times)."""
     s, profile, ex, design = result.settings, result.profile, result.execution, result.design
     counts = chunk_counts(s)
     floor = floor_bytes(s, ex.precision.transfer)
@@ -70,6 +75,11 @@ def time_result(result) -> None:
         return
     except CapacityError as err:         # the run's numerics stay; the CLI reports it and exits 2
         result.capacity_error = str(err)
+        return
+    if compiled:
+        t = timer(result)
+        serial = t.nominal(tpls, serial=True)
+        result.design_report = replace(build_design_report(t.nominal(tpls), None, floor), serial_us=serial.latency_us)
         return
     kw = dict(interleave=s.interleave, trace=s.keep_trace, record=s.record)
     result.design_run = simulate_design(design, tpls, profile, counts, **kw)

@@ -120,8 +120,9 @@ def check_samples(samples, what: str = "--uncertainty") -> int:
 
 
 def propagate(results: list[VersionResult], samples: int, seed: int = 0, fixed=(),
-              progress: Callable[[int, int], None] | None = None) -> Uncertainty:
-    """Time each evaluated design under `samples` profiles drawn from the ranges of its profile."""
+              progress: Callable[[int, int], None] | None = None, latency_only: bool = False) -> Uncertainty:
+    """Time each evaluated design under `samples` profiles drawn from the ranges of its profile.
+    `latency_only`: the pipelined latency alone is sampled (the serial latency and the bound are left NaN)."""
     samples = check_samples(samples)
     probe_results(results)              # timing-only results: does each design stay finite on its gates?
     base = results[0].profile
@@ -135,10 +136,12 @@ def propagate(results: list[VersionResult], samples: int, seed: int = 0, fixed=(
     ways, notes = Ways(), []
     for j, r in enumerate(results):
         if r.design_report is not None:
-            t = time_profiles(r, profiles)
-            if t.serial_us is None or t.bound_us is None:
-                raise ValueError(f"{r.version}: the sampled timings came back without the serial latency or bound")
-            lat[r.version] = {"pipelined": t.latency_us, "serial": t.serial_us, "bound": t.bound_us}
+            t = time_profiles(r, profiles, serial=not latency_only, bound=not latency_only)
+            lat[r.version]["pipelined"] = t.latency_us
+            if not latency_only:
+                if t.serial_us is None or t.bound_us is None:
+                    raise ValueError(f"{r.version}: the sampled timings came back without the serial latency or bound")
+                lat[r.version].update(serial=t.serial_us, bound=t.bound_us)
             ways.merge(t.ways)
             notes += [f"{r.version}: {x}" for x in t.notes if f"{r.version}: {x}" not in notes]
         if progress is not None:

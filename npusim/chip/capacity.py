@@ -130,15 +130,16 @@ def footprint(phase: Phase, tiles: int, buffers: int, align: float, units: int, 
     copies = min(buffers, tiles * parts)
     best = 0.0
     live: tuple[tuple[str, float], ...] = ()
+    each = []                # (the local, held throughout, its bytes while live)
+    for lo in phase.locals:
+        if held(lo, group, parts):                           # shared: held by every part of its tile
+            each.append((lo, True, tile_bytes(lo, tiles, align) * (1 if lo.whole else min(buffers, tiles)) / units))
+        else:
+            streamed = not lo.whole and (lo.source in STREAMED or lo.last >= phase.steps)
+            each.append((lo, False, tile_bytes(part_of(lo, group, parts), tiles, align)
+                         * (copies if streamed else 1) / units))
     for t in range(phase.steps + 1):
-        items = []
-        for lo in phase.locals:
-            if held(lo, group, parts):                       # shared: held by every part of its tile
-                items.append((lo.name, tile_bytes(lo, tiles, align) * (1 if lo.whole else min(buffers, tiles)) / units))
-            elif lo.first <= t <= lo.last:
-                streamed = not lo.whole and (lo.source in STREAMED or lo.last >= phase.steps)
-                items.append((lo.name, tile_bytes(part_of(lo, group, parts), tiles, align)
-                              * (copies if streamed else 1) / units))
+        items = [(lo.name, b) for lo, always, b in each if always or lo.first <= t <= lo.last]
         total = sum(b for _, b in items)
         if total > best:
             best, live = total, tuple(items)

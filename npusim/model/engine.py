@@ -341,7 +341,7 @@ def core_layout(counts: Sequence[int], ai_cores: int, symmetric: bool = True):
     if symmetric:
         first_with: dict[tuple, int] = {}
         for c, seqs in layout:
-            members.setdefault(first_with.setdefault(tuple(counts[s] for s in seqs), c), []).append(c)
+            members.setdefault(first_with.setdefault(tuple(counts[c::cores]), c), []).append(c)   # seqs' counts
     else:
         members = {c: [c] for c, _ in layout}
     return layout, members

@@ -2,6 +2,7 @@
 
     report.py         a design's report: latency, bound, HBM floor, roofline; each pass's hand-offs, serial
                       and pipelined latency, utilisation and bound per chunk
+    chain.py          the bound's longest dependency path through a sequence's chunks, compiled (numba)
     overlap.py        how much a run overlaps (interval merging)
     critical_path.py  the chain of events that sets a run's makespan
     chrome_trace.py   Chrome Trace Event JSON (Perfetto, MindStudio Insight) of runs and designs

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
+import numpy as np
+
 from npusim.chip.lanes import larger
 from npusim.chip.profile import Profile
 from npusim.model.engine import RIDE, STATE, SYNC, Run, Template, simulate
@@ -124,24 +126,40 @@ class Report:
 
 def chain_us(tpl: Template, chunks: int) -> float:
     """Longest dependency path through `chunks` chunks of one sequence (intra-chunk and state edges)."""
-    n = tpl.n
-    state_in: list[list[int]] = [[] for _ in range(n)]
+    if chunks < 1:
+        raise ValueError(f"chain_us: {chunks} chunks (a sequence has at least one)")
+    state_in: list[list[int]] = [[] for _ in range(tpl.n)]
     for a, b in tpl.state_edges:
         state_in[b].append(a)
-    prev: list[float] | None = None
+    # program order is a topological order; each node: its index, deps, state sources, first and later duration
+    nodes = [(x.index, x.deps, state_in[x.index], x.busy_first_us + x.delay_first_us, x.busy_us + x.delay_us)
+             for x in tpl.nodes]
+    if not any(isinstance(d, np.ndarray) for *_, first, later in nodes for d in (first, later)):
+        return _chain_compiled(nodes, tpl.n, chunks)
+    prev: list = [0.0] * tpl.n
     for t in range(chunks):
-        first = t == 0
-        fin = [0.0] * n
-        for node in tpl.nodes:        # program order is a topological order
-            ready = larger(0.0, *(fin[d] for d in node.deps))
-            if prev is not None and state_in[node.index]:
-                ready = larger(ready, *(prev[a] for a in state_in[node.index]))
-            dur = (node.busy_first_us + node.delay_first_us) if first else (node.busy_us + node.delay_us)
-            fin[node.index] = ready + dur
+        fin: list = [0.0] * tpl.n
+        for i, deps, state, first, later in nodes:
+            ready = larger(0.0, *(fin[d] for d in deps))
+            if t and state:
+                ready = larger(ready, *(prev[a] for a in state))
+            fin[i] = ready + (later if t else first)
         prev = fin
-    if prev is None:
-        raise ValueError(f"chain_us: {chunks} chunks (a sequence has at least one)")
     return larger(*prev)
+
+
+def _chain_compiled(nodes: list, n: int, chunks: int) -> float:
+    """chain_us for one profile (every duration a number), compiled: the same maxima and sums in the same order."""
+    from npusim.output.chain import longest_chain
+    deps, state = _csr([x[1] for x in nodes]), _csr([x[2] for x in nodes])
+    return float(longest_chain(chunks, n, np.array([x[0] for x in nodes], np.int64), *deps, *state,
+                               np.array([float(x[3]) for x in nodes]), np.array([float(x[4]) for x in nodes])))
+
+
+def _csr(lists: list) -> tuple[np.ndarray, np.ndarray]:
+    """Lists of indices as (offsets, the indices one after the other)."""
+    return (np.cumsum([0] + [len(x) for x in lists], dtype=np.int64),
+            np.array([i for x in lists for i in x], np.int64))
 
 
 def unit_loads(tpl: Template, chunks: int, sequences_on_core: int) -> dict[str, float]:

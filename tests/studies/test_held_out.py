@@ -84,9 +84,24 @@ def test_the_chip_fit_trains_on_the_30_stage_rows_at_l_4096_and_8192_only(tmp_pa
     assert results[0].rms_after < 0.2               # 0.13 on these rows: no row off by a factor of 1000
 
 
+def _with_held_out_partners(path: Path) -> Path:
+    """`path` with a held-out L = 4096 row beside each held-out Triton row at L = 8192 (the same kernel, stage
+    and H, measured as poisoned): held-out pairs of the kind the host fit takes, were it to let them in."""
+    with open(path, encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    partners = [{**r, "id": r["id"] + "-partner", "shape": r["shape"].replace("T=8192", "T=4096")} for r in rows
+                if r["kernel"].startswith("gdn_triton") and r["held_out"] == "yes" and ";T=8192;" in r["shape"]]
+    assert partners
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows + partners)
+    return path
+
+
 def test_the_host_fit_trains_on_the_triton_rows_not_held_out(tmp_path, monkeypatch):
     cal = _calibrate_910b2()
-    monkeypatch.setattr(cal, "DATA", _poisoned(MEGAGDN, tmp_path / "megagdn.csv"))
+    monkeypatch.setattr(cal, "DATA", _with_held_out_partners(_poisoned(MEGAGDN, tmp_path / "megagdn.csv")))
     fits = []
     _spy(monkeypatch, cal, "fit", fits)
     cal.fit_host(False)
@@ -129,3 +144,18 @@ def test_validate_fit_needs_rows_on_both_sides(tmp_path, capsys, held, train, me
     assert main(["--data", str(path), "--samples", "0", "--fit"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+
+
+def test_the_affine_diagnostic_fits_only_the_rows_not_held_out():
+    """Three rows on measured = 10 + 2 x predicted, and a held-out row far off it: the diagnostic's floor and
+    scale are the line's (solved by hand: any two of the three rows give it), from three rows."""
+    def row(i, predicted, measured, held):
+        r = validate_mod.Row(id=f"r{i}", implementation="impl", kernel="k", shape=f"T={i}", dtype="bf16",
+                             measured_us=measured, held_out=held)
+        r.predicted_us = predicted
+        return r
+    rows = [row(0, 5.0, 20.0, False), row(1, 20.0, 50.0, False), row(2, 45.0, 100.0, False),
+            row(3, 30.0, 7000.0, True)]
+    fit = validate_mod.affine(rows)["impl"]
+    assert fit.n == 3
+    assert fit.floor_us == pytest.approx(10.0, rel=1e-9) and fit.scale == pytest.approx(2.0, rel=1e-9)

@@ -12,6 +12,7 @@
 // and G (README "Tiling of the real buffers"; bridge.tile_attrs gives them from the plan; g_tiles 0 = the fewest
 // that fit a work tile).
 #include "kda_chunk_v3_tiling.h"
+#include "kda_op_host.h"
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "tiling/tiling_api.h"
@@ -30,20 +31,9 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t* aTiles = attrs->GetAttrPointer<int64_t>(4);   // a_tiles
     const int64_t* gTiles = attrs->GetAttrPointer<int64_t>(5);   // g_tiles
     const ge::DataType dtype = context->GetInputDesc(0)->GetDataType();
-    if (dtype != ge::DT_FLOAT && dtype != ge::DT_BF16) return ge::GRAPH_FAILED;
+    if (!KdaTransferTypeOk(dtype, false)) return ge::GRAPH_FAILED;
 
-    KdaShape shape{};
-    shape.batch = static_cast<uint32_t>(q.GetDim(0));
-    shape.seqLen = static_cast<uint32_t>(q.GetDim(1));
-    shape.heads = static_cast<uint32_t>(q.GetDim(2));
-    shape.dk = static_cast<uint32_t>(q.GetDim(3));
-    shape.dv = static_cast<uint32_t>(v.GetDim(3));
-    shape.chunk = static_cast<uint32_t>(*chunk);
-    shape.transferBytes = dtype == ge::DT_FLOAT ? 4 : 2;
-    shape.hasInitialState = context->GetOptionalInputShape(5) != nullptr;
-    shape.gateIsLog = *gateIsLog;
-    shape.scale = *scale;
-    shape.slots = static_cast<uint32_t>(*slots);
+    KdaShape shape = KdaShapeOf(context, q, v, dtype, *chunk, *gateIsLog, *scale, static_cast<uint32_t>(*slots));
 
     auto platform = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
     uint64_t ubBytes = 0;
@@ -69,58 +59,26 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     if (mm.GetTiling(tiling->mmTiling) == -1) return ge::GRAPH_FAILED;
 
     context->SetBlockDim(tiling->blockDim);          // AI cores, each 1 AIC + 2 AIVs (KERNEL_TYPE_MIX_AIC_1_2)
-    context->SetTilingKey(dtype == ge::DT_FLOAT ? KDA_TILING_KEY_FP32 : KDA_TILING_KEY_BF16);
+    context->SetTilingKey(KdaTilingKey(dtype));
     size_t* workspace = context->GetWorkspaceSizes(1);
     workspace[0] = platform.GetLibApiWorkSpaceSize() + tiling->wsCoreBytes * tiling->blockDim;
     return ge::GRAPH_SUCCESS;
 }
 }  // namespace optiling
 
-namespace ge {
-static ge::graphStatus InferShape(gert::InferShapeContext* context)
-{
-    const gert::Shape* q = context->GetInputShape(0);
-    const gert::Shape* v = context->GetInputShape(2);
-    *context->GetOutputShape(0) = *v;                  // o: [B, T, H, V]
-    gert::Shape* ht = context->GetOutputShape(1);      // ht: [B, H, K, V]
-    ht->SetDimNum(4);
-    ht->SetDim(0, q->GetDim(0));
-    ht->SetDim(1, q->GetDim(2));
-    ht->SetDim(2, q->GetDim(3));
-    ht->SetDim(3, v->GetDim(3));
-    return GRAPH_SUCCESS;
-}
-static ge::graphStatus InferDataType(gert::InferDataTypeContext* context)
-{
-    context->SetOutputDataType(0, ge::DT_FLOAT);
-    context->SetOutputDataType(1, ge::DT_FLOAT);
-    return GRAPH_SUCCESS;
-}
-}  // namespace ge
-
 namespace ops {
 class KdaChunkV3 : public OpDef {
 public:
     explicit KdaChunkV3(const char* name) : OpDef(name)
     {
-        const std::vector<ge::Format> nd = {ge::FORMAT_ND, ge::FORMAT_ND};
-        const std::vector<ge::DataType> transfer = {ge::DT_FLOAT, ge::DT_BF16};
-        const std::vector<ge::DataType> fp32 = {ge::DT_FLOAT, ge::DT_FLOAT};
-        this->Input("q").ParamType(REQUIRED).DataType(transfer).Format(nd).UnknownShapeFormat(nd);
-        this->Input("k").ParamType(REQUIRED).DataType(transfer).Format(nd).UnknownShapeFormat(nd);
-        this->Input("v").ParamType(REQUIRED).DataType(transfer).Format(nd).UnknownShapeFormat(nd);
-        this->Input("g").ParamType(REQUIRED).DataType(fp32).Format(nd).UnknownShapeFormat(nd);
-        this->Input("beta").ParamType(REQUIRED).DataType(fp32).Format(nd).UnknownShapeFormat(nd);
-        this->Input("h0").ParamType(OPTIONAL).DataType(fp32).Format(nd).UnknownShapeFormat(nd);
-        this->Output("o").ParamType(REQUIRED).DataType(fp32).Format(nd).UnknownShapeFormat(nd);
-        this->Output("ht").ParamType(REQUIRED).DataType(fp32).Format(nd).UnknownShapeFormat(nd);
+        KdaDeclareTensors(*this, {ge::DT_FLOAT, ge::DT_BF16});
         this->Attr("scale").AttrType(REQUIRED).Float();
         this->Attr("chunk_size").AttrType(OPTIONAL).Int(64);
         this->Attr("gate_is_log").AttrType(OPTIONAL).Bool(true);
         this->Attr("slots").AttrType(OPTIONAL).Int(2);
         this->Attr("a_tiles").AttrType(OPTIONAL).Int(2);
         this->Attr("g_tiles").AttrType(OPTIONAL).Int(0);
-        this->SetInferShape(ge::InferShape).SetInferDataType(ge::InferDataType);
+        this->SetInferShape(ge::KdaInferShape).SetInferDataType(ge::KdaInferDataType);
         this->AICore().SetTiling(optiling::TilingFunc).AddConfig("ascend910b");
     }
 };

@@ -29,6 +29,7 @@
 #include "kda_kernel_io.h"
 #include "kda_sync.h"
 #include "kda_tiles.h"
+#include "kda_diagonal_blocks.h"   // PairStart, SumSlot
 #include "../op_host/kda_chunk_v4_tiling.h"
 
 namespace kda_v4 {
@@ -38,11 +39,6 @@ using namespace kda;   // SetSyncFlag / WaitSyncFlag (flag ids 3-8 for syncs 1-6
 template <typename T>
 using Workspace = kda::Workspace<T, KdaChunkV4TilingData, KDA4_WS_FIRST_SLOT_TENSOR>;
 
-// First pair (I, 0) of row block I among the pairs I > J in row order: (1,0), (2,0), (2,1), (3,0), ...
-__aicore__ inline uint32_t PairStart(uint32_t I) { return I * (I - 1) / 2; }
-// Where Phase A's ReduceSum leaves entry (i, j <= i) of a diagonal block: 8 floats (32 bytes, an aligned
-// operand) apart.
-__aicore__ inline uint32_t SumSlot(uint32_t i, uint32_t j) { return (i * (i + 1) / 2 + j) * 8; }
 
 // ---- Cube: Phases B, D, F ---------------------------------------------------------------------------
 template <typename T>

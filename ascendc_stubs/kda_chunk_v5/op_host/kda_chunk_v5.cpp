@@ -15,6 +15,7 @@
 // state_g_tiles 0 = the fewest that fit). With bf16 the Cube reads the fp32 state as S_hi + S_lo (two parts), as
 // kda_chunk_v4 does by default.
 #include "kda_chunk_v5_tiling.h"
+#include "kda_op_host.h"
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "tiling/tiling_api.h"
@@ -34,20 +35,9 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t* stateGTiles = attrs->GetAttrPointer<int64_t>(5);   // state_g_tiles
     const int64_t* stateF2Tiles = attrs->GetAttrPointer<int64_t>(6);  // state_f2_tiles
     const ge::DataType dtype = context->GetInputDesc(0)->GetDataType();
-    if (dtype != ge::DT_FLOAT && dtype != ge::DT_BF16) return ge::GRAPH_FAILED;
+    if (!KdaTransferTypeOk(dtype, false)) return ge::GRAPH_FAILED;
 
-    KdaShape shape{};
-    shape.batch = static_cast<uint32_t>(q.GetDim(0));
-    shape.seqLen = static_cast<uint32_t>(q.GetDim(1));
-    shape.heads = static_cast<uint32_t>(q.GetDim(2));
-    shape.dk = static_cast<uint32_t>(q.GetDim(3));
-    shape.dv = static_cast<uint32_t>(v.GetDim(3));
-    shape.chunk = static_cast<uint32_t>(*chunk);
-    shape.transferBytes = dtype == ge::DT_FLOAT ? 4 : 2;
-    shape.hasInitialState = context->GetOptionalInputShape(5) != nullptr;
-    shape.gateIsLog = *gateIsLog;
-    shape.scale = *scale;
-    shape.slots = 1;
+    KdaShape shape = KdaShapeOf(context, q, v, dtype, *chunk, *gateIsLog, *scale, 1);
 
     auto platform = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
     uint64_t ubBytes = 0;
@@ -85,51 +75,19 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     // SyncAll between the passes: blockDim <= the AI cores (KdaChunkV5Tiling), and batch mode, so that every core
     // starts at once (SyncAll.md, 约束说明: without it, concurrent operators that sync across cores can deadlock).
     context->SetScheduleMode(1);
-    context->SetTilingKey(dtype == ge::DT_FLOAT ? KDA_TILING_KEY_FP32 : KDA_TILING_KEY_BF16);
+    context->SetTilingKey(KdaTilingKey(dtype));
     size_t* workspace = context->GetWorkspaceSizes(1);
     workspace[0] = platform.GetLibApiWorkSpaceSize() + KdaV5UserWorkspaceBytes(*tiling);   // per core + per item
     return ge::GRAPH_SUCCESS;
 }
 }  // namespace optiling
 
-namespace ge {
-static ge::graphStatus InferShape(gert::InferShapeContext* context)
-{
-    const gert::Shape* q = context->GetInputShape(0);
-    const gert::Shape* v = context->GetInputShape(2);
-    *context->GetOutputShape(0) = *v;                  // o: [B, T, H, V]
-    gert::Shape* ht = context->GetOutputShape(1);      // ht: [B, H, K, V]
-    ht->SetDimNum(4);
-    ht->SetDim(0, q->GetDim(0));
-    ht->SetDim(1, q->GetDim(2));
-    ht->SetDim(2, q->GetDim(3));
-    ht->SetDim(3, v->GetDim(3));
-    return GRAPH_SUCCESS;
-}
-static ge::graphStatus InferDataType(gert::InferDataTypeContext* context)
-{
-    context->SetOutputDataType(0, ge::DT_FLOAT);
-    context->SetOutputDataType(1, ge::DT_FLOAT);
-    return GRAPH_SUCCESS;
-}
-}  // namespace ge
-
 namespace ops {
 class KdaChunkV5 : public OpDef {
 public:
     explicit KdaChunkV5(const char* name) : OpDef(name)
     {
-        const std::vector<ge::Format> nd = {ge::FORMAT_ND, ge::FORMAT_ND};
-        const std::vector<ge::DataType> transfer = {ge::DT_FLOAT, ge::DT_BF16};
-        const std::vector<ge::DataType> fp32 = {ge::DT_FLOAT, ge::DT_FLOAT};
-        this->Input("q").ParamType(REQUIRED).DataType(transfer).Format(nd).UnknownShapeFormat(nd);
-        this->Input("k").ParamType(REQUIRED).DataType(transfer).Format(nd).UnknownShapeFormat(nd);
-        this->Input("v").ParamType(REQUIRED).DataType(transfer).Format(nd).UnknownShapeFormat(nd);
-        this->Input("g").ParamType(REQUIRED).DataType(fp32).Format(nd).UnknownShapeFormat(nd);
-        this->Input("beta").ParamType(REQUIRED).DataType(fp32).Format(nd).UnknownShapeFormat(nd);
-        this->Input("h0").ParamType(OPTIONAL).DataType(fp32).Format(nd).UnknownShapeFormat(nd);
-        this->Output("o").ParamType(REQUIRED).DataType(fp32).Format(nd).UnknownShapeFormat(nd);
-        this->Output("ht").ParamType(REQUIRED).DataType(fp32).Format(nd).UnknownShapeFormat(nd);
+        KdaDeclareTensors(*this, {ge::DT_FLOAT, ge::DT_BF16});
         this->Attr("scale").AttrType(REQUIRED).Float();
         this->Attr("chunk_size").AttrType(OPTIONAL).Int(64);
         this->Attr("gate_is_log").AttrType(OPTIONAL).Bool(true);
@@ -137,7 +95,7 @@ public:
         this->Attr("state_a_tiles").AttrType(OPTIONAL).Int(2);
         this->Attr("state_g_tiles").AttrType(OPTIONAL).Int(0);
         this->Attr("state_f2_tiles").AttrType(OPTIONAL).Int(1);
-        this->SetInferShape(ge::InferShape).SetInferDataType(ge::InferDataType);
+        this->SetInferShape(ge::KdaInferShape).SetInferDataType(ge::KdaInferDataType);
         this->AICore().SetTiling(optiling::TilingFunc).AddConfig("ascend910b");
     }
 };

@@ -7,6 +7,7 @@
 #include "kda_kernel_io.h"
 #include "kda_sync.h"
 #include "kda_tiles.h"
+#include "kda_diagonal_blocks.h"   // PairStart, SumSlot
 #include "../op_host/kda_chunk_v5_tiling.h"
 
 #ifndef KDA_DROP_BARRIER
@@ -58,8 +59,6 @@ __aicore__ inline void PassBarrier()
     if constexpr (KDA_DROP_BARRIER == 0) SyncAll<false>();   // every AIC and AIV of the launch
 }
 
-__aicore__ inline uint32_t PairStart(uint32_t I) { return I * (I - 1) / 2; }       // (1,0), (2,0), (2,1), (3,0) ...
-__aicore__ inline uint32_t SumSlot(uint32_t i, uint32_t j) { return (i * (i + 1) / 2 + j) * 8; }   // 32 B apart
 
 // This core's workspace and the per-item area (op_host/kda_chunk_v5_tiling.h).
 template <typename T>

@@ -2,13 +2,27 @@
 // See kda_chunk_v5.cpp for the design, the flags and the split between the AIVs.
 #pragma once
 #include "kda_chunk_v5_common.h"
+#include "kda_diagonal_blocks.h"
+#include "kda_state_walk.h"
 
 namespace kda_v5 {
 using namespace AscendC;
 using namespace kda;
 
+// The workspace tensors of this kernel's Phase C (kda_diagonal_blocks.h) and state walk (kda_state_walk.h), and its
+// Phase G's name.
+struct V5Names {
+    static constexpr uint32_t U = KDA5_U, WS = KDA5_WS, S_DELTA = KDA5_S_DELTA, S_FP32 = KDA5_S_FP32;
+    static constexpr uint32_t A_KK_OFF = KDA5_A_KK_OFF, A_KK_OFF4 = KDA5_A_KK_OFF4, A_QK_OFF = KDA5_A_QK_OFF,
+                              A_QK_OFF4 = KDA5_A_QK_OFF4, A_NEG = KDA5_A_NEG, D_BETA = KDA5_D_BETA;
+    static constexpr const char* PHASE_G = "state.G";
+};
+
 template <typename T>
-class KdaV5Vec {
+class KdaV5Vec : public StateWalk<KdaV5Vec<T>, T, V5Names>, public DiagonalBlocks<KdaV5Vec<T>, T, V5Names> {
+    friend class StateWalk<KdaV5Vec<T>, T, V5Names>;
+    friend class DiagonalBlocks<KdaV5Vec<T>, T, V5Names>;
+
 public:
     static constexpr int BUFFER_NUM = 2;
     static constexpr bool kFloatTransfers = sizeof(T) == sizeof(float);
@@ -55,7 +69,7 @@ public:
             IntraMicroDiagonal(seq, t);
             Set<1, 1, PIPE_MTE3>();    // ① K_left, Q_left, K_right, K_left4, Q_left4, K_right4
             Wait<1, 2>();              // ② the off-diagonal blocks
-            IntraC(seq, t, item);
+            this->PhaseC(seq, t, ws_.QA(item));
             Set<1, 3, PIPE_MTE3>();    // ③ Ai_diag, A_neg, D_beta (and the item's A_qk, a pass output)
         }
         PassBarrier();
@@ -63,20 +77,20 @@ public:
         for (uint32_t seq = core; seq < td.sequences; seq += GetBlockNum()) {
             StateA(seq, 0, seq * td.numChunks, step % 2);
             Set<2, 1, PIPE_MTE3>();        // ① of the first chunk
-            InitState(seq, step % 2);      // S := h0
+            this->InitState(seq, step % 2);      // S := h0
             Set<2, 0, PIPE_MTE3>();        // S, on its own hand-off
             for (uint32_t t = 0; t < td.numChunks; ++t, ++step) {
                 const uint32_t buf = step % 2;
                 const bool last = t + 1 == td.numChunks;
                 Wait<2, 2>();              // ② U, WS
-                StateE(buf);
+                this->PhaseE(buf);
                 Set<2, 3, PIPE_MTE3>();    // ③ V_pseudo
                 if (!last) {               // chunk t+1's operands, before this chunk's state
                     StateA(seq, t + 1, seq * td.numChunks + t + 1, buf ^ 1u);
                     Set<2, 1, PIPE_MTE3>();    // ① K_scaled, Q_scaled, K_decay
                 }
                 Wait<2, 4>();              // ④ S_delta
-                StateG(seq, buf, last);    // the state of chunk t+1 into the other SV copy, or ht
+                this->PhaseG(seq, buf, last);    // the state of chunk t+1 into the other SV copy, or ht
                 if (!last) Set<2, 0, PIPE_MTE3>();   // S
             }
         }
@@ -192,88 +206,6 @@ private:
         }
     }
 
-    // Phase C, rows of this AIV's sub-chunks: A_kk = StrictTril(assembled K K^T) * beta[:, None] and A_qk =
-    // tril(assembled Q K^T), from the micro-diagonal sums (UB), the 4-wide blocks (A_*_off4) and the 16-wide
-    // blocks (A_*_off) of ②. Then A_neg = -A_kk and D_beta = Diag(beta), the inverse Ai_diag of the diagonal
-    // block (forward substitution, (I + A)^-1), and A_qk into the item's QA rows.
-    __aicore__ inline void IntraC(uint32_t seq, uint32_t t, uint32_t item)
-    {
-        const KdaChunkV5TilingData& td = *td_;
-        const uint32_t C = td.chunk, S = td.sub, half = td.subChunks / 2;
-        const uint32_t offElems = td.pairs * S * S, off4Elems = td.subChunks * td.pairs4 * td.micro * td.micro;
-        LocalTensor<float> off = calc_[0], off4 = calc_[1], a = calc_[2], r = calc_[3], tmp = calc_[4];
-        io_.Load(off, ws_.Get(KDA5_A_KK_OFF), 1, offElems, offElems);
-        io_.Load(off4, ws_.Get(KDA5_A_KK_OFF4), 1, off4Elems, off4Elems);
-        PipeFence<HardEvent::V_S>();                  // the blocks, and beta_ (last read by vector ops), as scalars
-        for (uint32_t i = 0; i < C; ++i) beta_.SetValue(i, betaGm_.GetValue(Tok(seq, t, i, 1)));
-        for (uint32_t b = 0; b < half; ++b) {
-            const uint32_t I = sub_ * half + b;
-            Assemble(a, off, off4, sums_, b, I, true);
-            PipeFence<HardEvent::S_V>();
-            Muls(tmp, a, -1.0f, S * C);
-            io_.Store(ws_.Get(KDA5_A_NEG)[I * S * C], tmp, S, C, C);
-            InverseOfDiagonalBlock(r, a, tmp, I);
-            io_.Store(ws_.AinvCol(I), r, S, S, S);
-            Duplicate(tmp, 0.0f, S * C);
-            PipeFence<HardEvent::V_S>();
-            for (uint32_t i = 0; i < S; ++i) tmp.SetValue(i * C + I * S + i, beta_.GetValue(I * S + i));
-            PipeFence<HardEvent::S_V>();
-            io_.Store(ws_.Get(KDA5_D_BETA)[I * S * C], tmp, S, C, C);
-        }
-        io_.Load(off, ws_.Get(KDA5_A_QK_OFF), 1, offElems, offElems);
-        io_.Load(off4, ws_.Get(KDA5_A_QK_OFF4), 1, off4Elems, off4Elems);
-        PipeFence<HardEvent::V_S>();
-        for (uint32_t b = 0; b < half; ++b) {
-            const uint32_t I = sub_ * half + b;
-            Assemble(a, off, off4, qkSums_, b, I, false);
-            PipeFence<HardEvent::S_V>();
-            io_.Store(ws_.QA(item)[I * S * td.qaCols + td.stateParts * td.dk], a, S, C, td.qaCols);
-        }
-    }
-    // Rows I*16 .. I*16+16 of A_kk (kk: strictly lower, times beta) or A_qk (lower, diagonal included), [16, C].
-    __aicore__ inline void Assemble(const LocalTensor<float>& a, const LocalTensor<float>& off,
-                                    const LocalTensor<float>& off4, const LocalTensor<float>& sums, uint32_t b,
-                                    uint32_t I, bool kk)
-    {
-        const KdaChunkV5TilingData& td = *td_;
-        const uint32_t C = td.chunk, S = td.sub, s = td.micro, perBlock = s * (s + 1) / 2 * 8;
-        PipeFence<HardEvent::V_S>();                   // `a` was last read by vector instructions (a store)
-        for (uint32_t i = 0; i < S; ++i) {
-            const uint32_t gi = I * S + i, am = i / s;
-            const float scale = kk ? beta_.GetValue(gi) : 1.0f;
-            for (uint32_t c = 0; c < C; ++c) {
-                float v = 0.0f;
-                if (c < gi || (!kk && c == gi)) {
-                    if (c / S < I) {                                       // a 16-wide block left of the diagonal
-                        v = off.GetValue(PairStart(I) * S * S + i * I * S + c);
-                    } else if ((c % S) / s < am) {                         // a 4-wide block inside sub-chunk I
-                        v = off4.GetValue((I * td.pairs4 + PairStart(am)) * s * s + (i % s) * am * s + c % S);
-                    } else {                                               // the micro-diagonal block
-                        v = sums.GetValue((b * td.micros + am) * perBlock + SumSlot(i % s, c % s));
-                    }
-                }
-                a.SetValue(i * C + c, v * scale);
-            }
-        }
-    }
-    // (I + A)^-1 of the strictly lower diagonal block of A (rows I*16.., in `a` [16, C]) by forward substitution,
-    // row by row: R[i, :] = e_i - sum_{k<i} A[i, k] R[k, :] (16-wide vector rows).
-    __aicore__ inline void InverseOfDiagonalBlock(const LocalTensor<float>& r, const LocalTensor<float>& a,
-                                                  const LocalTensor<float>& tmp, uint32_t I)
-    {
-        const uint32_t S = td_->sub, C = td_->chunk;
-        Duplicate(r, 0.0f, S * S);
-        PipeFence<HardEvent::V_S>();
-        for (uint32_t i = 0; i < S; ++i) r.SetValue(i * S + i, 1.0f);
-        PipeFence<HardEvent::S_V>();
-        for (uint32_t i = 1; i < S; ++i) {
-            for (uint32_t k = 0; k < i; ++k) {
-                Muls(tmp, r[k * S], a.GetValue(i * C + I * S + k), S);
-                Sub(r[i * S], r[i * S], tmp, S);
-            }
-        }
-    }
-
     // ---- state pass ----
     // Phase A on this AIV's key channels: K_scaled = K e^gc, Q_scaled = scale Q e^gc (into the item's QA rows,
     // once per part of the state), K_decay = K e^(gc_C - gc) and gamma_C = e^gc_C (kept for G) into copy `buf`.
@@ -304,75 +236,6 @@ private:
             Exp(fac, fac, n);
             Mul(x, kf, fac, n);
             io_.Store(ws_.KDecay(buf)[c0], x, C, w, dk);
-        }
-    }
-    // Phase E: V_pseudo = U - WS, this AIV's rows, below the state in this chunk's SV copy.
-    __aicore__ inline void StateE(uint32_t buf)
-    {
-        const KdaChunkV5TilingData& td = *td_;
-        const uint32_t ch = td.chunk / 2, r0 = sub_ * ch, dv = td.dv, kS = td.stateParts * td.dk;
-        io_.Load(calc_[0], ws_.Get(KDA5_U)[r0 * dv], ch, dv, dv);
-        io_.Load(calc_[1], ws_.Get(KDA5_WS)[r0 * dv], ch, dv, dv);
-        Sub(calc_[0], calc_[0], calc_[1], ch * dv);
-        io_.Store(ws_.SV(buf)[(kS + r0) * dv], calc_[0], ch, dv, dv);
-    }
-    // Phase G: S_new = Diag(gamma_C) S_prev + S_delta in fp32, S_prev from SV copy `buf`, in the simulator's tiles:
-    // td.gTiles slices of d_v, [d_k, w] each, split between the AIVs by rows (this AIV's key channels, whose gamma_C
-    // it keeps); to the other copy (WriteState) or, after the last chunk, to ht. A piece [d_k / 2, w] may take two
-    // neighbouring work tiles (calc_[0..1] and calc_[2..3]; the tiling checks it), and moves through the queues in
-    // pieces of whole rows.
-    __aicore__ inline void StateG(uint32_t seq, uint32_t buf, bool lastChunk)
-    {
-        const KdaChunkV5TilingData& td = *td_;
-        const uint32_t dv = td.dv, dh = td.dk / 2, k0 = sub_ * dh, w = dv / td.gTiles, n = dh * w;
-        LocalTensor<float> s = calc_[0], delta = calc_[2];
-        PipeFence<HardEvent::V_S>();                   // gamma_C (Phase A, vector) is read as scalars
-        if (sub_ == 0) KDA_PHASE_RUN("state.G");
-        for (uint32_t c0 = 0; c0 < dv; c0 += w) {
-            // both AIVs; S and S_delta in fp32, and with bf16 transfers S_hi in T (WriteState)
-            if (sub_ == 0) KDA_TILE("state.G", 2ull * n * sizeof(float) + (kFloatTransfers ? 0ull : n * sizeof(T)), td.dk, w);
-            const uint64_t at = uint64_t(k0) * dv + c0;
-            io_.Load(s, StateFp32(buf)[at], dh, w, dv);
-            io_.Load(delta, ws_.Get(KDA5_S_DELTA)[at], dh, w, dv);
-            for (uint32_t j = 0; j < dh; ++j) Muls(s[j * w], s[j * w], gamma_.GetValue(buf * dh + j), w);
-            Add(s, s, delta, n);
-            if (lastChunk) io_.Store(htGm_[uint64_t(seq) * td.dk * dv + at], s, dh, w, dv);
-            else WriteState(buf ^ 1u, k0, dh, c0, w, s);
-        }
-    }
-    __aicore__ inline void InitState(uint32_t seq, uint32_t buf)
-    {
-        const KdaChunkV5TilingData& td = *td_;
-        const uint32_t dv = td.dv, dh = td.dk / 2, k0 = sub_ * dh;
-        for (uint32_t r = 0; r < dh; r += td.stateTileRows) {
-            const uint32_t n = dh - r < td.stateTileRows ? dh - r : td.stateTileRows, row = k0 + r;
-            if (td.hasInitialState) io_.Load(calc_[0], h0Gm_[uint64_t(seq) * td.dk * dv + uint64_t(row) * dv], n, dv, dv);
-            else Duplicate(calc_[0], 0.0f, n * dv);
-            WriteState(buf, row, n, 0, dv, calc_[0]);
-        }
-    }
-    // The fp32 state between chunks: S of SV copy `buf` itself with fp32 transfers, else the Vector's own S_fp32
-    // (one copy: G reads and rewrites its own rows in place).
-    __aicore__ inline GlobalTensor<float> StateFp32(uint32_t buf) const
-    {
-        return kFloatTransfers ? ws_.template SV<float>(buf) : ws_.template Get<float>(KDA5_S_FP32);
-    }
-    // Rows row..row+n, columns col..col+w of the state s ([n, w] fp32, in calc_[0..1]): the fp32 copy, and the
-    // Cube's S in SV copy `buf` (bf16: S_hi over S_lo = bf16(s - S_hi); S_hi in calc_[4], S_lo in calc_[2..3]).
-    __aicore__ inline void WriteState(uint32_t buf, uint32_t row, uint32_t n, uint32_t col, uint32_t w,
-                                      const LocalTensor<float>& s)
-    {
-        const uint32_t dv = td_->dv;
-        const uint64_t at = uint64_t(row) * dv + col;
-        io_.Store(StateFp32(buf)[at], s, n, w, dv);
-        if constexpr (!kFloatTransfers) {
-            const GlobalTensor<T> cubeState = ws_.SV(buf);
-            io_.Store(cubeState[at], s, n, w, dv);
-            const LocalTensor<T> hi = calc_[4].template ReinterpretCast<T>();
-            Cast(hi, s, RoundMode::CAST_RINT, n * w);
-            Cast(calc_[2], hi, RoundMode::CAST_NONE, n * w);
-            Sub(calc_[2], s, calc_[2], n * w);
-            io_.Store(cubeState[uint64_t(td_->dk) * dv + at], calc_[2], n, w, dv);
         }
     }
 

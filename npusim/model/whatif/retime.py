@@ -73,98 +73,133 @@ def _previous(group: np.ndarray, where: np.ndarray) -> np.ndarray:
 
 def compile_schedule(run: Run) -> Schedule:
     """The recorded replay `run` (simulate(..., record=True)) as a Schedule."""
-    log, tpl, serial = run.log, run.template, run.serial
-    if log is None:
-        raise ValueError("the run was not recorded (simulate(..., record=True))")
-    n = tpl.n
-    resources = sorted({x.resource for x in tpl.nodes})
-    res_index = {r: i for i, r in enumerate(resources)}
-    node_res = np.array([res_index[x.resource] for x in tpl.nodes], np.int64)
-    starts = np.frombuffer(log.starts, np.int64).reshape(-1, 3)
-    rank_of = {c: r for r, (c, _, _) in enumerate(log.cores)}
-    lookup = np.full(max(rank_of) + 1, -1, np.int64)
-    for c, r in rank_of.items():
-        lookup[c] = r
-    ev_rank = lookup[starts[:, 0]]
-    nid = starts[:, 1]
-    ev_node, ev_inst, ev_act = nid % n, nid // n, starts[:, 2]
-    n_ev = len(nid)
-    succ, pred = [], []
-    ev_first = np.zeros(n_ev, np.uint8)
-    ev_m = np.zeros(n_ev, np.int64)
-    trig_a, trig_b = [], []
-    grants_of: dict[int, list[int]] = {}
-    for c, j in np.frombuffer(log.grants, np.int64).reshape(-1, 2).tolist():
-        grants_of.setdefault(rank_of[c], []).append(j)
+    rec = _Recorded(run)
+    edges = _Edges()
     problem = None
-    for r, (c, seqs, copies) in enumerate(log.cores):
-        order = core_order(seqs, run.chunk_counts, run.interleave)
-        n_inst = len(order)
-        mine = np.flatnonzero(ev_rank == r)
-        eid = np.full(n_inst * n, -1, np.int64)
-        eid[nid[mine]] = mine
-        if len(mine) != n_inst * n or (eid < 0).any():
-            problem = f"core {c}: the recorded replay did not start every node once"
+    for r, (c, seqs, copies) in enumerate(rec.cores):
+        problem = _core_edges(run, rec, edges, rank=r, core=c, seqs=seqs, copies=copies)
+        if problem is not None:
             break
-        first = np.array([t == 0 for _, t, _ in order], np.uint8)
-        ev_first[mine] = first[ev_inst[mine]]
-        ev_m[mine] = copies
-        grid = eid.reshape(n_inst, n)
-        if serial:
-            succ.append(mine[1:])
-            pred.append(mine[:-1])
-            continue
-        prev_state, prev_war = _previous_instances(order)
-        for node in tpl.nodes:
-            for d in node.deps:
-                succ.append(grid[:, node.index])
-                pred.append(grid[:, d])
-        for edges, prev in ((tpl.state_edges, prev_state), (tpl.war_edges, prev_war)):
-            has = np.flatnonzero(prev >= 0)
-            for a, b in edges:
-                succ.append(grid[has, b])
-                pred.append(grid[prev[has], a])
-        if tpl.slot_release is not None:
-            slots = run.profile.workspace.slots * min(run.interleave, len(seqs))
-            released = np.array(grants_of.get(r, []), np.int64)
-            granted = slots + np.arange(len(released))
-            if len(released) != max(0, n_inst - slots) or (granted >= n_inst).any():
-                problem = f"core {c}: the recorded slot grants do not match its chunks"
-                break
-            succ.append(grid[granted, 0])
-            pred.append(grid[released, tpl.slot_release])
-            trig = grid[released, tpl.slot_release]
-            trig_a.append(trig[:-1])
-            trig_b.append(trig[1:])
-    ev: dict[str, np.ndarray] = {"ev_node": ev_node, "ev_first": ev_first, "ev_m": ev_m, "ev_act": ev_act}
-    srv = ev_rank * len(resources) + node_res[ev_node]
+    ev = _event_arrays(run, rec, edges)
+    sched = Schedule(run, run.serial, ev, len(rec.cores) * len(rec.resources), rec.resources, problem)
+    if problem is None:
+        _learn(sched)
+    return sched
+
+
+class _Recorded:
+    """The recorded starts of a replay, per event (in start order): its core's rank, node, instance and the
+    transfers under way when it started; each event's first-chunk flag and copies (filled per core)."""
+
+    def __init__(self, run: Run):
+        log, tpl = run.log, run.template
+        if log is None:
+            raise ValueError("the run was not recorded (simulate(..., record=True))")
+        self.cores = log.cores
+        self.resources = sorted({x.resource for x in tpl.nodes})
+        res_index = {r: i for i, r in enumerate(self.resources)}
+        self.node_res = np.array([res_index[x.resource] for x in tpl.nodes], np.int64)
+        starts = np.frombuffer(log.starts, np.int64).reshape(-1, 3)
+        self.rank_of = {c: r for r, (c, _, _) in enumerate(log.cores)}
+        lookup = np.full(max(self.rank_of) + 1, -1, np.int64)
+        for c, r in self.rank_of.items():
+            lookup[c] = r
+        self.ev_rank = lookup[starts[:, 0]]
+        self.nid = starts[:, 1]
+        self.ev_node, self.ev_inst, self.ev_act = self.nid % tpl.n, self.nid // tpl.n, starts[:, 2]
+        self.ev_first = np.zeros(len(self.nid), np.uint8)
+        self.ev_m = np.zeros(len(self.nid), np.int64)
+        self.grants_of: dict[int, list[int]] = {}
+        for c, j in np.frombuffer(log.grants, np.int64).reshape(-1, 2).tolist():
+            self.grants_of.setdefault(self.rank_of[c], []).append(j)
+
+
+class _Edges:
+    """The dependencies between events (succ waits for pred), and the slot releases in order."""
+
+    def __init__(self):
+        self.succ: list[np.ndarray] = []
+        self.pred: list[np.ndarray] = []
+        self.trig_a: list[np.ndarray] = []
+        self.trig_b: list[np.ndarray] = []
+
+    def add(self, succ: np.ndarray, pred: np.ndarray) -> None:
+        self.succ.append(succ)
+        self.pred.append(pred)
+
+
+def _core_edges(run: Run, rec: _Recorded, edges: _Edges, *, rank: int, core: int, seqs, copies: int) -> str | None:
+    """One core's events: their flags, and the edges between them (the template's, across chunks by the
+    state and write-after-read edges, and the slot grants). A problem with the recording, or None."""
+    tpl, n = run.template, run.template.n
+    order = core_order(seqs, run.chunk_counts, run.interleave)
+    n_inst = len(order)
+    mine = np.flatnonzero(rec.ev_rank == rank)
+    eid = np.full(n_inst * n, -1, np.int64)
+    eid[rec.nid[mine]] = mine
+    if len(mine) != n_inst * n or (eid < 0).any():
+        return f"core {core}: the recorded replay did not start every node once"
+    first = np.array([t == 0 for _, t, _ in order], np.uint8)
+    rec.ev_first[mine] = first[rec.ev_inst[mine]]
+    rec.ev_m[mine] = copies
+    grid = eid.reshape(n_inst, n)
+    if run.serial:
+        edges.add(mine[1:], mine[:-1])
+        return None
+    prev_state, prev_war = _previous_instances(order)
+    for node in tpl.nodes:
+        for d in node.deps:
+            edges.add(grid[:, node.index], grid[:, d])
+    for pairs, prev in ((tpl.state_edges, prev_state), (tpl.war_edges, prev_war)):
+        has = np.flatnonzero(prev >= 0)
+        for a, b in pairs:
+            edges.add(grid[has, b], grid[prev[has], a])
+    if tpl.slot_release is None:
+        return None
+    slots = run.profile.workspace.slots * min(run.interleave, len(seqs))
+    released = np.array(rec.grants_of.get(rank, []), np.int64)
+    granted = slots + np.arange(len(released))
+    if len(released) != max(0, n_inst - slots) or (granted >= n_inst).any():
+        return f"core {core}: the recorded slot grants do not match its chunks"
+    trig = grid[released, tpl.slot_release]
+    edges.add(grid[granted, 0], trig)
+    edges.trig_a.append(trig[:-1])
+    edges.trig_b.append(trig[1:])
+    return None
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+
+
+def _event_arrays(run: Run, rec: _Recorded, edges: _Edges) -> dict[str, np.ndarray]:
+    """The Schedule's per-event arrays: the recording's, the dependencies (CSR), each unit's previous event
+    and the transfers' order on each chip-wide bandwidth; the ties and windows _learn fills in."""
+    tpl, n_ev = run.template, len(rec.nid)
+    ev: dict[str, np.ndarray] = {"ev_node": rec.ev_node, "ev_first": rec.ev_first, "ev_m": rec.ev_m,
+                                 "ev_act": rec.ev_act}
+    srv = rec.ev_rank * len(rec.resources) + rec.node_res[rec.ev_node]
     ev["ev_srv"] = srv
-    succ_a = np.concatenate(succ) if succ else np.zeros(0, np.int64)
-    pred_a = np.concatenate(pred) if pred else np.zeros(0, np.int64)
-    ev["pred_ptr"], ev["pred_idx"] = _csr(succ_a, pred_a, n_ev)
-    if serial:
+    ev["pred_ptr"], ev["pred_idx"] = _csr(_joined(edges.succ), _joined(edges.pred), n_ev)
+    if run.serial:
         ev["srv_prev"] = np.full(n_ev, -1, np.int64)
         ev["jstar"] = np.full(n_ev, -1, np.int64)
     else:
         ev["srv_prev"] = _previous(srv, np.ones(n_ev, bool))
-        ev["jstar"] = previous_greater(nid, srv)
+        ev["jstar"] = previous_greater(rec.nid, srv)
     shared = np.array([SHARED.index(x.shared) if x.shared in SHARED else -1 for x in tpl.nodes], np.int64)
-    ev["ev_res"] = np.where(ev_act >= 0, shared[ev_node], -1)
+    ev["ev_res"] = np.where(rec.ev_act >= 0, shared[rec.ev_node], -1)
     on_res = [np.flatnonzero(ev["ev_res"] == r) for r in range(len(SHARED))]
     ev["seq"] = np.concatenate(on_res).astype(np.int64)
     ev["seq_off"] = np.concatenate([[0], np.cumsum([len(x) for x in on_res])]).astype(np.int64)
     ev["tpos"] = np.zeros(n_ev, np.int64)
     for x in on_res:
         ev["tpos"][x] = np.arange(len(x))
-    ev["trig_a"] = np.concatenate(trig_a) if trig_a else np.zeros(0, np.int64)
-    ev["trig_b"] = np.concatenate(trig_b) if trig_b else np.zeros(0, np.int64)
+    ev["trig_a"], ev["trig_b"] = _joined(edges.trig_a), _joined(edges.trig_b)
     ev.update(tie_a=np.zeros(n_ev, np.bool_), tie_idle=np.zeros(n_ev, np.bool_),
               tie_last=np.full(n_ev, -1, np.int64), wlo=np.zeros(n_ev, np.int64), whi=np.zeros(n_ev, np.int64),
               wsum=np.zeros(n_ev, np.int64), s_nom=np.zeros(n_ev))
-    sched = Schedule(run, serial, ev, len(log.cores) * len(resources), resources, problem)
-    if problem is None:
-        _learn(sched)
-    return sched
+    return ev
 
 
 def _previous_instances(order) -> tuple[np.ndarray, np.ndarray]:

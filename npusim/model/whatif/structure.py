@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from npusim.model.engine import Run, Template, core_order, edge_lists
+from npusim.model.engine import Run, Template, edge_lists
 from npusim.model.whatif.compiled import K_BITS, R_BITS, replay_samples
 from npusim.model.whatif.threads import each_part
 
@@ -45,32 +45,22 @@ class Model:
         base, insts, copies, lanes, first, nxt_state, nxt_war, remaining = [], [], [], [], [], [], [], []
         total = 0
         for c, seqs, m in cores:
-            order = core_order(seqs, counts, interleave)
+            seq, chunk, lane = _order(seqs, counts, interleave)
             base.append(total * n)
-            insts.append(len(order))
+            insts.append(len(seq))
             copies.append(m)
             lanes.append(slots * min(interleave, len(seqs)))
-            ns, nw = [-1] * len(order), [-1] * len(order)
-            last_seq: dict[int, int] = {}
-            last_lane: dict[int, int] = {}
-            for i, (s, _, lane) in enumerate(order):
-                if s in last_seq:
-                    ns[last_seq[s]] = i
-                if lane in last_lane:
-                    nw[last_lane[lane]] = i
-                last_seq[s], last_lane[lane] = i, i
-            rem = np.tile(np.array(in_intra, np.int64), len(order))
-            for i in range(len(order)):
-                for succ, into in ((nw[i], in_war), (ns[i], in_state)):
-                    if succ >= 0:
-                        rem[succ * n:(succ + 1) * n] += into
+            ns, nw = _next_same(seq), _next_same(lane)
+            rem = np.tile(np.array(in_intra, np.int64), (len(seq), 1))
+            for succ, into in ((nw, in_war), (ns, in_state)):
+                rem[succ[succ >= 0]] += np.array(into, np.int64)      # an instance follows at most one in each
             if use_slots:
-                rem[::n] += 1
-            remaining.append(rem)
-            first.append(np.array([t == 0 for _, t, _ in order], np.int64))
-            nxt_state.append(np.array(ns, np.int64))
-            nxt_war.append(np.array(nw, np.int64))
-            total += len(order)
+                rem[:, 0] += 1
+            remaining.append(rem.reshape(-1))
+            first.append((chunk == 0).astype(np.int64))
+            nxt_state.append(ns)
+            nxt_war.append(nw)
+            total += len(seq)
         if n >= 1 << K_BITS or len(insts) >= 1 << R_BITS:
             raise ValueError(f"the compiled model takes at most {1 << K_BITS} nodes and {1 << R_BITS} cores")
         self.rank_base = np.array(base, np.int64)
@@ -109,3 +99,25 @@ class Model:
 
         each_part(part, np.asarray(samples, np.int64))
         return makespan
+
+
+def _order(seqs, counts, interleave: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """engine.core_order as arrays: each instance's sequence, chunk and lane, in the order the core takes them
+    (group by group of `interleave` sequences, chunk by chunk, lane by lane)."""
+    seq = np.asarray(seqs, np.int64)
+    n = np.asarray(counts, np.int64)[seq]
+    pos = np.arange(len(seq), dtype=np.int64)
+    which = np.repeat(pos, n)                                   # every (sequence, chunk), sequence by sequence
+    chunk = np.arange(len(which), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+    lane = pos % interleave
+    order = np.lexsort((lane[which], chunk, which // interleave))
+    return seq[which][order], chunk[order], lane[which][order]
+
+
+def _next_same(keys: np.ndarray) -> np.ndarray:
+    """Each instance's next instance with the same key (in the core's order), -1 for the last."""
+    order = np.argsort(keys, kind="stable")
+    out = np.full(len(keys), -1, np.int64)
+    same = keys[order[1:]] == keys[order[:-1]]
+    out[order[:-1][same]] = order[1:][same]
+    return out

@@ -29,6 +29,7 @@ from npusim.chip.profile import Chip, Core, Profile, Workspace
 from npusim.errors import NpuSimError
 from npusim.model.engine import core_layout, simulate
 from npusim.model.multipass import DesignRun, PassRun, simulate_design, templates
+from npusim.model.run import Run
 from npusim.model.schedule import BARRIER, CHUNKS, Design
 from npusim.model.whatif.retime import Params, Schedule, compile_schedule, node_params, retime
 from npusim.model.whatif.structure import Model
@@ -125,6 +126,7 @@ class Layout:
     counts: tuple[int, ...]
     interleave: int
     cores: list
+    cores_used: int
 
 
 def layouts(design: Design, profile: Profile, counts: list[int], heads: int, interleave: int) -> list[Layout]:
@@ -134,7 +136,7 @@ def layouts(design: Design, profile: Profile, counts: list[int], heads: int, int
         mine = counts[::heads] if p.all_heads else counts
         seqs, lanes = ((1,) * sum(mine), 1) if p.layout == CHUNKS else (tuple(mine), p.interleave or interleave)
         cores, members = core_layout(seqs, p.on(profile).chip.ai_cores)
-        out.append(Layout(seqs, lanes, [(r, cores[r][1], len(ms)) for r, ms in members.items()]))
+        out.append(Layout(seqs, lanes, [(r, cores[r][1], len(ms)) for r, ms in members.items()], len(cores)))
     return out
 
 
@@ -284,13 +286,29 @@ class DesignTimer:
     def _bounds(self, prof: Profile, tpls, m: int) -> np.ndarray:
         """design_report's bound (every pass's, plus its boundary), lane by lane."""
         total = np.zeros(m)
-        for i, ((pr, _, _), tpl) in enumerate(zip(self._ways(False), tpls)):
-            p = pr.pass_
+        for i, (p, tpl, lay) in enumerate(zip(self.design.passes, tpls, self._layouts)):
             boundary = (prof.chip.barrier_us * p.barriers if (i and p.boundary == BARRIER)
                         else prof.chip.launch_overhead_us)
-            fake = type(pr)(p, _with_template(pr.run, tpl), pr.start_us, pr.boundary_us)
-            total = total + lanes_of(self._bound(fake), m) + lanes_of(boundary, m)
+            laid = PassRun(p, _laid_out(tpl, prof, lay, float("nan")), float("nan"), float("nan"))
+            total = total + lanes_of(self._bound(laid), m) + lanes_of(boundary, m)
         return total
+
+    def nominal(self, tpls, *, serial: bool = False) -> DesignRun:
+        """The design on the timer's own profile, each pass's makespan from the compiled event model and the
+        pass's layout (no replay; the event model where the compiled one does not finish): a DesignRun that
+        carries the makespans, boundaries and layouts a design report reads, and no busy times, trace or log.
+        `tpls`: the passes' templates on that profile."""
+        t, out = 0.0, []
+        for i, (p, tpl, lay) in enumerate(zip(self.design.passes, tpls, self._layouts)):
+            boundary = (self.profile.chip.barrier_us * p.barriers if (i and p.boundary == BARRIER)
+                        else self.profile.chip.launch_overhead_us)
+            params = node_params(tpl, p.on(self.profile), serial, 1)
+            span = self._makespans(None, self._model(tpl, i, serial), params, np.array([0]), [self.profile], i,
+                                   serial, Ways())
+            t += boundary
+            out.append(PassRun(p, _laid_out(tpl, p.on(self.profile), lay, float(span[0]), serial), t, boundary))
+            t += out[-1].run.makespan_us
+        return DesignRun(self.design, self.profile, out, serial, tuple(self.counts), self.interleave)
 
     def _replay_one(self, i: int, prof: Profile, lat, ser, bnd, per, errors, ways: Ways) -> None:
         """A sample whose profile shapes the schedule: the event model, pass by pass."""
@@ -313,9 +331,10 @@ class DesignTimer:
             bnd[i] = sum(self._bound(pr) + pr.boundary_us for pr in run.passes)
 
 
-def _with_template(run, tpl):
-    from dataclasses import replace
-    return replace(run, template=tpl, log=None)
+def _laid_out(tpl, profile: Profile, lay: Layout, makespan_us: float, serial: bool = False) -> Run:
+    """A pass's Run as its layout gives it, with `makespan_us` and no busy times, trace or log."""
+    return Run(tpl, profile, serial, max(lay.counts), len(lay.counts), lay.cores_used, makespan_us, {}, None, {},
+               lay.counts, lay.interleave)
 
 
 def _lanes(params: Params, idx: np.ndarray) -> Params:
