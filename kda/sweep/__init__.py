@@ -4,7 +4,7 @@ table; `python -m kda.sweep plot results.parquet` draws the Pareto front, heat m
 shape.
 
     spec.py     the spec file (TOML): axes, fixed settings, metrics; its points
-    point.py    one point evaluated and flattened into one row
+    point.py    one point evaluated and flattened into one row (or a profile axis's points, recorded once)
     runner.py   the points run in-process or on Dask, from the cache where finished
     cache.py    each finished point's row, keyed by its settings, the sources and the profile
     table.py    the table written and read (Parquet, or CSV)

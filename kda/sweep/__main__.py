@@ -47,6 +47,9 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache", type=Path, help="the cache of finished points (default OUTPUT.cache.jsonl)")
     p.add_argument("--no-cache", action="store_true", help="run every point, read and write no cache")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary line")
+    p.add_argument("--per-point", action="store_true", help="evaluate every point on its own (default: "
+                   "timing-only points that differ only in profile fields are recorded once and replayed on "
+                   "each profile; the rows are the same)")
     return p
 
 
@@ -109,7 +112,7 @@ def run_main(argv: list[str]) -> int:
     start = time.perf_counter()
     try:
         out = run_sweep(spec, workers=args.workers, scheduler=args.scheduler, cache=cache,
-                        progress=not args.quiet)
+                        progress=not args.quiet, batch=not args.per_point)
     except SchedulerError as err:
         return _fail(str(err))
     except Interrupted as stop:            # Ctrl-C: one line, and the finished rows kept

@@ -1,16 +1,20 @@
-"""One point of a sweep: `kda.studies.evaluate.evaluate(version, settings)`, flattened into one row. Runs on a Dask
-worker or in-process; a point that fails is a row with its error, never an exception."""
+"""One point of a sweep: `kda.studies.evaluate.evaluate(version, settings)`, flattened into one row; or the
+points of one design that differ only in profile fields, recorded once and replayed on each profile. Runs on
+a Dask worker or in-process; a point that fails is a row with its error, never an exception."""
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
+from typing import Callable
 
 from npusim import NpuSimError
 from npusim.model.workspace import analyse as workspace_use
 
 from kda.driver.checks import KdaInputError
 from kda.settings import Settings
-from kda.studies.evaluate import evaluate
+from kda.settings.profile import checked_profile
+from kda.studies.evaluate import VersionResult, evaluate, retime
 from kda.studies.probe import probe_results
 
 OK, FAILED = "ok", "failed"
@@ -21,21 +25,45 @@ def run_point(version: str, settings: Settings, threads: int | None = None) -> t
     to dotted columns, with `safe` and the timing-only probe's `probe.*`. Errors of the input (a bad
     combination, a workspace or a phase that does not fit, an overflow, numerics that fail parity) are results
     and cacheable; anything else (a crash) is reported but run again next time."""
+    _threads(threads)
+    return _row_of(lambda: evaluate(version, settings))[:2]
+
+
+def run_points(version: str, variants: list[Settings], threads: int | None = None) -> list[tuple[dict, bool]]:
+    """run_point of each of `variants`: timing-only settings of one design that differ only in profile
+    fields (`overrides`). The phase graphs do not depend on the profile: they are recorded once, for the
+    first variant, and each variant is replayed on its own profile from them (evaluate.retime), as its own
+    evaluation would: the same rows. Where the first variant fails before it is timed, each runs alone."""
+    _threads(threads)
+    row, cacheable, first = _row_of(lambda: evaluate(version, variants[0]))
+    if first is None:
+        return [(row, cacheable)] + [run_point(version, s) for s in variants[1:]]
+    rows = [(row, cacheable)]
+    for s in variants[1:]:
+        rows.append(_row_of(lambda s=s: retime(replace(first, settings=s, probe=None), checked_profile(s)))[:2])
+    return rows
+
+
+def _threads(threads: int | None) -> None:
     if threads:
         import torch
         torch.set_num_threads(threads)
+
+
+def _row_of(evaluation: Callable[[], VersionResult]) -> tuple[dict, bool, VersionResult | None]:
+    """(row, cacheable, the result or None where it raised) of one evaluation."""
     try:
-        r = evaluate(version, settings)
+        r = evaluation()
         probe_results([r])               # timing only: a few chunks of numerics say if it stays finite
         data = r.to_json()
     except (KdaInputError, NpuSimError, ValueError) as err:
-        return {"status": FAILED, "error": str(err)}, True
+        return {"status": FAILED, "error": str(err)}, True, None
     except Exception as err:  # noqa: BLE001 - a sweep outlives any one point
-        return {"status": FAILED, "error": f"{type(err).__name__}: {err}"}, False
+        return {"status": FAILED, "error": f"{type(err).__name__}: {err}"}, False, None
     data["workspace_kib"] = workspace_kib(r)
     error = (r.workspace_error or getattr(r, "capacity_error", None) or _overflow_text(data.get("overflow"))
              or _parity_text(data.get("parity")))
-    return {"status": FAILED if error else OK, "error": error, **flatten(data)}, True
+    return {"status": FAILED if error else OK, "error": error, **flatten(data)}, True, r
 
 
 def workspace_kib(r) -> dict:

@@ -1,8 +1,12 @@
 """Run a sweep's points: from the cache where finished, else in-process (`workers=0`), on a Dask
 `LocalCluster` (one worker process per core by default) or on an existing cluster (`scheduler=` address).
-Rows come back in point order, whatever order the workers finish in."""
+Rows come back in point order, whatever order the workers finish in. Timing-only points of one design that
+differ only in profile fields run as one task (point.run_points: recorded once, replayed on each profile),
+unless `batch=False`; each row is the same either way, cached under its own point's key."""
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import os
 import sys
@@ -13,7 +17,7 @@ from npusim.command import sigint_ignored, workers_starting
 from npusim.model.limits import available_cores
 
 from kda.sweep.cache import Cache, point_key
-from kda.sweep.point import FAILED, run_point
+from kda.sweep.point import FAILED, run_point, run_points
 from kda.sweep.spec import Spec
 
 
@@ -50,14 +54,16 @@ class Outcome:
 
 
 def run_sweep(spec: Spec, *, workers: int | None = 0, scheduler: str | None = None,
-              cache: str | os.PathLike | None = None, progress: bool = False) -> Outcome:
+              cache: str | os.PathLike | None = None, progress: bool = False, batch: bool = True) -> Outcome:
     """Every point of `spec`: one row each with its axis values, its fixed settings, `status`, `error` and
-    the metrics. `workers=None` starts one worker per core; `scheduler` uses an existing cluster."""
+    the metrics. `workers=None` starts one worker per core; `scheduler` uses an existing cluster; `batch`:
+    points that differ only in profile fields recorded once (False: each point evaluated on its own)."""
     store = Cache(cache)
     points = spec.points()
     keys = [point_key(p.version, p.settings) for p in points]
     found = {i: store.get(k) for i, k in enumerate(keys) if store.get(k) is not None}
     todo = [p for p in points if p.index not in found]
+    tasks = groups(todo) if batch else [[p] for p in todo]
     results = dict(found)
     bar = _Bar(len(points), sum(r.get("status") == FAILED for r in found.values()), len(found), progress)
     n_workers, source = 0, None
@@ -68,9 +74,9 @@ def run_sweep(spec: Spec, *, workers: int | None = 0, scheduler: str | None = No
     try:
         with bar:
             if scheduler is None and workers == 0:
-                source = _in_process(todo)
+                source = _in_process(tasks)
             else:
-                source, n_workers = _on_dask(todo, workers, scheduler)
+                source, n_workers = _on_dask(tasks, workers, scheduler)
             for index, row, cacheable in source:
                 results[index] = row
                 if cacheable:
@@ -131,20 +137,40 @@ def _unmatched(metrics, rows) -> list[str]:
     return [m for m in metrics if not any(n == m or n.startswith(m + ".") for n in names)]
 
 
-def _in_process(todo):
+def groups(todo) -> list[list]:
+    """The points as tasks, in point order of their first point: timing-only points whose settings differ
+    only in profile fields (one design, shape, dtype, gates, seed) form one task; every other point is its own."""
+    tasks: dict[str, list] = {}
+    for p in todo:
+        s = p.settings
+        key = str(p.index) if s.numerics else json.dumps(
+            [p.version, dataclasses.asdict(dataclasses.replace(s, overrides={}))], sort_keys=True, default=str)
+        tasks.setdefault(key, []).append(p)
+    return list(tasks.values())
+
+
+def run_task(task: list, threads: int | None = None) -> list[tuple[int, dict, bool]]:
+    """(index, row, cacheable) of each point of one task."""
+    if len(task) == 1:
+        return [(task[0].index, *run_point(task[0].version, task[0].settings, threads))]
+    rows = run_points(task[0].version, [p.settings for p in task], threads)
+    return [(p.index, *r) for p, r in zip(task, rows)]
+
+
+def _in_process(tasks):
     """One point after another in this process, with one torch thread as each Dask worker has: the
     points' matmuls are small, and threads only contend (4x slower recording on a busy 2-core machine)."""
     import torch
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        for p in todo:
-            yield (p.index, *run_point(p.version, p.settings))
+        for task in tasks:
+            yield from run_task(task)
     finally:
         torch.set_num_threads(threads)
 
 
-def _on_dask(todo, workers: int | None, scheduler: str | None):
+def _on_dask(tasks, workers: int | None, scheduler: str | None):
     """(generator of (index, row, cacheable), worker count) on a LocalCluster or the given scheduler."""
     try:
         import dask
@@ -185,13 +211,14 @@ def _on_dask(todo, workers: int | None, scheduler: str | None):
 
     def results():
         try:
-            futures = {client.submit(run_point, p.version, p.settings, 1, pure=False): p.index for p in todo}
+            futures = {client.submit(run_task, task, 1, pure=False): task for task in tasks}
             for future in as_completed(futures):
                 if future.status == "finished":
-                    yield (futures[future], *future.result())
-                else:       # the worker died or the task was lost: a row, not the end of the sweep
+                    yield from future.result()
+                else:       # the worker died or the task was lost: rows, not the end of the sweep
                     err = future.exception()
-                    yield futures[future], {"status": FAILED, "error": f"{type(err).__name__}: {err}"}, False
+                    for p in futures[future]:
+                        yield p.index, {"status": FAILED, "error": f"{type(err).__name__}: {err}"}, False
                 future.release()
         finally:
             with sigint_ignored():         # a second Ctrl-C does not cut the shutdown short

@@ -116,8 +116,9 @@ def test_axes_range_over_the_multipass_designs_interleave_and_profile_fields():
 
 def test_the_cache_skips_finished_points(tmp_path, monkeypatch):
     calls = []
-    real = sweep_runner.run_point
-    monkeypatch.setattr(sweep_runner, "run_point", lambda v, s, *a: calls.append((v, s)) or real(v, s, *a))
+    real = sweep_runner.run_task
+    monkeypatch.setattr(sweep_runner, "run_task",
+                        lambda task, *a: calls.extend((p.version, p.settings) for p in task) or real(task, *a))
     cache = tmp_path / "c.jsonl"
     first = run_sweep(parse_spec(SMALL), cache=cache)
     assert (first.ran, first.cached, len(calls)) == (4, 0, 4)
