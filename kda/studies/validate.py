@@ -288,7 +288,7 @@ def validate(paths: Path | Sequence[Path] = SHIPPED, profile_name: str = "ascend
         train = [r for r in rows if not r.held_out and not kda_kernel(r.kernel)]
         fp = FloorPredictors([models[r.key] for r in train], [r.group for r in train],
                              [r.measured_us for r in train])
-        result = fit(profile, chosen, fp.predictors(), [r.measured_us for r in train])
+        result = fit(profile, chosen, fp.predictors(), [r.measured_us for r in train], many=fp.many)
         device = {k: models[k].predict(result.profile) for k in keys}
         floors = host_floors(train, device)
         for r in rows:

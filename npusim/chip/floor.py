@@ -52,6 +52,22 @@ class FloorPredictors:
             self._last = (profile, device, floors(self.groups, self.measured, device))
         return self._last[1], self._last[2]
 
+    def many(self, profiles: list[Profile]) -> np.ndarray:
+        """Every predictor under each of `profiles`, [profiles, rows] (least_squares.fit's `many`): each
+        model timed under them at once where it has predict_many, each profile's floors solved as evaluate
+        solves them."""
+        times: dict[int, list[float]] = {}
+        for m in self.models:
+            if id(m) not in times:
+                batch = getattr(m, "predict_many", None)
+                times[id(m)] = list(batch(profiles)) if callable(batch) else [m.predict(p) for p in profiles]
+        out = []
+        for i in range(len(profiles)):
+            device = [times[id(m)][i] for m in self.models]
+            fl = floors(self.groups, self.measured, device)
+            out.append([fl[g] + d for g, d in zip(self.groups, device)])
+        return np.array(out, dtype=float)
+
     def predictors(self) -> list:
         def make(i):
             def predict(profile: Profile) -> float:

@@ -34,7 +34,7 @@ from npusim.chip.floor import FloorPredictors
 from npusim.chip.profile import _SECTIONS, Profile, load_profile
 from npusim.command import as_command
 from npusim.errors import NpuSimError
-from npusim.fit.least_squares import Fit, fit, typical_evaluations
+from npusim.fit.least_squares import Fit, batch_of, fit, typical_evaluations
 from npusim.fit.measurements import read_measurements, unmapped
 from npusim.fit.op_map import OpEntry, read_op_map
 from npusim.fit.uncertainty import assumptions
@@ -130,9 +130,9 @@ def calibrate(path: str | Path, profile: Profile, kernels: str = "kda", fields=N
     if callable(check_models):                # a table that can weigh its models: before the fit starts
         check_models(models, profile, typical_evaluations(len(chosen)), "npusim.calibrate")
     if not host_floor:
-        return fit(profile, chosen, [k.predict for k in models], measured), rows, notes
+        return fit(profile, chosen, [k.predict for k in models], measured, many=batch_of(models)), rows, notes
     fp = FloorPredictors(models, ["all"] * len(rows), measured)
-    result = fit(profile, chosen, fp.predictors(), measured)
+    result = fit(profile, chosen, fp.predictors(), measured, many=fp.many)
     result.host_floor_us = fp.evaluate(result.profile)[1]["all"]
     return result, rows, notes
 

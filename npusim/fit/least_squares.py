@@ -77,6 +77,23 @@ class Fit:
 
 
 Predictor = Callable[[Profile], float]
+# Every predictor on each of several profiles at once: an array [profiles, predictors] holding the numbers
+# the predictors give one by one (a model timed under many profiles in one batch: npusim/model/whatif/).
+Batch = Callable[[list[Profile]], np.ndarray]
+
+
+def batch_of(models: Sequence) -> Batch:
+    """fit()'s `many` for predictors that are models' predict(profile): each model timed under the profiles
+    at once where it has predict_many(profiles), else one profile after another; a model shared by several
+    rows is timed once."""
+    def many(profiles: list[Profile]) -> np.ndarray:
+        times: dict[int, list[float]] = {}
+        for m in models:
+            if id(m) not in times:
+                batch = getattr(m, "predict_many", None)
+                times[id(m)] = list(batch(profiles)) if callable(batch) else [m.predict(p) for p in profiles]
+        return np.array([times[id(m)] for m in models], dtype=float).T
+    return many
 
 
 def typical_evaluations(fields: int) -> int:
@@ -90,10 +107,11 @@ def _profile(base: Profile, fields: Sequence[Assumption], phi: np.ndarray) -> Pr
 
 
 def fit(base: Profile, fields: Sequence[Assumption], predictors: Sequence[Predictor], measured: Sequence[float],
-        max_iter: int = 40) -> Fit:
+        max_iter: int = 40, many: Batch | None = None) -> Fit:
     """Fit `fields` of `base` so that the predictors match `measured` (us), within the fields' ranges.
     Fields the data cannot determine are set back to the profile's value and the others refitted without
-    them, until every field left is determined."""
+    them, until every field left is determined. `many`: the predictors under several profiles at once, for
+    the Jacobian's points (the same numbers, fewer replays)."""
     meas = np.asarray(measured, dtype=float)
     calls = [0]
     before = np.array([f(base) for f in predictors])
@@ -102,7 +120,7 @@ def fit(base: Profile, fields: Sequence[Assumption], predictors: Sequence[Predic
     active = list(fields)
     profile, pred, iterations = base, before, 0
     while active:
-        phi, pred, J, its = _solve(base, active, predictors, meas, max_iter, calls)
+        phi, pred, J, its = _solve(base, active, predictors, meas, max_iter, calls, many)
         iterations += its
         judged = _judge(active, phi, J, np.log(pred) - np.log(meas))
         for f in judged:
@@ -118,9 +136,10 @@ def fit(base: Profile, fields: Sequence[Assumption], predictors: Sequence[Predic
     return Fit(out, meas, before, pred, iterations, calls[0], profile)
 
 
-def _solve(base, fields, predictors, meas, max_iter, calls):
+def _solve(base, fields, predictors, meas, max_iter, calls, many=None):
     """Bounded least squares in log space (scipy's trust-region reflective method, with our Jacobian);
-    returns (log values, predictions, Jacobian, iterations)."""
+    returns (log values, predictions, Jacobian, iterations). With `many`, the Jacobian's points not predicted
+    yet are predicted in one batch."""
     lo = np.log([f.lo for f in fields])
     hi = np.log([f.hi for f in fields])
     width = np.maximum(hi - lo, 1e-12)
@@ -135,16 +154,29 @@ def _solve(base, fields, predictors, meas, max_iter, calls):
             seen[key] = np.array([f(p) for f in predictors])
         return seen[key]
 
+    def predict_all(points):
+        todo = [x for x in points if np.asarray(x, dtype=float).tobytes() not in seen]
+        if many is None or len(todo) < 2:
+            return
+        calls[0] += len(predictors) * len(todo)
+        values = np.asarray(many([_profile(base, fields, x) for x in todo]), dtype=float)
+        for x, v in zip(todo, values):
+            seen[np.asarray(x, dtype=float).tobytes()] = v
+
     def residuals(phi):
         return np.concatenate([np.log(predict(phi)) - np.log(meas), PRIOR * (phi - phi0) / width])
 
     def jacobian(phi):
         J = np.zeros((len(meas), len(fields)))
-        base_log = np.log(predict(phi))
+        steps = []
         for j in range(len(fields)):
             h = STEP if phi[j] + STEP <= hi[j] else -STEP
             step = phi.copy()
             step[j] += h
+            steps.append((h, step))
+        predict_all([phi] + [step for _, step in steps])
+        base_log = np.log(predict(phi))
+        for j, (h, step) in enumerate(steps):
             J[:, j] = (np.log(predict(step)) - base_log) / h
         return J
 

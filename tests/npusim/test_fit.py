@@ -43,3 +43,32 @@ def test_a_field_whose_two_standard_errors_span_half_its_range_is_too_uncertain(
 def test_rms_is_in_log_terms():
     result = _one(0.5, 2.0)
     assert result.rms_after == pytest.approx(math.sqrt(0.02 / 3), rel=1e-4)
+
+
+class _Counted:
+    """A model whose latency is a closed form of two fields; predict_many gives the same numbers and counts
+    the batches it was asked for."""
+
+    def __init__(self, a: float, b: float):
+        self.a, self.b, self.batches = a, b, []
+
+    def predict(self, p):
+        return self.a * p.sync.latency_us + self.b * p.chip.launch_overhead_us
+
+    def predict_many(self, profiles):
+        self.batches.append(len(profiles))
+        return [self.predict(p) for p in profiles]
+
+
+def test_a_batched_jacobian_gives_the_fit_of_the_one_by_one_jacobian():
+    from npusim.fit.least_squares import batch_of
+    fields = [Assumption("sync.latency_us", 1.0, 0.1, 5.0, "a test"),
+              Assumption("chip.launch_overhead_us", 20.0, 5.0, 80.0, "a test")]
+    models = [_Counted(a, b) for a, b in ((1, 1), (10, 1), (100, 1), (1, 3))]
+    measured = [3.0 * a + 30.0 * b for a, b in ((1, 1), (10, 1), (100, 1), (1, 3))]   # latency 3, launch 30
+    alone = fit(BASE, fields, [m.predict for m in models], measured)
+    batched = fit(BASE, fields, [m.predict for m in models], measured, many=batch_of(models))
+    assert [f.value for f in batched.fields] == [f.value for f in alone.fields]
+    assert list(batched.after) == list(alone.after) and batched.evaluations == alone.evaluations
+    assert alone.fields[0].value == pytest.approx(3.0, rel=1e-3) and alone.fields[1].value == pytest.approx(30.0, rel=1e-3)
+    assert models[0].batches and all(n >= 2 for n in models[0].batches)   # the Jacobian's points, together

@@ -131,3 +131,24 @@ def test_worker_processes_give_the_same_numbers(tmp_path, capsys):
     assert outs[0] == outs[1]
     assert main(["--data", str(path), "--jobs", "0"]) == 2
     assert "--jobs must be >= 1" in capsys.readouterr().err
+
+
+def test_calibrate_fits_the_same_with_the_kernels_timed_in_batches(tmp_path, monkeypatch):
+    """npusim.calibrate's Jacobian times each kernel under its points at once (predict_many); the fit is the
+    one the kernels timed one profile at a time give."""
+    from npusim import load_profile
+    from npusim.fit import calibrate as cal
+    from npusim.fit import least_squares
+    data = tmp_path / "rows.csv"
+    data.write_text("kernel,shape,dtype,measured_us\nkda_v3,1x64x1x16x16,bf16,30\nkda_v3,1x128x1x16x16,bf16,50\n"
+                    "kda_v3,1x256x1x16x16,bf16,90\nkda_v3,1x512x2x16x16,bf16,170\n", encoding="utf-8")
+    profile = load_profile("ascend-910b2")
+    fields = ["sync.latency_us", "isa.gm_burst_cycles"]
+    batched, _, _ = cal.calibrate(data, profile, fields=fields)
+    real_fit = least_squares.fit
+    monkeypatch.setattr(cal, "fit", lambda *a, many=None, **k: real_fit(*a, **k))   # one profile at a time
+    alone, _, _ = cal.calibrate(data, profile, fields=fields)
+    assert [f.field for f in batched.fields] == [f.field for f in alone.fields]
+    for b, a in zip(batched.fields, alone.fields):
+        assert b.value == pytest.approx(a.value, rel=1e-9) and b.determined == a.determined
+    assert list(batched.after) == pytest.approx(list(alone.after), rel=1e-9)
