@@ -2,23 +2,9 @@
 its per-token-head comparison sums. Expectations from the shapes and from kda/validation/megagdn.csv by hand."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-@pytest.fixture(scope="module")
-def bench():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import designs
-        import designs_why
-        yield designs, designs_why
-    finally:
-        sys.path.remove(str(BENCH))
 
 
 def test_token_heads_of_each_shape(bench):

@@ -5,8 +5,6 @@ design report (latency, serial latency, bound, every pass's makespan, bytes), th
 latency with each mechanism off, and a sampled profile's latency. Small shapes, every design."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,19 +15,7 @@ from kda.settings import Settings
 from kda.studies.evaluate import evaluate, retime
 from kda.studies.run_json import plans_of
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 SHAPES = (dict(heads=3, tokens=320), dict(heads=2, seqlens=(200, 64, 129)))   # the second: graphs reused
-
-
-@pytest.fixture(scope="module")
-def bench():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import designs
-        import designs_why
-        yield designs, designs_why
-    finally:
-        sys.path.remove(str(BENCH))
 
 
 @pytest.fixture(scope="module")
