@@ -29,6 +29,17 @@ def floors(groups: Sequence[str], measured: Sequence[float], predicted: Sequence
     return out
 
 
+def model_times(models: Sequence, profiles: list[Profile]) -> np.ndarray:
+    """Each model's latency under each of `profiles`, [models, profiles]: timed under them at once where the
+    model has predict_many(profiles), else one profile after another; a model shared by several rows once."""
+    times: dict[int, list[float]] = {}
+    for m in models:
+        if id(m) not in times:
+            batch = getattr(m, "predict_many", None)
+            times[id(m)] = list(batch(profiles)) if callable(batch) else [m.predict(p) for p in profiles]
+    return np.array([times[id(m)] for m in models], dtype=float)
+
+
 class FloorPredictors:
     """Predictors for npusim.fit.least_squares: a row's group floor + its model's latency. `models` have `predict(profile)`;
     rows may share a model object (it is evaluated once per profile). fit.py evaluates every predictor on
@@ -56,14 +67,9 @@ class FloorPredictors:
         """Every predictor under each of `profiles`, [profiles, rows] (least_squares.fit's `many`): each
         model timed under them at once where it has predict_many, each profile's floors solved as evaluate
         solves them."""
-        times: dict[int, list[float]] = {}
-        for m in self.models:
-            if id(m) not in times:
-                batch = getattr(m, "predict_many", None)
-                times[id(m)] = list(batch(profiles)) if callable(batch) else [m.predict(p) for p in profiles]
+        times = model_times(self.models, profiles)
         out = []
-        for i in range(len(profiles)):
-            device = [times[id(m)][i] for m in self.models]
+        for device in times.T.tolist():
             fl = floors(self.groups, self.measured, device)
             out.append([fl[g] + d for g, d in zip(self.groups, device)])
         return np.array(out, dtype=float)

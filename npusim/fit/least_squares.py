@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy.optimize import least_squares
 
+from npusim.chip.floor import model_times
 from npusim.chip.profile import Profile
 from npusim.fit.uncertainty import Assumption
 
@@ -87,12 +88,7 @@ def batch_of(models: Sequence) -> Batch:
     at once where it has predict_many(profiles), else one profile after another; a model shared by several
     rows is timed once."""
     def many(profiles: list[Profile]) -> np.ndarray:
-        times: dict[int, list[float]] = {}
-        for m in models:
-            if id(m) not in times:
-                batch = getattr(m, "predict_many", None)
-                times[id(m)] = list(batch(profiles)) if callable(batch) else [m.predict(p) for p in profiles]
-        return np.array([times[id(m)] for m in models], dtype=float).T
+        return model_times(models, profiles).T
     return many
 
 
