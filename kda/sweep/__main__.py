@@ -146,9 +146,9 @@ def run_main(argv: list[str]) -> int:
     if out.unusable_cache_lines:
         print(f"warning: --cache {cache}: {out.unusable_cache_lines} line(s) could not be used (cut short, not "
               f"text, or not matching their digest): those points ran again", file=sys.stderr)
+    for note in out.notes:
+        print(f"note: {note}", file=sys.stderr)
     if not args.quiet:
-        for note in out.notes:
-            print(f"note: {note}", file=sys.stderr)
         where = f"{out.workers} Dask workers" if out.workers else "in-process"
         print(f"{len(out.rows)} points ({out.ran} run {where}, {out.cached} from the cache), "
               f"{out.failed} failed, {time.perf_counter() - start:.1f} s -> {written}", file=sys.stderr)

@@ -109,3 +109,19 @@ def test_a_kept_trace_is_replayed_by_the_event_model_and_said_once(tmp_path):
     batched, _ = _both(spec, tmp_path)             # no metrics: every column, the overlap metrics among them
     assert all(r["pipeline.overlap.span_us"] is not None for r in batched.rows if r["version"] == "v3")
     assert len(batched.notes) == 1 and "trace" in batched.notes[0]
+
+
+def test_the_cli_writes_the_same_table_either_way_and_says_it_once(tmp_path, capsys):
+    from kda.sweep.__main__ import main
+    spec = tmp_path / "kept.toml"              # no metrics: the overlap metrics' trace kept
+    spec.write_text('numerics = false\n[axes]\nversion = ["v3", "v6"]\n"sync.latency_us" = [0.3, 2.0]\n'
+                    '[fixed]\nprofile = "ascend-910b2"\nheads = 2\ntokens = 256\n')
+    out = {}
+    for way in ("batched", "per-point"):
+        csv = tmp_path / f"{way}.csv"
+        extra = ["--per-point"] if way == "per-point" else []
+        assert main([str(spec), "--workers", "0", "--no-cache", "--quiet", "-o", str(csv), *extra]) == 0
+        out[way] = csv.read_bytes(), capsys.readouterr().err
+    assert out["batched"][0] == out["per-point"][0]
+    assert out["batched"][1].count("note: ") == 1 and "trace" in out["batched"][1]
+    assert "note: " not in out["per-point"][1]
