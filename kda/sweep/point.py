@@ -1,7 +1,7 @@
 """One point of a sweep: `kda.studies.evaluate.evaluate(version, settings)`, flattened into one row; or the
 points of one design that differ only in profile fields, recorded once and timed on each profile by the
-compiled event model (the same rows). Runs on
-a Dask worker or in-process; a point that fails is a row with its error, never an exception."""
+compiled event model (the same rows). Runs on a Dask worker or in-process; a point that fails is a row with
+its error, never an exception."""
 from __future__ import annotations
 
 import json
