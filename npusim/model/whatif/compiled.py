@@ -83,9 +83,11 @@ def _held(first, busy_f, busy_l, share, pipe, io, load, comp, store, tiles, work
 def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, next_state, next_war, remaining0,
                succ_ptr, succ_kind, succ_node, node_srv, slot_release, shared, srv_off, bf, bl, df, dl, wk, nbf, nbl,
                rate, pipe, pl, pc, ps, pt, pio, remaining, heap, srv_size, running, pending, waiting, qt, qk, et, em,
-               held, moved):
+               held, moved, times):
     """One sample, pipelined (engine._Model): the makespan, NaN on a deadlock; each unit's busy time added to
-    `held`, each chip-wide bandwidth's to `moved` (engine's server.busy and _Share.busy, in the same order)."""
+    `held`, each chip-wide bandwidth's to `moved` (engine's server.busy and _Share.busy, in the same order);
+    where `times` has rows, each node's start, busy time, end, place in the order of completion and whether it
+    started before the first event (SimPy's clock still its initial integer 0)."""
     n_ranks = rank_base.shape[0]
     n_ev = remaining0.shape[0]
     ecap = et.shape[0] // 2
@@ -93,7 +95,7 @@ def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, ne
     free = rank_slots.copy()
     next_grant = np.zeros(n_ranks, np.int64)
     use_slots = slot_release >= 0
-    qsize, seq, now = 0, 0, 0.0
+    qsize, seq, now, ndone = 0, 0, 0.0, 0
     nwait = _first_ready(n, n_res, info, rank_base, rank_inst, node_srv, slot_release, remaining0, srv_off, free,
                          next_grant, remaining, heap, srv_size, running, pending, waiting)
     lead = -1
@@ -127,6 +129,9 @@ def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, ne
                     seq += 1
                     done = False
             if done:                             # engine.complete: the successors in this chunk, the next ones
+                if times.shape[0] > 0:
+                    times[ident, 2], times[ident, 3] = now, ndone
+                    ndone += 1
                 base = ident - k
                 rb = rank_base[r]
                 g = x >> 24
@@ -167,7 +172,6 @@ def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, ne
                             nwait += 1
             if released and srv_size[v] > 0 and not pending[v]:
                 lead = v                         # it starts its next node at once, ahead of the waiting units
-        first_pass = False
         j = -1 if lead >= 0 else 0
         while j < nwait:                         # flush: start every idle unit with ready nodes, in order
             if j < 0:
@@ -205,6 +209,8 @@ def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, ne
                     else:
                         esize1, active1 = sz, act + m
             held[v] += busy
+            if times.shape[0] > 0:
+                times[ident, 0], times[ident, 1], times[ident, 4] = now, busy, first_pass
             running[v] = True
             if hole:
                 qsift(qt, qk, qsize, now + busy, (seq << SHIFT) | (ident << 1))
@@ -213,6 +219,7 @@ def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, ne
                 qsize = qpush(qt, qk, qsize, now + busy, (seq << SHIFT) | (ident << 1))
             seq += 1
         nwait = 0
+        first_pass = False
     for ident in range(n_ev):
         if remaining[ident] > 0:
             return np.nan                        # a node never started: a dependency cycle
@@ -285,10 +292,11 @@ def _serial(n, n_res, info, rank_base, rank_inst, rank_copies, node_srv, shared,
 def replay_samples(serial, samples, n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, next_state, next_war,
             remaining0, succ_ptr, succ_kind, succ_node, node_srv, slot_release, shared, busy_f, busy_l, delay_f,
             delay_l, work, bytes_f, bytes_l, rate, pipe, p_load, p_comp, p_store, p_tiles, p_io, makespan, busy,
-            shared_busy):
+            shared_busy, times):
     """The lanes `samples` of the durations, each replayed on its own: makespan[s], and where `busy` and
     `shared_busy` have a column per lane, each unit's busy time busy[core rank x units + unit, s] and each
-    chip-wide bandwidth's shared_busy[bandwidth, s] (arrays of no columns: makespans only)."""
+    chip-wide bandwidth's shared_busy[bandwidth, s] (arrays of no columns: makespans only); where `times` has
+    rows (one sample, pipelined), _pipelined's times of each node."""
     n_ev = remaining0.shape[0]
     n_ranks = rank_base.shape[0]
     n_srv = n_ranks * n_res
@@ -327,7 +335,7 @@ def replay_samples(serial, samples, n, n_res, info, rank_base, rank_inst, rank_c
                                      next_war, remaining0, succ_ptr, succ_kind, succ_node, node_srv, slot_release,
                                      shared, srv_off, bf, bl, df, dl, wk, bytes_f, bytes_l, rt, pipe, pl, pc, ps,
                                      p_tiles, pio, remaining, heap, srv_size, running, pending, waiting, qt, qk, et,
-                                     em, held, moved)
+                                     em, held, moved, times)
         if busy.shape[1] > s:
             busy[:, s] = held
             shared_busy[:, s] = moved
