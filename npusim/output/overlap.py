@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from npusim.model.engine import PHASE, Run
 from npusim.output.critical_path import CriticalPath, critical_path
@@ -123,7 +123,7 @@ class Overlap:
         return self.period_bound_us / self.period_us if self.period_us else None
 
     def to_dict(self, steps: bool = False) -> dict:
-        d = asdict(self)
+        d = asdict(self if steps else replace(self, critical=replace(self.critical, steps=())))  # no copy of them
         if not steps:
             d["critical"].pop("steps")
         d.update(concurrent_fraction=self.concurrent_fraction, overlap_ratio=self.overlap_ratio,

@@ -21,7 +21,7 @@ from npusim.model.limits import check_replay
 from npusim.model.multipass import DesignRun, PassRun
 from npusim.model.schedule import BARRIER, CHUNKS, Design
 from npusim.model.template import shared_rate
-from npusim.model.trace import Trace, copy_trace
+from npusim.model.trace import Trace
 from npusim.model.whatif.retime import SHARED, node_params
 from npusim.model.whatif.structure import Model
 
@@ -108,20 +108,30 @@ class CompiledRuns:
 
 def _timeline(tpl: Template, model: Model, times: np.ndarray, members: dict[int, list[int]]) -> Trace:
     """The trace's columns that the compiled model's times give, as engine.simulate keeps them: each simulated
-    core's nodes in the order they completed, then copied to the other cores of its class. `times`: Model.times.
-    No slots (-1), stretch (1.0) or occupancy: the timeline holds when each node ran, not what it held."""
-    n = tpl.n
-    core = np.concatenate([np.full(len(seq), c, np.int64) for c, seq, _ in model.instances]).tolist()
-    seq = np.concatenate([s for _, s, _ in model.instances]).tolist()
-    chunk = np.concatenate([t for _, _, t in model.instances]).tolist()
-    start, end = times[:, 0].tolist(), times[:, 2].tolist()
-    for j in np.flatnonzero(times[:, 4] == 1).tolist():
+    core's nodes in the order they completed, copied to the other cores of its class as copy_trace does (core
+    by core, sequences renumbered). `times`: Model.times. No slots (-1), stretch (1.0) or occupancy: the
+    timeline holds when each node ran, not what it held."""
+    done = np.argsort(times[:, 3], kind="stable")
+    inst, node = np.divmod(done, tpl.n)
+    core = np.concatenate([np.full(len(seq), c, np.int64) for c, seq, _ in model.instances])[inst]
+    seq = np.concatenate([s for _, s, _ in model.instances])[inst]
+    chunk = np.concatenate([t for _, _, t in model.instances])[inst]
+    rows, cores = np.arange(len(done)), core
+    if any(len(ms) > 1 for ms in members.values()):
+        rep = {c: r for r, ms in members.items() for c in ms}
+        parts = [(np.flatnonzero(core == rep[c]), c) for c in sorted(rep)]
+        rows = np.concatenate([p for p, _ in parts])
+        cores = np.concatenate([np.full(len(p), c, np.int64) for p, c in parts])
+        seq = np.concatenate([seq[p] - rep[c] + c for p, c in parts])
+    else:
+        seq = seq[rows]
+    at = done[rows]
+    start = times[at, 0].tolist()
+    for j in np.flatnonzero(times[at, 4] == 1).tolist():
         start[j] = 0                                     # SimPy's clock before its first event: the integer 0
-    busy_end = (times[:, 0] + times[:, 1]).tolist()      # engine.py's start + busy
-    out = Trace(tpl)
-    for j in np.argsort(times[:, 3], kind="stable").tolist():
-        g, k = divmod(j, n)
-        node = tpl.nodes[k]
-        out.add(k, core[g], seq[g], chunk[g], start[j], busy_end[j], end[j],
-                node.nbytes_first if chunk[g] == 0 else node.nbytes, -1)
-    return copy_trace(out, members) if any(len(ms) > 1 for ms in members.values()) else out
+    first = np.array([x.nbytes_first for x in tpl.nodes], np.int64)
+    later = np.array([x.nbytes for x in tpl.nodes], np.int64)
+    k, c = node[rows], chunk[rows]
+    return Trace(tpl, node=k.tolist(), core=cores.tolist(), seq=seq.tolist(), chunk=c.tolist(), start=start,
+                 busy_end=(times[at, 0] + times[at, 1]).tolist(), end=times[at, 2].tolist(),
+                 nbytes=np.where(c == 0, first[k], later[k]).tolist(), slot=[-1] * len(at), stretch=[1.0] * len(at))
