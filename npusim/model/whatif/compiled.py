@@ -82,8 +82,10 @@ def _held(first, busy_f, busy_l, share, pipe, io, load, comp, store, tiles, work
 @njit(**OPTS)
 def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, next_state, next_war, remaining0,
                succ_ptr, succ_kind, succ_node, node_srv, slot_release, shared, srv_off, bf, bl, df, dl, wk, nbf, nbl,
-               rate, pipe, pl, pc, ps, pt, pio, remaining, heap, srv_size, running, pending, waiting, qt, qk, et, em):
-    """One sample, pipelined (engine._Model): the makespan, NaN on a deadlock."""
+               rate, pipe, pl, pc, ps, pt, pio, remaining, heap, srv_size, running, pending, waiting, qt, qk, et, em,
+               held, moved):
+    """One sample, pipelined (engine._Model): the makespan, NaN on a deadlock; each unit's busy time added to
+    `held`, each chip-wide bandwidth's to `moved` (engine's server.busy and _Share.busy, in the same order)."""
     n_ranks = rank_base.shape[0]
     n_ev = remaining0.shape[0]
     ecap = et.shape[0] // 2
@@ -197,10 +199,12 @@ def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, ne
                     busy, t = _held(first, bf[k], bl[k], nb * (act + m) / rate[rr], pipe[k], pio[k], pl[k], pc[k],
                                     ps[k], pt[k], wk[k])
                     sz = epush(et, em, off, sz, now + t, m)
+                    moved[rr] += m * nb / rate[rr]
                     if rr == 0:
                         esize0, active0 = sz, act + m
                     else:
                         esize1, active1 = sz, act + m
+            held[v] += busy
             running[v] = True
             if hole:
                 qsift(qt, qk, qsize, now + busy, (seq << SHIFT) | (ident << 1))
@@ -216,9 +220,10 @@ def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, ne
 
 
 @njit(**OPTS)
-def _serial(n, info, rank_base, rank_inst, rank_copies, shared, bf, bl, df, dl, wk, nbf, nbl, rate, pipe, pl, pc, ps,
-            pt, pio, qt, qk, et, em):
-    """One sample in serial mode (engine._Model.run_serial): each core's nodes one after the other."""
+def _serial(n, n_res, info, rank_base, rank_inst, rank_copies, node_srv, shared, bf, bl, df, dl, wk, nbf, nbl, rate,
+            pipe, pl, pc, ps, pt, pio, qt, qk, et, em, held, moved):
+    """One sample in serial mode (engine._Model.run_serial): each core's nodes one after the other; busy
+    times added to `held` and `moved` as _pipelined's."""
     n_ranks = rank_base.shape[0]
     ecap = et.shape[0] // 2
     esize0, esize1, active0, active1 = 0, 0, 0, 0
@@ -265,10 +270,12 @@ def _serial(n, info, rank_base, rank_inst, rank_copies, shared, bf, bl, df, dl, 
                 busy, t = _held(first, bf[k], bl[k], nb * (act + m) / rate[rr], pipe[k], pio[k], pl[k], pc[k],
                                 ps[k], pt[k], wk[k])
                 sz = epush(et, em, off, sz, now + t, m)
+                moved[rr] += m * nb / rate[rr]
                 if rr == 0:
                     esize0, active0 = sz, act + m
                 else:
                     esize1, active1 = sz, act + m
+        held[r * n_res + node_srv[k]] += busy
         qsize = qpush(qt, qk, qsize, now + busy, (seq << SHIFT) | (nxt << 1))
         seq += 1
     return now
@@ -277,8 +284,11 @@ def _serial(n, info, rank_base, rank_inst, rank_copies, shared, bf, bl, df, dl, 
 @njit(**OPTS)
 def replay_samples(serial, samples, n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, next_state, next_war,
             remaining0, succ_ptr, succ_kind, succ_node, node_srv, slot_release, shared, busy_f, busy_l, delay_f,
-            delay_l, work, bytes_f, bytes_l, rate, pipe, p_load, p_comp, p_store, p_tiles, p_io, makespan):
-    """The lanes `samples` of the durations, each replayed on its own (makespan[s])."""
+            delay_l, work, bytes_f, bytes_l, rate, pipe, p_load, p_comp, p_store, p_tiles, p_io, makespan, busy,
+            shared_busy):
+    """The lanes `samples` of the durations, each replayed on its own: makespan[s], and where `busy` and
+    `shared_busy` have a column per lane, each unit's busy time busy[core rank x units + unit, s] and each
+    chip-wide bandwidth's shared_busy[bandwidth, s] (arrays of no columns: makespans only)."""
     n_ev = remaining0.shape[0]
     n_ranks = rank_base.shape[0]
     n_srv = n_ranks * n_res
@@ -299,19 +309,25 @@ def replay_samples(serial, samples, n, n_res, info, rank_base, rank_inst, rank_c
     bf, bl, df, dl, wk = np.empty(n), np.empty(n), np.empty(n), np.empty(n), np.empty(n)
     pl, pc, ps, pio = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
     rt = np.empty(rate.shape[0])
+    held, moved = np.empty(n_srv), np.empty(rate.shape[0])
     for j in range(samples.shape[0]):
         s = samples[j]
+        held[:] = 0.0
+        moved[:] = 0.0
         for k in range(n):                       # this sample's durations, side by side
             bf[k], bl[k], df[k], dl[k], wk[k] = busy_f[k, s], busy_l[k, s], delay_f[k, s], delay_l[k, s], work[k, s]
             pl[k], pc[k], ps[k], pio[k] = p_load[k, s], p_comp[k, s], p_store[k, s], p_io[k, s]
         for r in range(rate.shape[0]):
             rt[r] = rate[r, s]
         if serial:
-            makespan[s] = _serial(n, info, rank_base, rank_inst, rank_copies, shared, bf, bl, df, dl, wk, bytes_f,
-                                  bytes_l, rt, pipe, pl, pc, ps, p_tiles, pio, qt, qk, et, em)
+            makespan[s] = _serial(n, n_res, info, rank_base, rank_inst, rank_copies, node_srv, shared, bf, bl, df, dl,
+                                  wk, bytes_f, bytes_l, rt, pipe, pl, pc, ps, p_tiles, pio, qt, qk, et, em, held, moved)
         else:
             makespan[s] = _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, next_state,
                                      next_war, remaining0, succ_ptr, succ_kind, succ_node, node_srv, slot_release,
                                      shared, srv_off, bf, bl, df, dl, wk, bytes_f, bytes_l, rt, pipe, pl, pc, ps,
                                      p_tiles, pio, remaining, heap, srv_size, running, pending, waiting, qt, qk, et,
-                                     em)
+                                     em, held, moved)
+        if busy.shape[1] > s:
+            busy[:, s] = held
+            shared_busy[:, s] = moved
