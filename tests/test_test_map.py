@@ -26,7 +26,7 @@ UNTESTED = (
     "kda.views.render_decode", "kda.views.render_pass", "npusim.chip.cost", "npusim.chip.issue",
     "npusim.command", "npusim.model.run", "npusim.model.trace",
     "npusim.model.whatif.compiled", "npusim.model.whatif.heaps", "npusim.model.whatif.maxplus",
-    "npusim.model.whatif.threads", "npusim.model.whatif.timer", "npusim.model.workspace", "npusim.output.chain",
+    "npusim.model.whatif.threads", "npusim.model.whatif.timer", "npusim.output.chain",
     "npusim.output.critical_path", "npusim.output.report", "npusim.output.trace_flows",
     "npusim.record.accumulation", "npusim.record.dataflow", "npusim.record.handoffs", "npusim.record.memory",
     "npusim.record.records",
