@@ -4,6 +4,7 @@ import pytest
 
 from npusim.errors import WorkspaceError
 from npusim.model.workspace import analyse, check_fits
+
 from tests.conftest import randn, record, toy_program
 
 
