@@ -27,7 +27,7 @@ UNTESTED = (
     "npusim.command", "npusim.model.run", "npusim.model.trace",
     "npusim.model.whatif.compiled", "npusim.model.whatif.heaps", "npusim.model.whatif.maxplus",
     "npusim.model.whatif.threads", "npusim.model.whatif.timer", "npusim.output.chain",
-    "npusim.output.critical_path", "npusim.output.report", "npusim.output.trace_flows",
+    "npusim.output.report", "npusim.output.trace_flows",
     "npusim.record.accumulation", "npusim.record.dataflow", "npusim.record.handoffs", "npusim.record.memory",
     "npusim.record.records",
 )
