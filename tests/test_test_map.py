@@ -28,7 +28,7 @@ UNTESTED = (
     "npusim.model.whatif.compiled", "npusim.model.whatif.heaps", "npusim.model.whatif.maxplus",
     "npusim.model.whatif.threads", "npusim.model.whatif.timer", "npusim.output.chain",
     "npusim.output.report", "npusim.output.trace_flows",
-    "npusim.record.accumulation", "npusim.record.dataflow", "npusim.record.handoffs", "npusim.record.memory",
+    "npusim.record.dataflow", "npusim.record.handoffs",
     "npusim.record.records",
 )
 
