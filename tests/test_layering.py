@@ -6,7 +6,6 @@ a run's settings -> studies and the Python calls built on them (kda.simulate, wh
 -> command lines)."""
 import ast
 import sys
-import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -16,10 +15,6 @@ MAX_FUNCTION_LINES = 80             # "functions short enough to read at once", 
 # The design programs read like the design document, a kernel's phases one after the other: their
 # functions may run longer.
 LONG_FUNCTIONS_ALLOWED = ("kda/programs/",)
-# The compiled event loops (numba): one event's handling written out in full, because a helper that takes the
-# loop's arrays costs a reference count per array on every event, even inlined (splitting them was measured
-# several times slower on the same samples). The test warns when a file's functions are all under the limit.
-STILL_LONG = ("npusim/model/whatif/compiled.py", "npusim/model/whatif/maxplus.py")
 MAX_MODULES = 13                    # "at most ~12 modules per folder" (__init__.py not counted)
 
 # Each folder's rank: a module may import its own rank or lower, never higher. The package roots'
@@ -197,11 +192,7 @@ def test_functions_stay_short():
     long = {f"{rel}:{name}": n for p in _modules().values()
             if not (rel := p.relative_to(ROOT).as_posix()).startswith(LONG_FUNCTIONS_ALLOWED)
             for name, n in _long_functions(p).items()}
-    assert {k: n for k, n in long.items() if not k.startswith(STILL_LONG)} == {}
-    short_now = [f for f in STILL_LONG if not any(k.startswith(f + ":") for k in long)]
-    if short_now:
-        warnings.warn(f"every function of {short_now} is under {MAX_FUNCTION_LINES} lines now: remove them from "
-                      f"STILL_LONG", stacklevel=1)
+    assert long == {}
 
 
 def test_no_module_imports_a_folder_above_its_own():

@@ -8,9 +8,10 @@ serial mode, each core's nodes one after the other. Its durations are engine.py'
 floating-point operations, so its makespan is the engine's to the last bit (tests hold it to that).
 
 Speed. Each node's static facts (its template node, core, instance, whether it is a sequence's first chunk)
-are packed in one integer; a timeout's key packs its order of scheduling with the node; the loops are written
-out in full, a helper that takes arrays costing a reference count per array on every event (measured: ten
-times slower). The samples are shared among threads (threads.py).
+are packed in one integer; a timeout's key packs its order of scheduling with the node. The helpers of the
+loops are inlined (inline="always") and each uses every array it takes on every path through it, and leaves
+its loops without `break`: otherwise numba counts a reference to the array on every event, a cost many times
+the event's own. The samples are shared among threads (threads.py).
 """
 from __future__ import annotations
 
@@ -28,11 +29,10 @@ K_BITS, R_BITS = 12, 11     # a node's info: (instance << 24) | (first chunk << 
 def _ready(j, v, heap, srv_off, srv_size, running, pending, waiting, nwait):
     """Node j is ready: onto unit v's heap; an idle unit waits to start once the event is handled."""
     srv_size[v] = hpush(heap, srv_off[v], srv_size[v], j)
-    if not running[v] and not pending[v]:
-        pending[v] = True
-        waiting[nwait] = v
-        nwait += 1
-    return nwait
+    idle = not (running[v] | pending[v])
+    pending[v] |= idle
+    waiting[nwait] = v                           # kept only if it was idle (room for it: one place spare)
+    return nwait + idle
 
 
 @njit(**OPTS)
@@ -62,7 +62,7 @@ def _first_ready(n, n_res, info, rank_base, rank_inst, node_srv, slot_release, r
 
 
 @njit(inline="always", **OPTS)
-def _held(first, busy_f, busy_l, share, pipe, io, load, comp, store, tiles, work):
+def busy_past_share(first, busy_f, busy_l, share, pipe, io, load, comp, store, tiles, work):
     """engine.py's busy_time past the share, from scalars: (the time the unit is held, the transfer's time)."""
     busy = busy_f if first else busy_l
     if pipe:
@@ -79,6 +79,83 @@ def _held(first, busy_f, busy_l, share, pipe, io, load, comp, store, tiles, work
     return work + t, t
 
 
+@njit(inline="always", **OPTS)
+def _timeout(qt, qk, qsize, hole, t, key):
+    """A timeout onto SimPy's queue: into the place the popped top left (`hole`, sifted down from the root),
+    else pushed; the queue's new size."""
+    if hole:
+        qsift(qt, qk, qsize, t, key)
+        return qsize
+    return qpush(qt, qk, qsize, t, key)
+
+
+@njit(inline="always", **OPTS)
+def _shared_busy(k, first, m, now, rr, nb, rate, bf, bl, wk, pipe, pl, pc, ps, pt, pio, et, em, moved, esize0, esize1,
+                 active0, active1):
+    """engine.busy_time of node k (its `m` copies, `nb` bytes) starting at `now` on chip-wide bandwidth rr:
+    past its share with the transfers under way (each bandwidth's heap in et, em, by end; their sizes and
+    multiplicities under way passed in and returned), its time on the bandwidth added to `moved` (_Share.busy):
+    (the busy time, esize0, esize1, active0, active1)."""
+    off = rr * (et.shape[0] // 2)
+    sz = esize0 if rr == 0 else esize1
+    act = active0 if rr == 0 else active1
+    while sz > 0 and et[off] <= now:
+        act -= epop(et, em, off, sz)
+        sz -= 1
+    busy, t = busy_past_share(first, bf[k], bl[k], nb * (act + m) / rate[rr], pipe[k], pio[k], pl[k], pc[k], ps[k],
+                              pt[k], wk[k])
+    sz = epush(et, em, off, sz, now + t, m)
+    moved[rr] += m * nb / rate[rr]
+    if rr == 0:
+        return busy, sz, esize1, act + m, active1
+    return busy, esize0, sz, active0, act + m
+
+
+@njit(inline="always", **OPTS)
+def _complete(ident, x, n, n_res, rank_base, rank_inst, next_state, next_war, succ_ptr, succ_kind, succ_node,
+              node_srv, slot_release, free, next_grant, remaining, heap, srv_off, srv_size, running, pending,
+              waiting, nwait):
+    """engine.complete of node `ident` (its info x): its successors in its chunk, in the next chunk of the
+    state and of the lane; a released slot granted to the core's next chunk. The units to start in `waiting`
+    (their number returned)."""
+    k = x & 0xFFF
+    r = (x >> 12) & 0x7FF
+    base = ident - k
+    rb = rank_base[r]
+    g = x >> 24
+    nw = next_war[g]
+    ns = next_state[g]
+    grant = slot_release >= 0 and k == slot_release
+    if grant:
+        free[r] += 1
+    q1 = succ_ptr[k + 1] + (1 if grant else 0)
+    for q in range(succ_ptr[k], q1):
+        if q < succ_ptr[k + 1]:
+            kind = succ_kind[q]
+            kk = succ_node[q]
+            if kind == 0:
+                j = base + kk
+            elif kind == 1:
+                if nw < 0:
+                    continue
+                j = rb + nw * n + kk
+            else:
+                if ns < 0:
+                    continue
+                j = rb + ns * n + kk
+        else:                                    # the slot released (the last q): the next chunk granted one
+            if next_grant[r] >= rank_inst[r]:
+                continue
+            free[r] -= 1
+            j = rb + next_grant[r] * n
+            next_grant[r] += 1
+            kk = 0
+        remaining[j] -= 1
+        if remaining[j] == 0:
+            nwait = _ready(j, r * n_res + node_srv[kk], heap, srv_off, srv_size, running, pending, waiting, nwait)
+    return nwait
+
+
 @njit(**OPTS)
 def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, next_state, next_war, remaining0,
                succ_ptr, succ_kind, succ_node, node_srv, slot_release, shared, srv_off, bf, bl, df, dl, wk, nbf, nbl,
@@ -86,13 +163,9 @@ def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, ne
                held, moved):
     """One sample, pipelined (engine._Model): the makespan, NaN on a deadlock; each unit's busy time added to
     `held`, each chip-wide bandwidth's to `moved` (engine's server.busy and _Share.busy, in the same order)."""
-    n_ranks = rank_base.shape[0]
-    n_ev = remaining0.shape[0]
-    ecap = et.shape[0] // 2
     esize0, esize1, active0, active1 = 0, 0, 0, 0
     free = rank_slots.copy()
-    next_grant = np.zeros(n_ranks, np.int64)
-    use_slots = slot_release >= 0
+    next_grant = np.zeros(rank_base.shape[0], np.int64)
     qsize, seq, now = 0, 0, 0.0
     nwait = _first_ready(n, n_res, info, rank_base, rank_inst, node_srv, slot_release, remaining0, srv_off, free,
                          next_grant, remaining, heap, srv_size, running, pending, waiting)
@@ -111,60 +184,20 @@ def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, ne
             released = (code & 1) == 0
             ident = code >> 1
             x = info[ident]
-            r = (x >> 12) & 0x7FF
-            k = x & 0xFFF
-            v = r * n_res + node_srv[k]
+            v = ((x >> 12) & 0x7FF) * n_res + node_srv[x & 0xFFF]
             done = True
             if released:                        # engine._released
                 running[v] = False
-                d = df[k] if (x >> 23) & 1 else dl[k]
+                d = df[x & 0xFFF] if (x >> 23) & 1 else dl[x & 0xFFF]
                 if d != 0.0:
-                    if hole:
-                        qsift(qt, qk, qsize, now + d, (seq << SHIFT) | (code | 1))
-                        hole = False
-                    else:
-                        qsize = qpush(qt, qk, qsize, now + d, (seq << SHIFT) | (code | 1))
+                    qsize = _timeout(qt, qk, qsize, hole, now + d, (seq << SHIFT) | (code | 1))
+                    hole = False
                     seq += 1
                     done = False
-            if done:                             # engine.complete: the successors in this chunk, the next ones
-                base = ident - k
-                rb = rank_base[r]
-                g = x >> 24
-                nw = next_war[g]
-                ns = next_state[g]
-                grant = use_slots and k == slot_release
-                if grant:
-                    free[r] += 1
-                q1 = succ_ptr[k + 1] + (1 if grant else 0)
-                for q in range(succ_ptr[k], q1):
-                    if q < succ_ptr[k + 1]:
-                        kind = succ_kind[q]
-                        kk = succ_node[q]
-                        if kind == 0:
-                            j = base + kk
-                        elif kind == 1:
-                            if nw < 0:
-                                continue
-                            j = rb + nw * n + kk
-                        else:
-                            if ns < 0:
-                                continue
-                            j = rb + ns * n + kk
-                    else:                        # the slot released: the next chunk granted one
-                        if next_grant[r] >= rank_inst[r]:
-                            break
-                        free[r] -= 1
-                        j = rb + next_grant[r] * n
-                        next_grant[r] += 1
-                        kk = 0
-                    remaining[j] -= 1
-                    if remaining[j] == 0:
-                        vv = r * n_res + node_srv[kk]
-                        srv_size[vv] = hpush(heap, srv_off[vv], srv_size[vv], j)
-                        if not running[vv] and not pending[vv]:
-                            pending[vv] = True
-                            waiting[nwait] = vv
-                            nwait += 1
+            if done:                             # engine.complete
+                nwait = _complete(ident, x, n, n_res, rank_base, rank_inst, next_state, next_war, succ_ptr,
+                                  succ_kind, succ_node, node_srv, slot_release, free, next_grant, remaining, heap,
+                                  srv_off, srv_size, running, pending, waiting, nwait)
             if released and srv_size[v] > 0 and not pending[v]:
                 lead = v                         # it starts its next node at once, ahead of the waiting units
         first_pass = False
@@ -182,38 +215,20 @@ def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, ne
             ident = hpop(heap, srv_off[v], srv_size[v])
             srv_size[v] -= 1
             x = info[ident]
-            k = x & 0xFFF
-            first = (x >> 23) & 1
-            m = rank_copies[(x >> 12) & 0x7FF]
+            k, first = x & 0xFFF, (x >> 23) & 1
             busy = bf[k] if first else bl[k]     # engine.busy_time
-            rr = shared[k]
-            if rr >= 0:
-                nb = nbf[k] if first else nbl[k]
-                if nb != 0:
-                    off = rr * ecap
-                    sz = esize0 if rr == 0 else esize1
-                    act = active0 if rr == 0 else active1
-                    while sz > 0 and et[off] <= now:
-                        act -= epop(et, em, off, sz)
-                        sz -= 1
-                    busy, t = _held(first, bf[k], bl[k], nb * (act + m) / rate[rr], pipe[k], pio[k], pl[k], pc[k],
-                                    ps[k], pt[k], wk[k])
-                    sz = epush(et, em, off, sz, now + t, m)
-                    moved[rr] += m * nb / rate[rr]
-                    if rr == 0:
-                        esize0, active0 = sz, act + m
-                    else:
-                        esize1, active1 = sz, act + m
+            nb = nbf[k] if first else nbl[k]
+            if shared[k] >= 0 and nb != 0:
+                busy, esize0, esize1, active0, active1 = _shared_busy(
+                    k, first, rank_copies[(x >> 12) & 0x7FF], now, shared[k], nb, rate, bf, bl, wk, pipe, pl, pc,
+                    ps, pt, pio, et, em, moved, esize0, esize1, active0, active1)
             held[v] += busy
             running[v] = True
-            if hole:
-                qsift(qt, qk, qsize, now + busy, (seq << SHIFT) | (ident << 1))
-                hole = False
-            else:
-                qsize = qpush(qt, qk, qsize, now + busy, (seq << SHIFT) | (ident << 1))
+            qsize = _timeout(qt, qk, qsize, hole, now + busy, (seq << SHIFT) | (ident << 1))
+            hole = False
             seq += 1
         nwait = 0
-    for ident in range(n_ev):
+    for ident in range(remaining0.shape[0]):
         if remaining[ident] > 0:
             return np.nan                        # a node never started: a dependency cycle
     return now
@@ -225,7 +240,6 @@ def _serial(n, n_res, info, rank_base, rank_inst, rank_copies, node_srv, shared,
     """One sample in serial mode (engine._Model.run_serial): each core's nodes one after the other; busy
     times added to `held` and `moved` as _pipelined's."""
     n_ranks = rank_base.shape[0]
-    ecap = et.shape[0] // 2
     esize0, esize1, active0, active1 = 0, 0, 0, 0
     qsize, seq, now, r0 = 0, 0, 0.0, 0
     while True:
@@ -253,28 +267,13 @@ def _serial(n, n_res, info, rank_base, rank_inst, rank_copies, node_srv, shared,
             if nxt >= rank_base[r] + rank_inst[r] * n:
                 continue
         x = info[nxt]
-        k = x & 0xFFF
-        first = (x >> 23) & 1
-        m = rank_copies[r]
+        k, first = x & 0xFFF, (x >> 23) & 1
         busy = bf[k] if first else bl[k]         # engine.busy_time
-        rr = shared[k]
-        if rr >= 0:
-            nb = nbf[k] if first else nbl[k]
-            if nb != 0:
-                off = rr * ecap
-                sz = esize0 if rr == 0 else esize1
-                act = active0 if rr == 0 else active1
-                while sz > 0 and et[off] <= now:
-                    act -= epop(et, em, off, sz)
-                    sz -= 1
-                busy, t = _held(first, bf[k], bl[k], nb * (act + m) / rate[rr], pipe[k], pio[k], pl[k], pc[k],
-                                ps[k], pt[k], wk[k])
-                sz = epush(et, em, off, sz, now + t, m)
-                moved[rr] += m * nb / rate[rr]
-                if rr == 0:
-                    esize0, active0 = sz, act + m
-                else:
-                    esize1, active1 = sz, act + m
+        nb = nbf[k] if first else nbl[k]
+        if shared[k] >= 0 and nb != 0:
+            busy, esize0, esize1, active0, active1 = _shared_busy(
+                k, first, rank_copies[r], now, shared[k], nb, rate, bf, bl, wk, pipe, pl, pc, ps, pt, pio, et, em,
+                moved, esize0, esize1, active0, active1)
         held[r * n_res + node_srv[k]] += busy
         qsize = qpush(qt, qk, qsize, now + busy, (seq << SHIFT) | (nxt << 1))
         seq += 1

@@ -40,6 +40,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from npusim.model.whatif.compiled import busy_past_share
+
 BLOCK = 16          # samples timed together (an event's times for the block lie side by side)
 PASSES = 3          # the most passes a block takes to reach the fixed point of the shares (then: compiled replay)
 # why a sample is not accepted (bits of `reasons`)
@@ -50,22 +52,29 @@ REASONS = {IDLE: "a unit, idle, would have started another event first",
            WINDOW: "a transfer under way outside its window", UNSETTLED: "the bandwidth shares did not settle"}
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _overtakes(ready, seen, learn, tied):
+    """Whether an event ready at `ready` breaks the replay's order against one its unit started at `seen`: ready
+    earlier, or at the same time where the nominal replay had no tie (`tied`; `learn`: ties are recorded)."""
+    return ready < seen or (not learn and ready == seen and not tied)
+
+
 @njit(cache=True, nogil=True)
 def _pass(serial, learn, again, ev_node, ev_first, ev_m, ev_act, ev_srv, pred_ptr, pred_idx, srv_prev, jstar,
           tie_a, tie_idle, tie_last, ev_res, tpos, wlo, whi, wsum, seq, seq_off, s_nom,
           busy_f, busy_l, delay_f, delay_l, work, bytes_f, bytes_l, res, rate, pipe, p_load, p_comp, p_store,
           p_tiles, p_io, lo, start, release, done, t_end, start_prev, tend_prev, pm, used, last, good, why,
           busy_srv, times):
-    n_ev = ev_node.shape[0]
-    width = start.shape[1]
+    """One pass over the events in the order the replay started them, each for the block's samples side by
+    side: its start, whether the replay's order holds there, how long it holds its unit or link."""
     last[:, :] = -1
-    for e in range(n_ev):
+    for e in range(ev_node.shape[0]):
         k = ev_node[e]
         first = ev_first[e]
         r = ev_res[e]
         q0, q1 = pred_ptr[e], pred_ptr[e + 1]
         sp, js, srv = srv_prev[e], jstar[e], ev_srv[e]
-        for b in range(width):
+        for b in range(start.shape[1]):
             s = lo + b
             ready = 0.0
             for q in range(q0, q1):
@@ -81,46 +90,29 @@ def _pass(serial, learn, again, ev_node, ev_first, ev_m, ev_act, ev_srv, pred_pt
                 at = ready if ready > free else free
                 if learn:
                     tie_idle[e] = ready == free
-                if ready > free:
-                    idle = True
-                elif ready == free:
-                    idle = not tie_idle[e]
-                else:
-                    idle = False
+                idle = ready > free or (ready == free and not tie_idle[e])
             if not serial:
                 li = last[srv, b]
                 if li >= 0:
-                    lv = start[li, b]
-                    if learn:
-                        if ready == lv:
-                            tie_last[e] = li
-                        elif ready < lv:
-                            good[b] = False
-                    elif ready < lv or (ready == lv and tie_last[e] != li):
+                    if learn and ready == start[li, b]:
+                        tie_last[e] = li
+                    if _overtakes(ready, start[li, b], learn, tie_last[e] == li):
                         good[b] = False
                         why[b] |= IDLE
                 if js >= 0:
-                    jv = start[js, b]
                     if learn:
-                        tie_a[e] = ready == jv
-                        if ready < jv:
-                            good[b] = False
-                    elif ready < jv or (ready == jv and not tie_a[e]):
+                        tie_a[e] = ready == start[js, b]
+                    if _overtakes(ready, start[js, b], learn, tie_a[e]):
                         good[b] = False
                         why[b] |= OLDER
                 if idle:
                     last[srv, b] = e
             # how long it holds its unit or link (engine.py's busy_time)
             busy = busy_f[k, s] if first else busy_l[k, s]
-            w = 0.0
             if r >= 0:
                 nb = bytes_f[k] if first else bytes_l[k]
                 m = ev_m[e]
-                if pipe[k]:
-                    own = p_io[k, s]
-                else:
-                    w = work[k, s]
-                    own = busy - w
+                own = p_io[k, s] if pipe[k] else busy - work[k, s]
                 if learn:
                     count = ev_act[e]
                 elif nb * (wsum[e] + m) / rate[r, s] <= own:
@@ -130,19 +122,8 @@ def _pass(serial, learn, again, ev_node, ev_first, ev_m, ev_act, ev_srv, pred_pt
                     count, after = _count(e, b, at, r, tpos, wlo, whi, seq, seq_off, ev_m, start, t_end,
                                           start_prev, tend_prev, again, s_nom, good, why)
                     used[e, b] = after
-                share = nb * (count + m) / rate[r, s]
-                t = own if own >= share else share
-                if pipe[k]:
-                    if own > 0:
-                        st = t / own
-                        l_, c_, s_ = p_load[k, s] * st, p_comp[k, s], p_store[k, s] * st
-                        top = l_ if l_ >= c_ else c_
-                        top = top if top >= s_ else s_
-                        busy = l_ + c_ + s_ + (p_tiles[k] - 1) * top
-                    else:
-                        busy += t
-                else:
-                    busy = w + t
+                busy, t = busy_past_share(first, busy_f[k, s], busy_l[k, s], nb * (count + m) / rate[r, s], pipe[k],
+                                          p_io[k, s], p_load[k, s], p_comp[k, s], p_store[k, s], p_tiles[k], work[k, s])
                 t_end[e, b] = at + t
                 p = seq_off[r] + tpos[e]
                 prev = pm[p - 1, b] if tpos[e] > 0 else -np.inf
@@ -152,10 +133,9 @@ def _pass(serial, learn, again, ev_node, ev_first, ev_m, ev_act, ev_srv, pred_pt
                     why[b] |= WINDOW
             rel = at + busy
             delay = delay_f[k, s] if first else delay_l[k, s]
-            fin = rel + delay if delay else rel
             start[e, b] = at
             release[e, b] = rel
-            done[e, b] = fin
+            done[e, b] = rel + delay if delay else rel
             busy_srv[srv, b] += busy
             if learn:
                 times[e, 0] = at
