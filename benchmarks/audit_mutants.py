@@ -4,10 +4,10 @@ and those tests check the model against figures worked out by hand, never a wall
 exactly once in `file`; `new` is the bug."""
 from __future__ import annotations
 
-ISA = ["tests/npusim/test_isa.py", "tests/npusim/test_capacity_pipes.py"]
-ENGINE = ["tests/npusim/test_engine.py", "tests/npusim/test_capacity_pipes.py"]
-TEMPLATE = ["tests/npusim/test_engine.py", "tests/npusim/test_isa.py"]
-FIT = ["tests/npusim/test_fit.py"]
+ISA = ["tests/npusim/chip/test_isa.py", "tests/npusim/chip/test_capacity_pipes.py"]
+ENGINE = ["tests/npusim/model/test_engine.py", "tests/npusim/chip/test_capacity_pipes.py"]
+TEMPLATE = ["tests/npusim/model/test_engine.py", "tests/npusim/chip/test_isa.py"]
+FIT = ["tests/npusim/fit/test_fit.py"]
 
 
 def _m(mid, file, old, new, tests):
@@ -40,11 +40,11 @@ MUTANTS = [
        "        if False:\n            cycles += isa.cast_cycles(profile, elements)", TEMPLATE),
     # the host around a wrapper (npusim/model/host.py)
     _m("host-sync-no-wait", "npusim/model/host.py", "now = max(now, device) + h.sync_us", "now = now + h.sync_us",
-       ["tests/npusim/test_host.py"]),
+       ["tests/npusim/model/test_host.py"]),
     _m("host-ctypes-as-triton", "npusim/model/host.py",
-       'now += h.op_us if step.via == "ctypes" else h.launch_us', "now += h.launch_us", ["tests/npusim/test_host.py"]),
+       'now += h.op_us if step.via == "ctypes" else h.launch_us', "now += h.launch_us", ["tests/npusim/model/test_host.py"]),
     _m("host-device-no-wait", "npusim/model/host.py", "device = max(device, now) + kernel_us[step.name]",
-       "device = device + kernel_us[step.name]", ["tests/npusim/test_host.py"]),
+       "device = device + kernel_us[step.name]", ["tests/npusim/model/test_host.py"]),
     # the fit (npusim/fit/least_squares.py)
     _m("fit-threshold-10x", "npusim/fit/least_squares.py", "if 2 * se[j] > 0.5 * width[j]:",
        "if 2 * se[j] > 5.0 * width[j]:", FIT),
@@ -70,5 +70,5 @@ MUTANTS = [
        ["tests/studies/test_sweep.py"]),
     # the batched replay (npusim/record/batched.py)
     _m("batched-clobbered-not-copied", "npusim/record/batched.py", "                    v = v.clone()",
-       "                    v = v", ["tests/npusim/test_batched.py"]),
+       "                    v = v", ["tests/npusim/record/test_batched.py"]),
 ]

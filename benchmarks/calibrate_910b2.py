@@ -1,4 +1,4 @@
-"""python benchmarks/calibrate_910b2.py [--write] [--only chip|host]
+"""python benchmarks/calibrate_910b2.py [--write] [--only chip|host] [--with-launch]
 
 The FITTED fields of npusim/profiles/ascend-910b2.toml, from the measured data of kda/validation/megagdn.csv.
 Rows with L = 16384 or H = 48 (held out), the fused kernel's rows and any measured KDA kernel's row (refused:
@@ -14,7 +14,9 @@ Four fields no public table gives are fitted within wide priors (PRIORS below), 
 profile has it (msKPP's tables, CANN's platform configuration): the bounded least squares of
 npusim/fit/least_squares.py on log(predicted / measured). Each fitted field's interval is its value
 x exp(+-2 standard errors) from the covariance of the residuals; `--write` puts the values, intervals and
-sources into the profile. Takes about five minutes on two cores.
+sources into the profile. Every model is timed under the grid's profiles, and the fit's Jacobian points, in
+one batch (npusim/model/whatif/). `--with-launch` fits the launch overhead beside them, as a diagnostic of
+whether these rows determine it (the profile keeps its sourced value).
 """
 from __future__ import annotations
 
@@ -26,8 +28,11 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 from npusim import load_profile
-from npusim.fit.least_squares import fit
+from npusim.chip.floor import model_times
+from npusim.fit.least_squares import batch_of, fit
 from npusim.fit.uncertainty import Assumption
 
 from kda.kernels.registry import held_out, model
@@ -44,6 +49,11 @@ PRIORS = {
     "isa.gm_burst_cycles": (0.5, 100.0, "low: rows streamed back to back; high: a new GM transaction per row"),
     "isa.scalar_access_cycles": (1.0, 100.0, "low: a load-use on an in-order scalar pipe; high: a UB access "
                                  "serialised behind the Vector pipe's port and a flag round trip"),
+}
+LAUNCH_PRIOR = {            # --with-launch: the launch fitted beside them (a diagnostic, never written)
+    "chip.launch_overhead_us": (1.0, 40.0, "low: the device's start of every block with its arguments already "
+                                "in place; high: twice the ~20 us head overhead the AscendC documentation gives "
+                                "a full-core launch on A2 (asc-devkit docs, performance analysis)"),
 }
 HOST_PRIORS = {          # the low ends: what one call costs alone on a 910B2 host (triton-ascend issue #1675)
     "host.op_us": (12.1, 500.0, "low: an eager torch.add's host enqueue on a 910B2 (12.1 us, triton-ascend "
@@ -76,16 +86,19 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python benchmarks/calibrate_910b2.py", description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="write the fitted values into the profile")
     ap.add_argument("--only", choices=("chip", "host"), help="fit only the chip's or only the host's fields")
+    ap.add_argument("--with-launch", action="store_true", help="fit chip.launch_overhead_us with the chip's "
+                    "fields (a diagnostic: the profile keeps its sourced launch; refuses --write)")
     args = ap.parse_args(argv)
+    if args.with_launch and args.write:
+        ap.error("--with-launch is a diagnostic: it does not write the profile")
     if args.only != "host":
-        fit_chip(args.write)
+        fit_chip(args.write, {**PRIORS, **LAUNCH_PRIOR} if args.with_launch else PRIORS)
     if args.only != "chip":
         fit_host(args.write)
     return 0
 
 
-def fit_chip(write_profile: bool) -> None:
-    priors = PRIORS
+def fit_chip(write_profile: bool, priors: dict = PRIORS) -> None:
     base = load_profile("ascend-910b2")
     base = replace(base, ranges={**base.ranges, **{k: (lo, hi) for k, (lo, hi, _) in priors.items()}})
     data = rows()
@@ -123,7 +136,7 @@ def fit_fields(base, priors: dict, models, measured: list[float]):
     print("grid start: " + ", ".join(f"{k} = {v:.3g}" for k, v in start.items()))
     fields = [Assumption(k, start[k], lo, hi, why) for k, (lo, hi, why) in priors.items()]
     result = fit(base.replace(**{k.replace(".", "__"): v for k, v in start.items()}), fields,
-                 [m.predict for m in models], measured)
+                 [m.predict for m in models], measured, many=batch_of(models))
     print(f"{len(models)} rows; rms of log(predicted / measured): {result.rms_before:.3f} at the grid start -> "
           f"{result.rms_after:.3f}")
     return result
@@ -182,12 +195,11 @@ def grid_start(base, priors: dict, models, measured: list[float], points: int = 
     """The grid point (each field at `points` log-spaced values across its prior) with the least rms of
     log(predicted / measured)."""
     axes = [[lo * (hi / lo) ** ((i + 0.5) / points) for i in range(points)] for lo, hi, _ in priors.values()]
-    best = (math.inf, None)
-    for values in itertools.product(*axes):
-        p = base.replace(**{k.replace(".", "__"): v for k, v in zip(priors, values)})
-        rms = math.sqrt(sum(math.log(m.predict(p) / y) ** 2 for m, y in zip(models, measured)) / len(models))
-        best = min(best, (rms, values), key=lambda x: x[0])
-    return dict(zip(priors, best[1]))
+    grid = list(itertools.product(*axes))
+    profiles = [base.replace(**{k.replace(".", "__"): v for k, v in zip(priors, values)}) for values in grid]
+    times = model_times(models, profiles)                       # [rows, grid points], timed in one batch
+    rms = np.sqrt(np.mean(np.log(times / np.asarray(measured)[:, None]) ** 2, axis=0))
+    return dict(zip(priors, grid[int(np.argmin(rms))]))
 
 
 def write(out: dict, rows_text: str, priors: dict) -> None:

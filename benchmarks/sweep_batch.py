@@ -1,6 +1,6 @@
-"""Benchmark of a sweep's profile axes run as one batch per design and shape (recorded once, replayed on each
-profile) against every point evaluated on its own: both in this process, one after the other in one run,
-no cache, the rows checked equal. A benchmark, not a test: it prints one line.
+"""Benchmark of a sweep's profile axes run as one batch per design and shape (recorded once, each profile timed
+by the compiled event model) against every point evaluated on its own (replayed by the event model): both in
+this process, one after the other in one run, no cache, the rows checked equal. A benchmark, not a test: it prints one line.
 
     python benchmarks/sweep_batch.py                               # benchmarks/sweep_profile.toml
     python benchmarks/sweep_batch.py --spec benchmarks/sweep_kimi.toml

@@ -64,7 +64,7 @@ def randn(*shape, seed=0):
 
 def toy_program(resident=()):
     """The toy of the npusim tests: P (Vec) sums x [1000, 100] over its last axis, hands y [1000, 1] to Q (Cube),
-    which multiplies it by w [1000, 1000] (timings by hand: tests/npusim/test_engine.py)."""
+    which multiplies it by w [1000, 1000] (timings by hand: tests/npusim/model/test_engine.py)."""
     @phase_program("toy", returns=("z",), resident=resident)
     def program(npu, x, w):
         with npu.vec("P"):

@@ -46,8 +46,8 @@ matrix are one op (its walls counted); the score blocks' three earlier free flag
 left out (the AIVs are behind the AIC, so they gate nothing), and so is the reverse flag of Prepare's last
 done flag (the AIC's next item waits for the AIVs' first ready flag, which comes later); V1's load of u,
 issued before it waits for C1, waits with it. Not modelled: the flags inside a unit (SetFlag / WaitFlag
-between MTE2, V, MTE3: a phase's load, compute and store run in series already, their own latency has no
-public figure); Catlass's per-call set-up (each BlockMmad's constructor and destructor set and wait its event
+between MTE2, V, MTE3: a phase's load, compute and store run in series already; msKPP's simulator charges
+a set_flag one cycle beyond the blocking); Catlass's per-call set-up (each BlockMmad's constructor and destructor set and wait its event
 flags: no public figure prices them) and its unit flag letting the FixPipe drain L0C while the MMAD runs;
 fwd_h's prologue (each AIV copies its streams' initial states into h, then a SyncAll) and the last chunk's
 fp32 final state. The fp16 build (the measured one): its ClampFp32ToOutputType Mins/Maxs run before every fp16

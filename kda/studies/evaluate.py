@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Callable
 from npusim import Profile, Report, Run
 from npusim.model.multipass import DesignRun
 from npusim.model.schedule import Design, single_pass
+from npusim.model.whatif.runs import CompiledRuns
 from npusim.output.report import DesignReport
 
 from kda.driver.execute import Execution, Types, execute
@@ -118,14 +119,15 @@ def evaluate(version: str, settings: Settings, inputs: KdaInputs | None = None, 
     caller that evaluates several versions (kda.settings.profile.checked_profile); else loaded here.
     `version`: a design's name or a file's `path.py:NAME` (the result names the design); with `program`,
     any name for it. `compiled`, timing only: the report's latencies and bounds from the compiled event model
-    (kda/studies/timing.py time_result), without a per-chunk detail or a design_run."""
+    (kda/studies/timing.py time_result), without a per-chunk detail or a design_run. `timing=False`: no
+    timing replay (a timing-only run: its graphs alone, for `retime`)."""
     given = program
     if program is None:
         version = resolve(version)
     design, program = _design(version, settings, program)
     profile = profile or checked_profile(settings)
     if not settings.numerics:
-        return _timing_only(version, settings, profile, program, design, foreign_payloads_ok, compiled)
+        return _timing_only(version, settings, profile, program, design, foreign_payloads_ok, compiled, timing)
     ex = numerics(version, settings, inputs, progress, given, foreign_payloads_ok)
     if ref is None or (ref.key and ref.key != reference_key(ex)):
         ref = reference(ex)
@@ -192,9 +194,10 @@ def _timed_execution(ex: Execution, settings: Settings, design: Design) -> Execu
 
 
 def _timing_only(version: str, settings: Settings, profile: Profile, program, design: Design,
-                 foreign_payloads_ok: bool = False, compiled: bool = False) -> VersionResult:
-    """Record the phase graphs on random inputs of the right shapes and replay them: no tensor math for the
-    chunks, the same graphs and so the same timeline as a full run."""
+                 foreign_payloads_ok: bool = False, compiled: bool = False, timing: bool = True) -> VersionResult:
+    """Record the phase graphs on random inputs of the right shapes and replay them (`timing`; else the
+    graphs alone, to time later with `retime`): no tensor math for the chunks, the same graphs and so the
+    same timeline as a full run."""
     design, graphs, precision = timed_graphs(design, settings, precision_for(settings, program))
     check_policy_names(graphs, settings, program, foreign_payloads_ok)
     chunks = max(-(-n // settings.chunk_size) for n in (settings.seqlens or (settings.T,)))
@@ -202,17 +205,19 @@ def _timing_only(version: str, settings: Settings, profile: Profile, program, de
     main = graphs[programs.index(program)] if program in programs else graphs[-1]
     ex = Execution(None, None, main, None, precision, chunks, settings.chunk_size, graphs=tuple(graphs),
                    design=design, seqlens=settings.seqlens)
-    return _time(VersionResult(version, settings, profile, ex, None, None, [], None), compiled)
+    result = VersionResult(version, settings, profile, ex, None, None, [], None)
+    return _time(result, compiled) if timing else result
 
 
-def retime(result: VersionResult, profile: Profile, *, compiled: bool = False) -> VersionResult:
+def retime(result: VersionResult, profile: Profile, *, compiled: bool = False,
+           runs: CompiledRuns | None = None) -> VersionResult:
     """A copy of `result` with its timing replayed on `profile` from the same recorded graph (no numerics):
-    what uncertainty studies and calibration run per sample. `compiled`: as evaluate's."""
+    what uncertainty studies and calibration run per sample. `compiled`, `runs`: as timing.time_result's."""
     return _time(replace(result, profile=profile, workspace_error=None, capacity_error=None,
-                         design_run=None, design_serial=None, design_report=None), compiled)
+                         design_run=None, design_serial=None, design_report=None), compiled, runs)
 
 
-def _time(result: VersionResult, compiled: bool = False) -> VersionResult:
+def _time(result: VersionResult, compiled: bool = False, runs: CompiledRuns | None = None) -> VersionResult:
     """The timing replay, pipelined and serial, and the reports (timing.py)."""
-    time_result(result, compiled=compiled)
+    time_result(result, compiled=compiled, runs=runs)
     return result

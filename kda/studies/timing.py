@@ -11,8 +11,9 @@ from dataclasses import replace
 from npusim import WorkspaceError
 from npusim.chip.capacity import CapacityError
 from npusim.chip.profile import Profile
-from npusim.model.multipass import simulate_design, templates
+from npusim.model.multipass import DesignRun, simulate_design, templates
 from npusim.model.whatif import DesignTimer, Timings
+from npusim.model.whatif.runs import CompiledRuns, NotServed
 from npusim.output.report import build_design_report, pass_bound
 from npusim.record.precision import itemsize
 
@@ -59,12 +60,15 @@ def timed_graphs(design, settings, precision) -> tuple:
     return timed, graphs, precision
 
 
-def time_result(result, *, compiled: bool = False) -> None:
+def time_result(result, *, compiled: bool = False, runs: CompiledRuns | None = None) -> None:
     """Fill result.design_run / design_serial / design_report: every design, one pass or several, replayed
     pass after pass, pipelined and serial; each pass of the report carries its per-chunk detail.
     `compiled`: each pass timed by the compiled event model from its layout instead (npusim/model/whatif/),
     the same latencies, serial latency and bounds in the report, without its per-chunk detail, and no
-    design_run (no trace, no per-unit busy times)."""
+    design_run (no trace, no per-unit busy times). `runs`: the replays from the compiled event model
+    (npusim/model/whatif/runs.py, built for this design and shape), the same runs and report as the event
+    model's, where it serves them (not a kept trace of the pipelined run, nor kept decisions): the event
+    model replays the others, and `runs.notes` says so."""
     s, profile, ex, design = result.settings, result.profile, result.execution, result.design
     counts = chunk_counts(s)
     floor = floor_bytes(s, ex.precision.transfer)
@@ -81,10 +85,26 @@ def time_result(result, *, compiled: bool = False) -> None:
         serial = t.nominal(tpls, serial=True)
         result.design_report = replace(build_design_report(t.nominal(tpls), None, floor), serial_us=serial.latency_us)
         return
-    kw = dict(interleave=s.interleave, trace=s.keep_trace, record=s.record)
-    result.design_run = simulate_design(design, tpls, profile, counts, **kw)
-    result.design_serial = simulate_design(design, tpls, profile, counts, serial=True, **kw)
+    result.design_run = _replayed(result, tpls, counts, runs, serial=False)
+    result.design_serial = _replayed(result, tpls, counts, runs, serial=True)
     result.design_report = build_design_report(result.design_run, result.design_serial, floor)
+
+
+def _replayed(result, tpls, counts: list[int], runs: CompiledRuns | None, *, serial: bool) -> DesignRun:
+    """The design replayed on the result's profile: by `runs` where it serves, else by the event model."""
+    s, profile = result.settings, result.profile
+    if runs is not None:
+        if s.record:
+            runs.note("a replay that keeps its decisions (to re-time it) is the event model's")
+        elif s.keep_trace and not serial:
+            runs.note("a kept trace (the overlap metrics) is the event model's: its pipelined runs replayed there")
+        else:
+            try:
+                return runs.design_run(tpls, profile, serial=serial)
+            except NotServed as why:
+                runs.note(f"the compiled event model cannot serve some points ({why}): the event model replays them")
+    return simulate_design(result.design, tpls, profile, counts, serial=serial, interleave=s.interleave,
+                           trace=s.keep_trace, record=s.record)
 
 
 def timer(result, *, retime: bool = False) -> DesignTimer:

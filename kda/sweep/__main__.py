@@ -48,8 +48,8 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cache", action="store_true", help="run every point, read and write no cache")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary line")
     p.add_argument("--per-point", action="store_true", help="evaluate every point on its own (default: "
-                   "timing-only points that differ only in profile fields are recorded once and replayed on "
-                   "each profile; the rows are the same)")
+                   "timing-only points that differ only in profile fields are recorded once and timed on each "
+                   "profile by the compiled event model; the rows are the same)")
     return p
 
 
@@ -146,6 +146,8 @@ def run_main(argv: list[str]) -> int:
     if out.unusable_cache_lines:
         print(f"warning: --cache {cache}: {out.unusable_cache_lines} line(s) could not be used (cut short, not "
               f"text, or not matching their digest): those points ran again", file=sys.stderr)
+    for note in out.notes:
+        print(f"note: {note}", file=sys.stderr)
     if not args.quiet:
         where = f"{out.workers} Dask workers" if out.workers else "in-process"
         print(f"{len(out.rows)} points ({out.ran} run {where}, {out.cached} from the cache), "

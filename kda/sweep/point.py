@@ -1,6 +1,7 @@
 """One point of a sweep: `kda.studies.evaluate.evaluate(version, settings)`, flattened into one row; or the
-points of one design that differ only in profile fields, recorded once and replayed on each profile. Runs on
-a Dask worker or in-process; a point that fails is a row with its error, never an exception."""
+points of one design that differ only in profile fields, recorded once and timed on each profile by the
+compiled event model (the same rows). Runs on a Dask worker or in-process; a point that fails is a row with
+its error, never an exception."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ from functools import partial
 from typing import Callable
 
 from npusim import NpuSimError
+from npusim.model.whatif.runs import CompiledRuns
 from npusim.model.workspace import analyse as workspace_use
 
 from kda.driver.checks import KdaInputError
@@ -17,6 +19,7 @@ from kda.settings import Settings
 from kda.settings.profile import checked_profile
 from kda.studies.evaluate import VersionResult, evaluate, retime
 from kda.studies.probe import probe_results
+from kda.studies.timing import chunk_counts
 
 OK, FAILED = "ok", "failed"
 
@@ -30,24 +33,27 @@ def run_point(version: str, settings: Settings, threads: int | None = None) -> t
     return _row_of(lambda: evaluate(version, settings))[:2]
 
 
-def run_points(version: str, variants: list[Settings], threads: int | None = None) -> list[tuple[dict, bool]]:
-    """run_point of each of `variants`: timing-only settings of one design that differ only in profile
-    fields (`overrides`). The phase graphs do not depend on the profile: they are recorded once, for the
-    first variant, and each variant is replayed on its own profile from them (evaluate.retime), as its own
-    evaluation would: the same rows. Where the first variant fails before it is timed, each runs alone."""
+def run_points(version: str, variants: list[Settings],
+               threads: int | None = None) -> tuple[list[tuple[dict, bool]], list[str]]:
+    """(run_point of each of `variants`, notes): timing-only settings of one design that differ only in
+    profile fields (`overrides`). The phase graphs do not depend on the profile: they are recorded once, and
+    each variant is timed on its own profile from them by the compiled event model (timing.time_result with
+    `runs`), as its own evaluation would time it on the event model: the same rows. Where the compiled model
+    cannot serve a replay, the event model replays it; the notes say so, once each. Where recording fails,
+    each variant runs alone."""
     _threads(threads)
-    row, cacheable, first = _row_of(lambda: evaluate(version, variants[0]))
-    if first is None:
-        return [(row, cacheable)] + [run_point(version, s) for s in variants[1:]]
-    rows = [(row, cacheable)]
-    for s in variants[1:]:
-        rows.append(_row_of(partial(_replayed, first, s))[:2])
-    return rows
+    try:
+        recorded = evaluate(version, variants[0], timing=False)
+    except Exception:  # noqa: BLE001 - each point's own evaluation says what is wrong, in its row
+        return [run_point(version, s) for s in variants], []
+    s = recorded.settings
+    runs = CompiledRuns(recorded.design, chunk_counts(s), interleave=s.interleave)
+    return [_row_of(partial(_timed, recorded, v, runs))[:2] for v in variants], runs.notes
 
 
-def _replayed(first: VersionResult, settings: Settings) -> VersionResult:
-    """What evaluate(version, settings) gives, from `first`'s graphs: only the profile differs."""
-    return retime(replace(first, settings=settings, probe=None), checked_profile(settings))
+def _timed(recorded: VersionResult, settings: Settings, runs: CompiledRuns) -> VersionResult:
+    """What evaluate(version, settings) gives, from `recorded`'s graphs: only the profile differs."""
+    return retime(replace(recorded, settings=settings, probe=None), checked_profile(settings), runs=runs)
 
 
 def _threads(threads: int | None) -> None:

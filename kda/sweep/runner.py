@@ -1,8 +1,9 @@
 """Run a sweep's points: from the cache where finished, else in-process (`workers=0`), on a Dask
 `LocalCluster` (one worker process per core by default) or on an existing cluster (`scheduler=` address).
 Rows come back in point order, whatever order the workers finish in. Timing-only points of one design that
-differ only in profile fields run as one task (point.run_points: recorded once, replayed on each profile),
-unless `batch=False`; each row is the same either way, cached under its own point's key."""
+differ only in profile fields run as one task (point.run_points: recorded once, timed on each profile by the
+compiled event model), unless `batch=False`; each row is the same either way, cached under its own point's
+key."""
 from __future__ import annotations
 
 import dataclasses
@@ -51,6 +52,7 @@ class Outcome:
     workers: int = 0                       # 0: in-process
     unmatched_metrics: list[str] = field(default_factory=list)
     unusable_cache_lines: int = 0          # lines of the cache skipped (cut short, damaged, edited)
+    notes: list[str] = field(default_factory=list)   # points the event model replayed, and why (each once)
 
 
 def run_sweep(spec: Spec, *, workers: int | None = 0, scheduler: str | None = None,
@@ -67,6 +69,7 @@ def run_sweep(spec: Spec, *, workers: int | None = 0, scheduler: str | None = No
     results = dict(found)
     bar = _Bar(len(points), sum(r.get("status") == FAILED for r in found.values()), len(found), progress)
     n_workers, source = 0, None
+    notes: list[str] = []
 
     def finished() -> list:
         return [_row(spec, p, results[p.index]) for p in points if p.index in results]
@@ -74,9 +77,9 @@ def run_sweep(spec: Spec, *, workers: int | None = 0, scheduler: str | None = No
     try:
         with bar:
             if scheduler is None and workers == 0:
-                source = _in_process(tasks)
+                source = _in_process(tasks, notes)
             else:
-                source, n_workers = _on_dask(tasks, workers, scheduler)
+                source, n_workers = _on_dask(tasks, workers, scheduler, notes)
             for index, row, cacheable in source:
                 results[index] = row
                 if cacheable:
@@ -96,7 +99,7 @@ def run_sweep(spec: Spec, *, workers: int | None = 0, scheduler: str | None = No
             pass
     rows = finished()
     return Outcome(rows, len(todo), len(found), sum(r["status"] == FAILED for r in rows), n_workers,
-                   _unmatched(spec.metrics, rows), store.skipped)
+                   _unmatched(spec.metrics, rows), store.skipped, notes)
 
 
 def _row(spec: Spec, point, result: dict) -> dict:
@@ -149,15 +152,19 @@ def groups(todo) -> list[list]:
     return list(tasks.values())
 
 
-def run_task(task: list, threads: int | None = None) -> list[tuple[int, dict, bool]]:
-    """(index, row, cacheable) of each point of one task."""
+def run_task(task: list, threads: int | None = None) -> tuple[list[tuple[int, dict, bool]], list[str]]:
+    """((index, row, cacheable) of each point of one task, notes on how it was timed)."""
     if len(task) == 1:
-        return [(task[0].index, *run_point(task[0].version, task[0].settings, threads))]
-    rows = run_points(task[0].version, [p.settings for p in task], threads)
-    return [(p.index, *r) for p, r in zip(task, rows)]
+        return [(task[0].index, *run_point(task[0].version, task[0].settings, threads))], []
+    rows, notes = run_points(task[0].version, [p.settings for p in task], threads)
+    return [(p.index, *r) for p, r in zip(task, rows)], notes
 
 
-def _in_process(tasks):
+def _noted(notes: list[str], more: list[str]) -> None:
+    notes.extend(n for n in more if n not in notes)
+
+
+def _in_process(tasks, notes: list[str]):
     """One point after another in this process, with one torch thread as each Dask worker has: the
     points' matmuls are small, and threads only contend (4x slower recording on a busy 2-core machine)."""
     import torch
@@ -165,12 +172,14 @@ def _in_process(tasks):
     torch.set_num_threads(1)
     try:
         for task in tasks:
-            yield from run_task(task)
+            rows, more = run_task(task)
+            _noted(notes, more)
+            yield from rows
     finally:
         torch.set_num_threads(threads)
 
 
-def _on_dask(tasks, workers: int | None, scheduler: str | None):
+def _on_dask(tasks, workers: int | None, scheduler: str | None, notes: list[str]):
     """(generator of (index, row, cacheable), worker count) on a LocalCluster or the given scheduler."""
     try:
         import dask
@@ -214,7 +223,9 @@ def _on_dask(tasks, workers: int | None, scheduler: str | None):
             futures = {client.submit(run_task, task, 1, pure=False): task for task in tasks}
             for future in as_completed(futures):
                 if future.status == "finished":
-                    yield from future.result()
+                    rows, more = future.result()
+                    _noted(notes, more)
+                    yield from rows
                 else:       # the worker died or the task was lost: rows, not the end of the sweep
                     err = future.exception()
                     for p in futures[future]:

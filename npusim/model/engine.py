@@ -358,7 +358,7 @@ def simulate(graph_or_template: PhaseGraph | Template, profile: Profile, *, chun
     sequences at a time (see _Core). Cores whose sequences have the same chunk counts run in lockstep:
     each such class is simulated once, on its first core, with its transfers counted once per core of the
     class in the chip-wide shares, and the trace is copied to the other cores. `symmetric=False` simulates
-    every core on its own; without contention both give the same timeline (tests/npusim/test_engine.py checks it).
+    every core on its own; without contention both give the same timeline (tests/npusim/model/test_engine.py checks it).
     `record`: keep the replay's decisions (Run.log) for re-timing it on other profiles (retime.py)."""
     check_replay(chunks, sequences, profile.chip.ai_cores)          # before any list of that size is made
     counts = [chunks] * sequences if isinstance(chunks, int) else [int(c) for c in chunks]

@@ -14,7 +14,7 @@ from npusim.fit.measurements import read_measurements
 from npusim.fit.uncertainty import assumptions
 
 from kda.kernels.registry import model, parse_shape
-from tests.npusim.test_calibrate import _csv
+from tests.npusim.fit.test_calibrate import _csv
 
 DATA = Path(__file__).parent.parent / "data"
 BASE = load_profile("ascend-910b2-uncalibrated")    # the model whose ASSUMED fields these fits recover

@@ -11,7 +11,7 @@ from npusim.record.hoist import Tape
 
 from kda.driver.execute import ChunkLoop, Types, execute
 from kda.driver.inputs import make_inputs
-from tests.npusim.test_hoist import _step, same
+from tests.npusim.record.test_hoist import _step, same
 
 
 def _tape_of(version: str, dtype: str = "bf16") -> Tape:

@@ -8,7 +8,7 @@ from npusim import load_profile
 from npusim.model.host import Host, Op
 
 from kda.kernels.registry import model
-from tests.npusim.test_host import _profile
+from tests.npusim.model.test_host import _profile
 
 
 def _counts(kernel, stage):

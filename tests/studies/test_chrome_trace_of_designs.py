@@ -11,7 +11,7 @@ from npusim.output import chrome_trace
 from kda.cli.run import main
 from kda.settings import Settings
 from kda.studies.evaluate import evaluate
-from tests.npusim.test_chrome_trace import phase_slices
+from tests.npusim.output.test_chrome_trace import phase_slices
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""A multi-pass design's occupancy heat map (on the toy timings of tests/npusim/test_design_trace.py), and
+"""A multi-pass design's occupancy heat map (on the toy timings of tests/npusim/output/test_design_trace.py), and
 kda-run's trace and plot of one."""
 import json
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from npusim.record.graph import CUBE, VEC
-from tests.npusim.test_design_trace import design_run  # noqa: F401 (a fixture)
+from tests.npusim.output.test_design_trace import design_run  # noqa: F401 (a fixture)
 
 
 def test_heat_map_busy_fractions(design_run):

@@ -2,6 +2,7 @@
 
     timer.py      a design on a shape, timed for any number of profiles (DesignTimer)
     compiled.py   the event model compiled (numba): one sample's replay at a time
+    runs.py       a design's replay on a profile by the compiled model, as the event model's runs
     structure.py  a pass's structure for the compiled model: cores, instances, successors
     heaps.py      the compiled model's heaps: timeouts, ready nodes, transfers under way
     threads.py    samples shared among threads

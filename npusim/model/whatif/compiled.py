@@ -62,7 +62,7 @@ def _first_ready(n, n_res, info, rank_base, rank_inst, node_srv, slot_release, r
 
 
 @njit(inline="always", **OPTS)
-def held(first, busy_f, busy_l, share, pipe, io, load, comp, store, tiles, work):
+def busy_past_share(first, busy_f, busy_l, share, pipe, io, load, comp, store, tiles, work):
     """engine.py's busy_time past the share, from scalars: (the time the unit is held, the transfer's time)."""
     busy = busy_f if first else busy_l
     if pipe:
@@ -90,20 +90,22 @@ def _timeout(qt, qk, qsize, hole, t, key):
 
 
 @njit(inline="always", **OPTS)
-def _shared_busy(k, first, m, now, rr, nb, rate, bf, bl, wk, pipe, pl, pc, ps, pt, pio, et, em, esize0, esize1,
+def _shared_busy(k, first, m, now, rr, nb, rate, bf, bl, wk, pipe, pl, pc, ps, pt, pio, et, em, moved, esize0, esize1,
                  active0, active1):
     """engine.busy_time of node k (its `m` copies, `nb` bytes) starting at `now` on chip-wide bandwidth rr:
     past its share with the transfers under way (each bandwidth's heap in et, em, by end; their sizes and
-    multiplicities under way passed in and returned): (the busy time, esize0, esize1, active0, active1)."""
+    multiplicities under way passed in and returned), its time on the bandwidth added to `moved` (_Share.busy):
+    (the busy time, esize0, esize1, active0, active1)."""
     off = rr * (et.shape[0] // 2)
     sz = esize0 if rr == 0 else esize1
     act = active0 if rr == 0 else active1
     while sz > 0 and et[off] <= now:
         act -= epop(et, em, off, sz)
         sz -= 1
-    busy, t = held(first, bf[k], bl[k], nb * (act + m) / rate[rr], pipe[k], pio[k], pl[k], pc[k], ps[k], pt[k],
-                   wk[k])
+    busy, t = busy_past_share(first, bf[k], bl[k], nb * (act + m) / rate[rr], pipe[k], pio[k], pl[k], pc[k], ps[k],
+                              pt[k], wk[k])
     sz = epush(et, em, off, sz, now + t, m)
+    moved[rr] += m * nb / rate[rr]
     if rr == 0:
         return busy, sz, esize1, act + m, active1
     return busy, esize0, sz, active0, act + m
@@ -157,8 +159,10 @@ def _complete(ident, x, n, n_res, rank_base, rank_inst, next_state, next_war, su
 @njit(**OPTS)
 def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, next_state, next_war, remaining0,
                succ_ptr, succ_kind, succ_node, node_srv, slot_release, shared, srv_off, bf, bl, df, dl, wk, nbf, nbl,
-               rate, pipe, pl, pc, ps, pt, pio, remaining, heap, srv_size, running, pending, waiting, qt, qk, et, em):
-    """One sample, pipelined (engine._Model): the makespan, NaN on a deadlock."""
+               rate, pipe, pl, pc, ps, pt, pio, remaining, heap, srv_size, running, pending, waiting, qt, qk, et, em,
+               held, moved):
+    """One sample, pipelined (engine._Model): the makespan, NaN on a deadlock; each unit's busy time added to
+    `held`, each chip-wide bandwidth's to `moved` (engine's server.busy and _Share.busy, in the same order)."""
     esize0, esize1, active0, active1 = 0, 0, 0, 0
     free = rank_slots.copy()
     next_grant = np.zeros(rank_base.shape[0], np.int64)
@@ -217,7 +221,8 @@ def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, ne
             if shared[k] >= 0 and nb != 0:
                 busy, esize0, esize1, active0, active1 = _shared_busy(
                     k, first, rank_copies[(x >> 12) & 0x7FF], now, shared[k], nb, rate, bf, bl, wk, pipe, pl, pc,
-                    ps, pt, pio, et, em, esize0, esize1, active0, active1)
+                    ps, pt, pio, et, em, moved, esize0, esize1, active0, active1)
+            held[v] += busy
             running[v] = True
             qsize = _timeout(qt, qk, qsize, hole, now + busy, (seq << SHIFT) | (ident << 1))
             hole = False
@@ -230,9 +235,10 @@ def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, ne
 
 
 @njit(**OPTS)
-def _serial(n, info, rank_base, rank_inst, rank_copies, shared, bf, bl, df, dl, wk, nbf, nbl, rate, pipe, pl, pc, ps,
-            pt, pio, qt, qk, et, em):
-    """One sample in serial mode (engine._Model.run_serial): each core's nodes one after the other."""
+def _serial(n, n_res, info, rank_base, rank_inst, rank_copies, node_srv, shared, bf, bl, df, dl, wk, nbf, nbl, rate,
+            pipe, pl, pc, ps, pt, pio, qt, qk, et, em, held, moved):
+    """One sample in serial mode (engine._Model.run_serial): each core's nodes one after the other; busy
+    times added to `held` and `moved` as _pipelined's."""
     n_ranks = rank_base.shape[0]
     esize0, esize1, active0, active1 = 0, 0, 0, 0
     qsize, seq, now, r0 = 0, 0, 0.0, 0
@@ -267,7 +273,8 @@ def _serial(n, info, rank_base, rank_inst, rank_copies, shared, bf, bl, df, dl, 
         if shared[k] >= 0 and nb != 0:
             busy, esize0, esize1, active0, active1 = _shared_busy(
                 k, first, rank_copies[r], now, shared[k], nb, rate, bf, bl, wk, pipe, pl, pc, ps, pt, pio, et, em,
-                esize0, esize1, active0, active1)
+                moved, esize0, esize1, active0, active1)
+        held[r * n_res + node_srv[k]] += busy
         qsize = qpush(qt, qk, qsize, now + busy, (seq << SHIFT) | (nxt << 1))
         seq += 1
     return now
@@ -276,8 +283,11 @@ def _serial(n, info, rank_base, rank_inst, rank_copies, shared, bf, bl, df, dl, 
 @njit(**OPTS)
 def replay_samples(serial, samples, n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, next_state, next_war,
             remaining0, succ_ptr, succ_kind, succ_node, node_srv, slot_release, shared, busy_f, busy_l, delay_f,
-            delay_l, work, bytes_f, bytes_l, rate, pipe, p_load, p_comp, p_store, p_tiles, p_io, makespan):
-    """The lanes `samples` of the durations, each replayed on its own (makespan[s])."""
+            delay_l, work, bytes_f, bytes_l, rate, pipe, p_load, p_comp, p_store, p_tiles, p_io, makespan, busy,
+            shared_busy):
+    """The lanes `samples` of the durations, each replayed on its own: makespan[s], and where `busy` and
+    `shared_busy` have a column per lane, each unit's busy time busy[core rank x units + unit, s] and each
+    chip-wide bandwidth's shared_busy[bandwidth, s] (arrays of no columns: makespans only)."""
     n_ev = remaining0.shape[0]
     n_ranks = rank_base.shape[0]
     n_srv = n_ranks * n_res
@@ -298,19 +308,25 @@ def replay_samples(serial, samples, n, n_res, info, rank_base, rank_inst, rank_c
     bf, bl, df, dl, wk = np.empty(n), np.empty(n), np.empty(n), np.empty(n), np.empty(n)
     pl, pc, ps, pio = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
     rt = np.empty(rate.shape[0])
+    held, moved = np.empty(n_srv), np.empty(rate.shape[0])
     for j in range(samples.shape[0]):
         s = samples[j]
+        held[:] = 0.0
+        moved[:] = 0.0
         for k in range(n):                       # this sample's durations, side by side
             bf[k], bl[k], df[k], dl[k], wk[k] = busy_f[k, s], busy_l[k, s], delay_f[k, s], delay_l[k, s], work[k, s]
             pl[k], pc[k], ps[k], pio[k] = p_load[k, s], p_comp[k, s], p_store[k, s], p_io[k, s]
         for r in range(rate.shape[0]):
             rt[r] = rate[r, s]
         if serial:
-            makespan[s] = _serial(n, info, rank_base, rank_inst, rank_copies, shared, bf, bl, df, dl, wk, bytes_f,
-                                  bytes_l, rt, pipe, pl, pc, ps, p_tiles, pio, qt, qk, et, em)
+            makespan[s] = _serial(n, n_res, info, rank_base, rank_inst, rank_copies, node_srv, shared, bf, bl, df, dl,
+                                  wk, bytes_f, bytes_l, rt, pipe, pl, pc, ps, p_tiles, pio, qt, qk, et, em, held, moved)
         else:
             makespan[s] = _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, next_state,
                                      next_war, remaining0, succ_ptr, succ_kind, succ_node, node_srv, slot_release,
                                      shared, srv_off, bf, bl, df, dl, wk, bytes_f, bytes_l, rt, pipe, pl, pc, ps,
                                      p_tiles, pio, remaining, heap, srv_size, running, pending, waiting, qt, qk, et,
-                                     em)
+                                     em, held, moved)
+        if busy.shape[1] > s:
+            busy[:, s] = held
+            shared_busy[:, s] = moved

@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from npusim.model.whatif.compiled import held
+from npusim.model.whatif.compiled import busy_past_share
 
 BLOCK = 16          # samples timed together (an event's times for the block lie side by side)
 PASSES = 3          # the most passes a block takes to reach the fixed point of the shares (then: compiled replay)
@@ -122,8 +122,8 @@ def _pass(serial, learn, again, ev_node, ev_first, ev_m, ev_act, ev_srv, pred_pt
                     count, after = _count(e, b, at, r, tpos, wlo, whi, seq, seq_off, ev_m, start, t_end,
                                           start_prev, tend_prev, again, s_nom, good, why)
                     used[e, b] = after
-                busy, t = held(first, busy_f[k, s], busy_l[k, s], nb * (count + m) / rate[r, s], pipe[k],
-                               p_io[k, s], p_load[k, s], p_comp[k, s], p_store[k, s], p_tiles[k], work[k, s])
+                busy, t = busy_past_share(first, busy_f[k, s], busy_l[k, s], nb * (count + m) / rate[r, s], pipe[k],
+                                          p_io[k, s], p_load[k, s], p_comp[k, s], p_store[k, s], p_tiles[k], work[k, s])
                 t_end[e, b] = at + t
                 p = seq_off[r] + tpos[e]
                 prev = pm[p - 1, b] if tpos[e] > 0 else -np.inf

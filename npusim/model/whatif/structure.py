@@ -86,8 +86,22 @@ class Model:
 
     def replay(self, params, samples) -> np.ndarray:
         """Makespans of the lanes `samples` of `params` (retime.Params), NaN elsewhere."""
-        a = params.arrays
         makespan = np.full(params.n, np.nan)
+        self._replay(params, samples, makespan, np.zeros((1, 0)), np.zeros((1, 0)))
+        return makespan
+
+    def busy_times(self, params, samples) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(makespans, busy, shared busy) of the lanes `samples`: each unit's busy time, busy[core rank x units +
+        unit, lane] (the units in name order), and each chip-wide bandwidth's, shared[bandwidth, lane]
+        (retime.SHARED's order), as engine.simulate sums them."""
+        makespan = np.full(params.n, np.nan)
+        busy = np.zeros((len(self.rank_inst) * self.n_res, params.n))
+        shared_busy = np.zeros((params.arrays["rate"].shape[0], params.n))
+        self._replay(params, samples, makespan, busy, shared_busy)
+        return makespan, busy, shared_busy
+
+    def _replay(self, params, samples, makespan, busy, shared_busy) -> None:
+        a = params.arrays
         shared = np.where(a["res_on"], a["res"], -1).astype(np.int64)
 
         def part(idx):
@@ -95,10 +109,10 @@ class Model:
                     self.rank_copies, self.rank_slots, self.next_state, self.next_war, self.remaining0,
                     self.succ_ptr, self.succ_kind, self.succ_node, self.node_srv, self.slot_release, shared,
                     a["busy_f"], a["busy_l"], a["delay_f"], a["delay_l"], a["work"], a["bytes_f"], a["bytes_l"],
-                    a["rate"], a["pipe"], a["p_load"], a["p_comp"], a["p_store"], a["p_tiles"], a["p_io"], makespan)
+                    a["rate"], a["pipe"], a["p_load"], a["p_comp"], a["p_store"], a["p_tiles"], a["p_io"], makespan,
+                    busy, shared_busy)
 
         each_part(part, np.asarray(samples, np.int64))
-        return makespan
 
 
 def _order(seqs, counts, interleave: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -7,7 +7,7 @@ from npusim.model.multipass import simulate_design
 from npusim.model.schedule import BARRIER, CHUNKS, LAUNCH, SEQUENTIAL, Design, Pass
 
 from tests.conftest import randn, record, toy_program
-from tests.npusim.test_engine import toy
+from tests.npusim.model.test_engine import toy
 
 X99, W = randn(1, 1000, 99), randn(1, 1000, 1000, seed=1)
 
@@ -72,7 +72,7 @@ def test_variable_lengths_replay_each_sequence_its_own_chunks(toy_profile):
 
 def test_passes_run_one_after_another_with_launches_and_barriers(toy_profile):
     """The toy program (P 1 us, sync 4 + 1 us, Q 1 us) as a CHUNKS pass: three items on one core with two
-    slots take 15 us (tests/npusim/test_engine.py), on three cores 7 us. Launches cost 0 and the default barrier
+    slots take 15 us (tests/npusim/model/test_engine.py), on three cores 7 us. Launches cost 0 and the default barrier
     1 us in the toy profile."""
     graph = toy()
     design_l = Design("two", (Pass("a", toy_program(), CHUNKS), Pass("b", toy_program(), CHUNKS, LAUNCH)))

@@ -8,7 +8,7 @@ import pytest
 from npusim import build_template; from npusim.output import chrome_trace
 from npusim.model.multipass import simulate_design
 from npusim.model.schedule import BARRIER, CHUNKS, Design, Pass
-from tests.npusim.test_engine import toy
+from tests.npusim.model.test_engine import toy
 from tests.conftest import toy_program
 
 

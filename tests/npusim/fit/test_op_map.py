@@ -11,9 +11,9 @@ import pytest
 from npusim.fit.measurements import MeasurementError, read_measurements, unmapped
 from npusim.fit.op_map import OpMapError, read_op_map
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 SUMMARY = DATA / "op_summary_mapped.csv"
-EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "op_map.toml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "docs" / "examples" / "op_map.toml"
 
 
 def write(tmp_path, text: str) -> Path:

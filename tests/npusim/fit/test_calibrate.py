@@ -9,7 +9,7 @@ from npusim import load_profile
 from npusim.fit.calibrate import main
 from npusim.fit.measurements import MeasurementError, read_measurements
 
-DATA = Path(__file__).parent.parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 BASE = load_profile("ascend-910b2-uncalibrated")    # the model whose ASSUMED fields these fits recover
 
 

@@ -1,4 +1,4 @@
-"""A simulated design in msprof's columns, against the toy schedule worked out by hand (tests/npusim/test_engine.py):
+"""A simulated design in msprof's columns, against the toy schedule worked out by hand (tests/npusim/model/test_engine.py):
 Vec phase P 1 us, its sync 5 us on the link, Cube phase Q 1 us; three chunks, two slots, one core:
 P at 0-1, 1-2, 7-8; Q at 6-7, 10-11, 14-15. The core's span is 0-15, the Vector unit busy 3 us and the Cube
 3 us; the toy chip moves no data on a pipe (GM free). The launch (the toy's 20 us) starts the pass."""

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from npusim import build_template, simulate
 from npusim.output.overlap import analyse, gaps, intersect, merge, subtract, total
-from tests.npusim.test_engine import toy
-from tests.npusim.test_engine_properties import cases, graph_and_profile
+from tests.npusim.model.test_engine import toy
+from tests.npusim.model.test_engine_properties import cases, graph_and_profile
 
 
 def test_interval_arithmetic_by_hand():

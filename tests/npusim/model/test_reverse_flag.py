@@ -8,14 +8,22 @@ import pytest
 from npusim import build_template, phase_program, simulate
 from npusim.chip.lanes import stack
 from npusim.errors import DataflowError
-from npusim.model.whatif.structure import Model
+from npusim.model.multipass import simulate_design
+from npusim.model.schedule import single_pass
 from npusim.model.whatif.retime import compile_schedule, node_params, retime
+from npusim.model.whatif.runs import CompiledRuns, NotServed
+from npusim.model.whatif.structure import Model
+
 from tests.conftest import randn, record
 
 A, W, X = randn(1, 1000, 1), randn(1, 1000, 1000, seed=1), randn(1, 1000, 100, seed=2)
 
 
 def done_then_vector(reverse: bool):
+    return record(done_program(reverse), a=A, w=W, x=X)
+
+
+def done_program(reverse: bool):
     """Q (Cube): z = a^T w, 1e6 MACs = 1 us; z [1, 1000] fp32 = 4000 B: the done flag 4 us on the link + 1 us;
     R (Vec): x + z^T over [1000, 100], 1 us. With `reverse`, the Vector unit passing its wait (an empty phase)
     flags the Cube, which waits for it before its next item's Q: 0 B, the 1 us latency alone."""
@@ -31,7 +39,7 @@ def done_then_vector(reverse: bool):
         with npu.vec("R"):
             o = x + z.mT
         return o
-    return record(program, a=A, w=W, x=X)
+    return program
 
 
 def spans(run):
@@ -103,3 +111,18 @@ def test_the_fast_replays_follow_the_flag(toy_profile):
 def test_a_flag_into_the_next_item_is_refused_with_interleaved_sequences(toy_profile):
     with pytest.raises(ValueError, match="flag into the next item .* interleave 1"):
         simulate(done_then_vector(True), toy_profile(slots=8), chunks=2, sequences=2, interleave=2)
+
+
+def test_the_compiled_runs_serve_the_flag_and_leave_interleaving_to_the_event_model(toy_profile):
+    """The compiled model's runs are the event model's with the flag (two cores sharing a 2 GB/s HBM); with
+    two sequences interleaved, which the event model refuses, it says it cannot serve them."""
+    program = done_program(True)
+    design, p = single_pass(program), toy_profile(slots=8, cores=2, chip_bw=2)
+    tpls = [build_template(record(program, a=A, w=W, x=X), p)]
+    fast = CompiledRuns(design, [4, 3, 2]).design_run(tpls, p).passes[0].run
+    exact = simulate_design(design, tpls, p, [4, 3, 2], trace=False).passes[0].run
+    assert (fast.makespan_us, list(fast.busy_us.items()), fast.shared_us) == \
+        (exact.makespan_us, list(exact.busy_us.items()), exact.shared_us)
+    assert exact.shared_us["hbm"] > 0
+    with pytest.raises(NotServed, match="refuses"):
+        CompiledRuns(design, [4, 3, 2], interleave=2).design_run(tpls, p)

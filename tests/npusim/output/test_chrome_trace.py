@@ -4,7 +4,7 @@ from hypothesis import HealthCheck, given, settings
 
 from npusim import build_template, simulate; from npusim.output import chrome_trace, trace_events
 from npusim.model.engine import PHASE, SYNC
-from tests.npusim.test_engine_properties import cases, graph_and_profile
+from tests.npusim.model.test_engine_properties import cases, graph_and_profile
 
 
 def phase_slices(trace):
