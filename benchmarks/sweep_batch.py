@@ -4,6 +4,7 @@ this process, one after the other in one run, no cache, the rows checked equal. 
 
     python benchmarks/sweep_batch.py                               # benchmarks/sweep_profile.toml
     python benchmarks/sweep_batch.py --spec benchmarks/sweep_kimi.toml
+    python benchmarks/sweep_batch.py --spec benchmarks/sweep_overlap.toml   # every column, the overlap metrics
 """
 from __future__ import annotations
 

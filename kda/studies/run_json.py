@@ -67,7 +67,7 @@ def pipeline_json(r) -> dict:
                            "mode": rep.state.mode, "rides_on": rep.state.rides_on, "bytes": rep.state.nbytes},
         "overlap": None,
     }
-    if r.pipelined is not None and r.pipelined.trace is not None:
+    if r.pipelined is not None and (r.pipelined.trace is not None or r.pipelined.timeline is not None):
         from npusim.output.overlap import analyse  # interval-merging metrics of the pipelined run
         out["overlap"] = analyse(r.pipelined).to_dict()
     return out

@@ -67,8 +67,8 @@ def time_result(result, *, compiled: bool = False, runs: CompiledRuns | None = N
     the same latencies, serial latency and bounds in the report, without its per-chunk detail, and no
     design_run (no trace, no per-unit busy times). `runs`: the replays from the compiled event model
     (npusim/model/whatif/runs.py, built for this design and shape), the same runs and report as the event
-    model's, where it serves them (not a kept trace of the pipelined run, nor kept decisions): the event
-    model replays the others, and `runs.notes` says so."""
+    model's, where it serves them (a kept trace as the pipelined runs' timelines, enough for the overlap
+    metrics; not kept decisions): the event model replays the others, and `runs.notes` says so."""
     s, profile, ex, design = result.settings, result.profile, result.execution, result.design
     counts = chunk_counts(s)
     floor = floor_bytes(s, ex.precision.transfer)
@@ -96,11 +96,9 @@ def _replayed(result, tpls, counts: list[int], runs: CompiledRuns | None, *, ser
     if runs is not None:
         if s.record:
             runs.note("a replay that keeps its decisions (to re-time it) is the event model's")
-        elif s.keep_trace and not serial:
-            runs.note("a kept trace (the overlap metrics) is the event model's: its pipelined runs replayed there")
         else:
             try:
-                return runs.design_run(tpls, profile, serial=serial)
+                return runs.design_run(tpls, profile, serial=serial, timeline=s.keep_trace)
             except NotServed as why:
                 runs.note(f"the compiled event model cannot serve some points ({why}): the event model replays them")
     return simulate_design(result.design, tpls, profile, counts, serial=serial, interleave=s.interleave,

@@ -26,6 +26,8 @@ class Run:
     chunk_counts: tuple[int, ...] = ()  # chunks of each sequence (all `chunks` unless variable-length)
     interleave: int = 1                 # sequences a core alternates at a time
     log: "Log | None" = None            # the decisions of the replay, when asked (simulate(record=True))
+    timeline: Trace | None = None       # a run timed without a trace: each node's unit, core, sequence, chunk
+                                        # and times, in the trace's order (no bytes' slots, stretch, occupancy)
 
     @property
     def latency_us(self) -> float:
@@ -36,6 +38,10 @@ class Run:
         if self.trace is None:
             raise NpuSimError("this run was simulated without a trace: simulate(..., trace=True) keeps one")
         return self.trace
+
+    def timed(self) -> Trace:
+        """Each node's times: the trace, else the timeline; a run with neither is refused by name."""
+        return self.timeline if self.trace is None and self.timeline is not None else self.traced()
 
     def lanes(self, core: int) -> int:
         """Sequences `core` alternates at a time (it holds sequences core, core + cores_used, ...)."""

@@ -54,7 +54,7 @@ def _engine_order(keys, interleave: int) -> tuple[list[tuple[int, int]], dict]:
 
 def critical_path(run: Run, events=None) -> CriticalPath:
     """Walk back from the event that ends last through the predecessor that freed each event last."""
-    events = events or run.traced().events()
+    events = events or run.timed().events()
     if not events:
         return CriticalPath(0.0, {}, 0.0, 0)
     waits = _Waits(run, events)
@@ -106,7 +106,7 @@ class _Waits:
         if run.serial or tpl.slot_release is None:
             return grant_from
         releases: dict[int, list] = {}
-        tr = run.traced()
+        tr = run.timed()
         for k, core, seq, chunk in zip(tr.node, tr.core, tr.seq, tr.chunk):
             if k == tpl.slot_release:
                 releases.setdefault(core, []).append(self.at[(seq, chunk, k)])

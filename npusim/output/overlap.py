@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from npusim.model.engine import PHASE, Run
 from npusim.output.critical_path import CriticalPath, critical_path
@@ -123,7 +123,7 @@ class Overlap:
         return self.period_bound_us / self.period_us if self.period_us else None
 
     def to_dict(self, steps: bool = False) -> dict:
-        d = asdict(self)
+        d = asdict(self if steps else replace(self, critical=replace(self.critical, steps=())))  # no copy of them
         if not steps:
             d["critical"].pop("steps")
         d.update(concurrent_fraction=self.concurrent_fraction, overlap_ratio=self.overlap_ratio,
@@ -154,17 +154,17 @@ _cache: dict[int, tuple] = {}        # id(run) -> (weak reference, events seen, 
 
 
 def analyse(run: Run) -> Overlap:
-    """All the overlap metrics of a run with a trace (computed once per run: the report, the JSON and the
-    plots all ask)."""
+    """All the overlap metrics of a run with a trace or a timeline (computed once per run: the report, the JSON
+    and the plots all ask)."""
     hit = _cache.get(id(run))
-    if hit is not None and hit[0]() is run and hit[1] == len(run.trace or ()):
+    if hit is not None and hit[0]() is run and hit[1] == len(run.timed()):
         return hit[2]
     result = _analyse(run)
     key = id(run)
 
     def forget(_ref: object) -> None:
         _cache.pop(key, None)
-    _cache[key] = (weakref.ref(run, forget), len(run.traced()), result)
+    _cache[key] = (weakref.ref(run, forget), len(run.timed()), result)
     return result
 
 
@@ -262,4 +262,4 @@ def _unit_order(unit: str):
 
 
 def _events(run: Run):
-    return run.traced().events()
+    return run.timed().events()

@@ -2,8 +2,8 @@
 (npusim/model/whatif/runs.py, timing.time_result with `runs`). Held to the event model's own replay (SimPy):
 every pass's makespan, each unit's busy time, the chip-wide bandwidths' use, pipelined and serial, bit for bit,
 on profiles whose contention, sync latency or cores change the order in which the replay starts its nodes; and
-a sweep's batched rows against each point evaluated on its own, byte for byte, with the points the compiled
-model does not serve (a kept trace) replayed by the event model and said once."""
+a sweep's batched rows against each point evaluated on its own, byte for byte (the overlap metrics:
+test_sweep_overlap.py)."""
 from dataclasses import replace
 
 import pytest
@@ -101,27 +101,3 @@ def test_a_grid_over_bandwidth_and_sync_latency_gives_each_points_own_row(tmp_pa
         span = r["pipeline.latency_us.pipelined"] - r["pipeline.latency_us.launch"]
         return r["pipeline.shared_bandwidth_utilization.hbm"] * span
     assert hbm_us(v3[60.0, 0.3]) == pytest.approx(hbm_us(v3[1600.0, 0.3]) * 1600 / 60, rel=1e-9)
-
-
-def test_a_kept_trace_is_replayed_by_the_event_model_and_said_once(tmp_path):
-    spec = {"numerics": False, "axes": {"version": ["v3", "fla"], "sync.latency_us": [0.3, 1.0, 2.0]},
-            "fixed": {"profile": "ascend-910b2", "heads": 2, "tokens": 256, "gates": "kimi"}}
-    batched, _ = _both(spec, tmp_path)             # no metrics: every column, the overlap metrics among them
-    assert all(r["pipeline.overlap.span_us"] is not None for r in batched.rows if r["version"] == "v3")
-    assert len(batched.notes) == 1 and "trace" in batched.notes[0]
-
-
-def test_the_cli_writes_the_same_table_either_way_and_says_it_once(tmp_path, capsys):
-    from kda.sweep.__main__ import main
-    spec = tmp_path / "kept.toml"              # no metrics: the overlap metrics' trace kept
-    spec.write_text('numerics = false\n[axes]\nversion = ["v3", "v6"]\n"sync.latency_us" = [0.3, 2.0]\n'
-                    '[fixed]\nprofile = "ascend-910b2"\nheads = 2\ntokens = 256\n')
-    out = {}
-    for way in ("batched", "per-point"):
-        csv = tmp_path / f"{way}.csv"
-        extra = ["--per-point"] if way == "per-point" else []
-        assert main([str(spec), "--workers", "0", "--no-cache", "--quiet", "-o", str(csv), *extra]) == 0
-        out[way] = csv.read_bytes(), capsys.readouterr().err
-    assert out["batched"][0] == out["per-point"][0]
-    assert out["batched"][1].count("note: ") == 1 and "trace" in out["batched"][1]
-    assert "note: " not in out["per-point"][1]

@@ -156,17 +156,35 @@ def _complete(ident, x, n, n_res, rank_base, rank_inst, next_state, next_war, su
     return nwait
 
 
+@njit(inline="always", **OPTS)
+def _started(times, ident, now, busy, first_pass):
+    """Where `times` has rows: node `ident` started at `now` for `busy`, before the first event or not."""
+    if times.shape[0] > 0:
+        times[ident, 0], times[ident, 1], times[ident, 4] = now, busy, first_pass
+
+
+@njit(inline="always", **OPTS)
+def _ended(times, ident, now, ndone):
+    """Where `times` has rows: node `ident` done at `now`, the ndone-th to complete; the count done."""
+    if times.shape[0] > 0:
+        times[ident, 2], times[ident, 3] = now, ndone
+        return ndone + 1
+    return ndone
+
+
 @njit(**OPTS)
 def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, next_state, next_war, remaining0,
                succ_ptr, succ_kind, succ_node, node_srv, slot_release, shared, srv_off, bf, bl, df, dl, wk, nbf, nbl,
                rate, pipe, pl, pc, ps, pt, pio, remaining, heap, srv_size, running, pending, waiting, qt, qk, et, em,
-               held, moved):
+               held, moved, times):
     """One sample, pipelined (engine._Model): the makespan, NaN on a deadlock; each unit's busy time added to
-    `held`, each chip-wide bandwidth's to `moved` (engine's server.busy and _Share.busy, in the same order)."""
+    `held`, each chip-wide bandwidth's to `moved` (engine's server.busy and _Share.busy, in the same order);
+    where `times` has rows, each node's start, busy time, end, place in the order of completion and whether it
+    started before the first event (SimPy's clock still its initial integer 0)."""
     esize0, esize1, active0, active1 = 0, 0, 0, 0
     free = rank_slots.copy()
     next_grant = np.zeros(rank_base.shape[0], np.int64)
-    qsize, seq, now = 0, 0, 0.0
+    qsize, seq, now, ndone = 0, 0, 0.0, 0
     nwait = _first_ready(n, n_res, info, rank_base, rank_inst, node_srv, slot_release, remaining0, srv_off, free,
                          next_grant, remaining, heap, srv_size, running, pending, waiting)
     lead = -1
@@ -195,12 +213,12 @@ def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, ne
                     seq += 1
                     done = False
             if done:                             # engine.complete
+                ndone = _ended(times, ident, now, ndone)
                 nwait = _complete(ident, x, n, n_res, rank_base, rank_inst, next_state, next_war, succ_ptr,
                                   succ_kind, succ_node, node_srv, slot_release, free, next_grant, remaining, heap,
                                   srv_off, srv_size, running, pending, waiting, nwait)
             if released and srv_size[v] > 0 and not pending[v]:
                 lead = v                         # it starts its next node at once, ahead of the waiting units
-        first_pass = False
         j = -1 if lead >= 0 else 0
         while j < nwait:                         # flush: start every idle unit with ready nodes, in order
             if j < 0:
@@ -223,11 +241,13 @@ def _pipelined(n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, ne
                     k, first, rank_copies[(x >> 12) & 0x7FF], now, shared[k], nb, rate, bf, bl, wk, pipe, pl, pc,
                     ps, pt, pio, et, em, moved, esize0, esize1, active0, active1)
             held[v] += busy
+            _started(times, ident, now, busy, first_pass)
             running[v] = True
             qsize = _timeout(qt, qk, qsize, hole, now + busy, (seq << SHIFT) | (ident << 1))
             hole = False
             seq += 1
         nwait = 0
+        first_pass = False
     for ident in range(remaining0.shape[0]):
         if remaining[ident] > 0:
             return np.nan                        # a node never started: a dependency cycle
@@ -284,10 +304,11 @@ def _serial(n, n_res, info, rank_base, rank_inst, rank_copies, node_srv, shared,
 def replay_samples(serial, samples, n, n_res, info, rank_base, rank_inst, rank_copies, rank_slots, next_state, next_war,
             remaining0, succ_ptr, succ_kind, succ_node, node_srv, slot_release, shared, busy_f, busy_l, delay_f,
             delay_l, work, bytes_f, bytes_l, rate, pipe, p_load, p_comp, p_store, p_tiles, p_io, makespan, busy,
-            shared_busy):
+            shared_busy, times):
     """The lanes `samples` of the durations, each replayed on its own: makespan[s], and where `busy` and
     `shared_busy` have a column per lane, each unit's busy time busy[core rank x units + unit, s] and each
-    chip-wide bandwidth's shared_busy[bandwidth, s] (arrays of no columns: makespans only)."""
+    chip-wide bandwidth's shared_busy[bandwidth, s] (arrays of no columns: makespans only); where `times` has
+    rows (one sample, pipelined), _pipelined's times of each node."""
     n_ev = remaining0.shape[0]
     n_ranks = rank_base.shape[0]
     n_srv = n_ranks * n_res
@@ -326,7 +347,7 @@ def replay_samples(serial, samples, n, n_res, info, rank_base, rank_inst, rank_c
                                      next_war, remaining0, succ_ptr, succ_kind, succ_node, node_srv, slot_release,
                                      shared, srv_off, bf, bl, df, dl, wk, bytes_f, bytes_l, rt, pipe, pl, pc, ps,
                                      p_tiles, pio, remaining, heap, srv_size, running, pending, waiting, qt, qk, et,
-                                     em, held, moved)
+                                     em, held, moved, times)
         if busy.shape[1] > s:
             busy[:, s] = held
             shared_busy[:, s] = moved

@@ -43,9 +43,11 @@ class Model:
         use_slots = tpl.slot_release is not None and not serial
         self.slot_release = tpl.slot_release if use_slots else -1
         base, insts, copies, lanes, first, nxt_state, nxt_war, remaining = [], [], [], [], [], [], [], []
+        self.instances: list[tuple[int, np.ndarray, np.ndarray]] = []   # each core's, with sequence and chunk
         total = 0
         for c, seqs, m in cores:
             seq, chunk, lane = _order(seqs, counts, interleave)
+            self.instances.append((c, seq, chunk))
             base.append(total * n)
             insts.append(len(seq))
             copies.append(m)
@@ -90,6 +92,14 @@ class Model:
         self._replay(params, samples, makespan, np.zeros((1, 0)), np.zeros((1, 0)))
         return makespan
 
+    def times(self, params, sample: int) -> np.ndarray:
+        """Pipelined, lane `sample` of `params`: each node's (start, busy time, end, place in the order of
+        completion, 1 where it started before the first event), a row per node as the model numbers them (core
+        rank, instance, template node)."""
+        out = np.full((len(self.remaining0), 5), np.nan)
+        self._replay(params, [sample], np.full(params.n, np.nan), np.zeros((1, 0)), np.zeros((1, 0)), out)
+        return out
+
     def busy_times(self, params, samples) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(makespans, busy, shared busy) of the lanes `samples`: each unit's busy time, busy[core rank x units +
         unit, lane] (the units in name order), and each chip-wide bandwidth's, shared[bandwidth, lane]
@@ -100,7 +110,7 @@ class Model:
         self._replay(params, samples, makespan, busy, shared_busy)
         return makespan, busy, shared_busy
 
-    def _replay(self, params, samples, makespan, busy, shared_busy) -> None:
+    def _replay(self, params, samples, makespan, busy, shared_busy, times=None) -> None:
         a = params.arrays
         shared = np.where(a["res_on"], a["res"], -1).astype(np.int64)
 
@@ -110,7 +120,7 @@ class Model:
                     self.succ_ptr, self.succ_kind, self.succ_node, self.node_srv, self.slot_release, shared,
                     a["busy_f"], a["busy_l"], a["delay_f"], a["delay_l"], a["work"], a["bytes_f"], a["bytes_l"],
                     a["rate"], a["pipe"], a["p_load"], a["p_comp"], a["p_store"], a["p_tiles"], a["p_io"], makespan,
-                    busy, shared_busy)
+                    busy, shared_busy, np.zeros((0, 5)) if times is None else times)
 
         each_part(part, np.asarray(samples, np.int64))
 

@@ -8,6 +8,7 @@ import torch
 
 from npusim import DataflowError, load_profile, phase_program
 from npusim.chip.isa import vector_op_cycles
+from npusim.chip.issue import declared, op_cycles
 from npusim.record.ops import BRCB, CAST, ELEMENTWISE, FLAG, SCALAR, UB_COPY, Op
 from npusim.record.precision import Precision
 from npusim.record.program import Executor
@@ -86,3 +87,17 @@ def test_a_barrier_needs_declared_barriers():
         return y
     with pytest.raises(DataflowError, match="declare its barriers"):
         _record(implicit)
+
+
+def test_a_flag_a_scalar_loop_and_a_copy_as_issue_py_times_them():
+    """By hand from the profile: a flag is the sync latency in cycles (1800 cycles a us at 1.8 GHz) plus its
+    walls; a scalar loop of 64 stores over 4 matrices on 2 AIVs runs 2 matrices on each, 128 accesses; a UB -> UB
+    copy of 1024 fp32 on 2 AIVs moves 2 KiB on each at 262 bytes a cycle."""
+    never = lambda cls: pytest.fail("no class cost for these")         # noqa: E731
+    flag = Op(FLAG, "wait", walls=1)
+    assert op_cycles(flag, P, 2, "binary", never) == pytest.approx(P.sync.latency_us * 1800 + WALL)
+    loop = Op(SCALAR, "masks", elements=4, steps=64, walls=0)
+    assert op_cycles(loop, P, 2, "binary", never) == pytest.approx(128 * P.isa.scalar_access_cycles)
+    copy = Op(ELEMENTWISE, UB_COPY, elements=1024, walls=0)
+    assert op_cycles(copy, P, 2, "unary", never) == pytest.approx(2048 / 262)
+    assert declared(flag) and declared(copy) and not declared(Op(ELEMENTWISE, "mul", elements=64))

@@ -10,7 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from npusim import build_template, simulate
+from npusim.output.critical_path import critical_path
 from npusim.output.overlap import analyse, gaps, intersect, merge, subtract, total
+
 from tests.npusim.model.test_engine import toy
 from tests.npusim.model.test_engine_properties import cases, graph_and_profile
 
@@ -86,3 +88,11 @@ def test_critical_path_spans_the_run_for_any_program(toy_profile, case):
         # (the period over so few chunks may still include the pipeline's fill, so it is not held to the
         # per-chunk bound here; tests/studies/test_overlap_of_designs.py does over 8 chunks of v3)
         assert o.period_us is None if c["chunks"] == 1 else o.period_us > 0
+
+
+def test_the_critical_path_walked_on_its_own(toy_profile):
+    """npusim.output.critical_path on the hand-worked timeline above: the same walk back from Q2."""
+    cp = critical_path(simulate(toy(), toy_profile(slots=2), chunks=3))
+    assert [(s.name, s.chunk, s.via) for s in cp.steps] == [
+        ("P", 0, "data"), ("sync1", 0, "unit"), ("sync1", 1, "unit"), ("sync1", 2, "data"), ("Q", 2, "end")]
+    assert cp.length_us == pytest.approx(15) and cp.syncs == 3
