@@ -1,8 +1,10 @@
 // The sub-chunk blocks of a chunk's A_kk and A_qk (kda_chunk_v4, v5, v6): where each block lies, and, for the
-// kernels with 4-wide micro-chunks inside the 16-wide sub-chunks (v5, v6), their Vector side's Phase C.
+// kernels with 4-wide micro-chunks inside the 16-wide sub-chunks (v5, v6), their Vector side's Phase A factors
+// and Phase C.
 // A kernel's Vector class derives from DiagonalBlocks<the class, T, its names> and makes it a friend; the names
-// are its workspace tensors A_KK_OFF, A_KK_OFF4, A_QK_OFF, A_QK_OFF4, A_NEG and D_BETA. The class holds td_,
-// sub_, ws_ (with AinvCol), io_, calc_[5], beta_, betaGm_, sums_, qkSums_ and Tok().
+// are its workspace tensors K_LEFT, Q_LEFT, K_RIGHT, K_LEFT4, Q_LEFT4, K_RIGHT4, A_KK_OFF, A_KK_OFF4, A_QK_OFF,
+// A_QK_OFF4, A_NEG and D_BETA. The class holds td_, sub_, ws_ (with AinvCol), io_, calc_[5], kGm_, qGm_, beta_,
+// betaGm_, sums_, qkSums_, Tok() and Cumsum().
 #pragma once
 #include "kernel_operator.h"
 #include "kda_kernel_io.h"
@@ -20,6 +22,57 @@ __aicore__ inline uint32_t SumSlot(uint32_t i, uint32_t j) { return (i * (i + 1)
 template <typename Vec, typename T, typename Names>
 class DiagonalBlocks {
 protected:
+    // Phase A, factors, this AIV's key channels c0..c0+d_k/2 of every row (gc decreases: every exponent <= 0), gc
+    // and scale Q into `gc` and `qs`. 16-wide: K_left, Q_left = K, scale Q of sub-chunks 1..n-1 times
+    // exp(gc - r_I); K_right per pair (I, J): K_J exp(r_I - gc_J) (for one I, rows 0..16 I). 4-wide, inside each
+    // sub-chunk I: K_left4, Q_left4 of micro-chunks 1..3 times exp(gc - r_{I,a}); K_right4 per pair (a, b):
+    // K_{I,b} exp(r_{I,a} - gc_{I,b}).
+    __aicore__ inline void Factors(uint32_t seq, uint32_t t, const LocalTensor<float>& gc, const LocalTensor<float>& qs)
+    {
+        Vec& v = Self();
+        const auto& td = *v.td_;
+        const uint32_t C = td.chunk, S = td.sub, s = td.micro, dk = td.dk, dh = dk / 2, c0 = v.sub_ * dh;
+        const uint32_t m1 = td.micros - 1, P4 = td.pairs4;
+        LocalTensor<float> kf = v.calc_[1], fac = v.calc_[3], x = v.calc_[4];
+        v.Cumsum(gc, seq, t, c0, dh, 0, C);
+        v.io_.Load(kf, v.kGm_[v.Tok(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
+        v.io_.Load(qs, v.qGm_[v.Tok(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
+        Muls(qs, qs, td.scale, C * dh);
+        for (uint32_t i = S; i < C; ++i) Sub(fac[(i - S) * dh], gc[i * dh], gc[(i / S) * S * dh], dh);
+        Exp(fac, fac, (C - S) * dh);
+        Mul(x, kf[S * dh], fac, (C - S) * dh);
+        v.io_.Store(v.ws_.Get(Names::K_LEFT)[c0], x, C - S, dh, dk);
+        Mul(x, qs[S * dh], fac, (C - S) * dh);
+        v.io_.Store(v.ws_.Get(Names::Q_LEFT)[c0], x, C - S, dh, dk);
+        for (uint32_t I = 1; I < td.subChunks; ++I) {
+            for (uint32_t j = 0; j < I * S; ++j) Sub(fac[j * dh], gc[I * S * dh], gc[j * dh], dh);
+            Exp(fac, fac, I * S * dh);
+            Mul(x, kf, fac, I * S * dh);
+            v.io_.Store(v.ws_.Get(Names::K_RIGHT)[PairStart(I) * S * dk + c0], x, I * S, dh, dk);
+        }
+        // 4-wide left operands: rows I*16 + 4..16 of each sub-chunk, in order (I, a = 1..3, row)
+        for (uint32_t I = 0; I < td.subChunks; ++I)
+            for (uint32_t r = s; r < S; ++r)
+                Sub(fac[(I * m1 * s + r - s) * dh], gc[(I * S + r) * dh], gc[(I * S + r / s * s) * dh], dh);
+        Exp(fac, fac, td.subChunks * m1 * s * dh);
+        for (uint32_t I = 0; I < td.subChunks; ++I)
+            Mul(x[I * m1 * s * dh], kf[(I * S + s) * dh], fac[I * m1 * s * dh], m1 * s * dh);
+        v.io_.Store(v.ws_.Get(Names::K_LEFT4)[c0], x, td.subChunks * m1 * s, dh, dk);
+        for (uint32_t I = 0; I < td.subChunks; ++I)
+            Mul(x[I * m1 * s * dh], qs[(I * S + s) * dh], fac[I * m1 * s * dh], m1 * s * dh);
+        v.io_.Store(v.ws_.Get(Names::Q_LEFT4)[c0], x, td.subChunks * m1 * s, dh, dk);
+        // 4-wide right operands, per sub-chunk I: for a = 1..3 the pairs (a, 0..a-1) take rows 0..4a of I
+        for (uint32_t I = 0; I < td.subChunks; ++I) {
+            for (uint32_t a = 1; a < td.micros; ++a)
+                for (uint32_t j = 0; j < a * s; ++j)
+                    Sub(fac[(PairStart(a) * s + j) * dh], gc[(I * S + a * s) * dh], gc[(I * S + j) * dh], dh);
+            Exp(fac, fac, P4 * s * dh);
+            for (uint32_t a = 1; a < td.micros; ++a)
+                Mul(x[PairStart(a) * s * dh], kf[I * S * dh], fac[PairStart(a) * s * dh], a * s * dh);
+            v.io_.Store(v.ws_.Get(Names::K_RIGHT4)[I * P4 * s * dk + c0], x, P4 * s, dh, dk);
+        }
+    }
+
     // Phase C, rows of this AIV's sub-chunks: A_kk = StrictTril(assembled K K^T) * beta[:, None] and A_qk =
     // tril(assembled Q K^T), from the micro-diagonal sums (UB), the 4-wide blocks (A_*_off4) and the 16-wide
     // blocks (A_*_off) of ②. Then A_neg = -A_kk and D_beta = Diag(beta), the inverse Ai_diag of the diagonal

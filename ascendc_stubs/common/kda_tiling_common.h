@@ -40,6 +40,32 @@ inline const char* KdaCheckShape(const KdaShape& s, uint32_t aicNum, bool fp16Ok
 
 inline uint64_t KdaAlign(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
 
+// The shape's fields every kernel's tiling struct carries: the sizes, the chunks and sequences, the transfer
+// type's bytes, the flags, the scale.
+template <class Tiling>
+inline void KdaCopyShape(const KdaShape& s, Tiling& t)
+{
+    t.batch = s.batch; t.seqLen = s.seqLen; t.heads = s.heads; t.dk = s.dk; t.dv = s.dv; t.chunk = s.chunk;
+    t.numChunks = s.seqLen / s.chunk;
+    t.sequences = s.batch * s.heads;
+    t.transferBytes = s.transferBytes;
+    t.hasInitialState = s.hasInitialState ? 1 : 0;
+    t.gateIsLog = s.gateIsLog ? 1 : 0;
+    t.scale = s.scale;
+}
+
+// Workspace tensors first..end-1 one after the other from `off`, each 512-byte aligned (bytes(i) each): their
+// offsets into t.wsOffset; returns the offset after the last.
+template <class Tiling, class Bytes>
+inline uint64_t KdaLayOut(Tiling& t, uint32_t first, uint32_t end, uint64_t off, Bytes bytes)
+{
+    for (uint32_t i = first; i < end; ++i) {
+        t.wsOffset[i] = off;
+        off += KdaAlign(bytes(i), 512);
+    }
+    return off;
+}
+
 // Phase G's tiles of the state S [d_k, d_v], cut along d_v as the simulator cuts it: n slices [d_k, d_v / n], each
 // split between the AIVs by rows (AIV s its key channels, whose gamma_C it keeps). n = 0: the fewest whose piece
 // [d_k / 2, d_v / n] fits `pieceElems` fp32 values. Returns the count, or 0 where n does not divide d_v into

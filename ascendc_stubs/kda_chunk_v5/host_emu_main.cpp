@@ -4,7 +4,7 @@
 //   kda_chunk_v5_emu --data DIR --out DIR [--timeout-ms N] [--aic N] [--tiles intra.A=N,state.A=N,state.G=N,state.F2=N]   (--slots is ignored)
 // Exit status: 0 ok, 2 bad input, 3 a check failed (race, rule, bounds...), 4 hang.
 #include "op_kernel/kda_chunk_v5.cpp"   // one translation unit, as CPU-debug builds of a kernel do
-#include "kda_emu_runner.h"
+#include "kda_emu_subchunks.h"
 
 struct KdaChunkV5Emu {
     static constexpr const char* kName = "kda_chunk_v5";
@@ -49,21 +49,10 @@ struct KdaChunkV5Emu {
                 const size_t bytes = KdaV5WsElems(td, i) * KdaV5WsElemBytes(td, i);
                 if (bytes == 0) continue;
                 if (i == KDA5_AINV) {
-                    for (size_t j = 0; j < n; ++j) {
-                        const std::string col = "Ainv" + std::to_string(j);
-                        kda_emu::RegisterWsTensor(core, -1, "Ai_diag", p, S * S * tb, RegionKind::Workspace, col.c_str());
-                        if (j + 1 < n)
-                            kda_emu::RegisterWsTensor(core, -1, "A_inv", p + S * S * tb, (n - 1 - j) * S * S * tb,
-                                                      RegionKind::Private, col.c_str());
-                        p += (n - j) * S * S * tb;
-                    }
+                    kda_emu::RegisterInverse(core, p, n, S, tb);
                 } else if (i == KDA5_SV) {
-                    const size_t sBytes = size_t(td.stateParts) * td.dk * td.dv * tb;
-                    for (uint32_t buf = 0; buf < 2; ++buf, p += td.svBytes) {   // core0/slot0/S ...
-                        kda_emu::RegisterWsTensor(core, buf, "S", p, sBytes, RegionKind::Workspace, "SV");
-                        kda_emu::RegisterWsTensor(core, buf, "V_pseudo", p + sBytes, C * td.dv * tb,
-                                                  RegionKind::Workspace, "SV");
-                    }
+                    kda_emu::RegisterStateOverV(core, p, size_t(td.stateParts) * td.dk * td.dv * tb, C * td.dv * tb,
+                                                td.svBytes);
                 } else if (i == KDA5_K_DECAY) {
                     for (uint32_t buf = 0; buf < 2; ++buf)
                         kda_emu::RegisterWsTensor(core, buf, "K_decay", p + buf * bytes / 2, bytes / 2,
@@ -114,19 +103,8 @@ struct KdaChunkV5Emu {
         auto add = [&json](const std::string& name, uint64_t bytes) {
             json += (json.back() == '{' ? "\"" : ", \"") + name + "\": " + std::to_string(bytes);
         };
-        const uint64_t tb = td.transferBytes, S = td.sub, C = td.chunk, dk = td.dk, dv = td.dv;
-        const char* plain[] = {"K_left", "Q_left", "K_right", "K_left4", "Q_left4", "K_right4", "A_kk_off", "A_qk_off",
-                               "A_kk_off4", "A_qk_off4", "A_neg", "D_beta"};
-        for (uint32_t i = 0; i < 12; ++i) add(plain[i], KdaV5WsElems(td, i) * tb);
-        add("Ai_diag", td.subChunks * S * S * tb);
-        add("K_scaled", C * dk * tb);
-        add("K_decay", C * dk * tb);
-        add("Q_scaled", C * td.stateParts * dk * tb);
-        add("U", C * dv * tb);
-        add("WS", C * dv * tb);
-        add("V_pseudo", C * dv * tb);
-        add("S_delta", dk * dv * tb);
-        add("S", td.stateParts * dk * dv * tb);
+        kda_emu::AddIntraTensorBytes(td, KdaV5WsElems, add);
+        kda_emu::AddStateTensorBytes(td, add);
         return json + "}" + kda_tiles::Json();
     }
 };

@@ -4,7 +4,7 @@
 //   kda_chunk_v6_emu --data DIR --out DIR [--timeout-ms N] [--aic N] [--tiles A=N,G=N,F2=N]   (--slots is ignored)
 // Exit status: 0 ok, 2 bad input, 3 a check failed (race, rule, bounds...), 4 hang.
 #include "op_kernel/kda_chunk_v6.cpp"   // one translation unit, as CPU-debug builds of a kernel do
-#include "kda_emu_runner.h"
+#include "kda_emu_subchunks.h"
 
 struct KdaChunkV6Emu {
     static constexpr const char* kName = "kda_chunk_v6";
@@ -46,14 +46,7 @@ struct KdaChunkV6Emu {
                 const size_t bytes = KdaV6WsElems(td, i) * KdaV6WsElemBytes(td, i);
                 if (bytes == 0) continue;
                 if (i == KDA6_AINV) {
-                    for (size_t j = 0; j < n; ++j) {
-                        const std::string col = "Ainv" + std::to_string(j);
-                        kda_emu::RegisterWsTensor(core, -1, "Ai_diag", p, S * S * tb, RegionKind::Workspace, col.c_str());
-                        if (j + 1 < n)
-                            kda_emu::RegisterWsTensor(core, -1, "A_inv", p + S * S * tb, (n - 1 - j) * S * S * tb,
-                                                      RegionKind::Private, col.c_str());
-                        p += (n - j) * S * S * tb;
-                    }
+                    kda_emu::RegisterInverse(core, p, n, S, tb);
                 } else if (i == KDA6_M) {
                     for (size_t r = 0; r < C; ++r)
                         ascendc_emu::RegisterRegion(at + "M/" + std::to_string(r), "M", p + r * C * tb,
@@ -67,12 +60,8 @@ struct KdaChunkV6Emu {
                                                     C * tb, RegionKind::Workspace, static_cast<int>(core), at + "QA");
                     }
                 } else if (i == KDA6_SV) {
-                    const size_t sBytes = size_t(td.stateParts) * td.dk * td.dv * tb;
-                    for (uint32_t buf = 0; buf < 2; ++buf, p += td.svBytes) {   // core0/slot0/S ...
-                        kda_emu::RegisterWsTensor(core, buf, "S", p, sBytes, RegionKind::Workspace, "SV");
-                        kda_emu::RegisterWsTensor(core, buf, "V_pseudo", p + sBytes, C * td.dv * tb,
-                                                  RegionKind::Workspace, "SV");
-                    }
+                    kda_emu::RegisterStateOverV(core, p, size_t(td.stateParts) * td.dk * td.dv * tb, C * td.dv * tb,
+                                                td.svBytes);
                 } else {
                     const bool own = i == KDA6_ACC || i == KDA6_W || i == KDA6_S_FP32;
                     kda_emu::RegisterWsTensor(core, -1, names[i], p, bytes, own ? RegionKind::Private : RegionKind::Workspace);
@@ -101,20 +90,9 @@ struct KdaChunkV6Emu {
         auto add = [&json](const std::string& name, uint64_t bytes) {
             json += (json.back() == '{' ? "\"" : ", \"") + name + "\": " + std::to_string(bytes);
         };
-        const uint64_t tb = td.transferBytes, S = td.sub, C = td.chunk, dk = td.dk, dv = td.dv;
-        const char* plain[] = {"K_left", "Q_left", "K_right", "K_left4", "Q_left4", "K_right4", "A_kk_off", "A_qk_off",
-                               "A_kk_off4", "A_qk_off4", "A_neg", "D_beta"};
-        for (uint32_t i = 0; i < 12; ++i) add(plain[i], KdaV6WsElems(td, i) * tb);
-        add("Ai_diag", td.subChunks * S * S * tb);
-        add("A_qk", C * C * tb);
-        add("K_scaled", C * dk * tb);
-        add("K_decay", C * dk * tb);
-        add("Q_scaled", C * td.stateParts * dk * tb);
-        add("U", C * dv * tb);
-        add("WS", C * dv * tb);
-        add("V_pseudo", C * dv * tb);
-        add("S_delta", dk * dv * tb);
-        add("S", td.stateParts * dk * dv * tb);
+        kda_emu::AddIntraTensorBytes(td, KdaV6WsElems, add);
+        add("A_qk", uint64_t(td.chunk) * td.chunk * td.transferBytes);
+        kda_emu::AddStateTensorBytes(td, add);
         return json + "}" + kda_tiles::Json();
     }
 };

@@ -174,14 +174,18 @@ class _RunEvents:
     def tag(self, chunk: int, seq: int) -> str:
         return f"[s{seq} c{chunk}]" if self.many else f"[c{chunk}]"
 
+    def of_kind(self, kind: str) -> Iterator[tuple]:
+        """(event, its node) for the events whose node is of `kind` (PHASE, SYNC, ...), in the events' order."""
+        for e in self.events:
+            nd = self.nodes[e.index]
+            if nd.kind == kind:
+                yield e, nd
+
     def phase_events(self, ends_in: dict, ends_out: dict) -> list[dict]:
         """A slice per phase on its unit's track (on every Vector unit for a Vector phase), with its arrow ends."""
         nodes, at, tids, n_vec, out = self.nodes, self.at, self.tids, self.n_vec, []
         phases = {p.name: p for p in self.g.phases}
-        for e in self.events:
-            nd = nodes[e.index]
-            if nd.kind != PHASE:
-                continue
+        for e, nd in self.of_kind(PHASE):
             p = phases[nd.name]
             if p.unit not in (CUBE, VEC):
                 tids.setdefault(("unit", p.unit), 100 + len(tids))

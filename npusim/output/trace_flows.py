@@ -44,12 +44,9 @@ def _arrow(r, fid: int, prod, cons, make, ends_in: dict, ends_out: dict) -> None
 
 
 def _syncs(r, flow_ids: Iterator[int], ends_in: dict, ends_out: dict) -> None:
-    nodes, at = r.nodes, r.at
+    at = r.at
     syncs = {s.name: s for s in r.g.syncs}
-    for e in r.events:
-        nd = nodes[e.index]
-        if nd.kind != SYNC:
-            continue
+    for e, nd in r.of_kind(SYNC):
         s = syncs[nd.name]
         prod = at[(e.seq, e.chunk, nd.deps[0])]
         for c in r.consumers[e.index]:

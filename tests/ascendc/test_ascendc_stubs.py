@@ -3,20 +3,16 @@ the Python side: parity with the recurrence, the cross-core flags and payloads t
 version, and faults the emulator must catch. cmake + g++ build everything once per session (about 24 s of CPU)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))   # ascendc_stubs/ is a folder of the repository, not an installed package
-
+from tests.ascendc.kernel_runs import CHUNK, DK, DV, ROOT, errors, load_script, racing
 from ascendc_stubs import bridge  # noqa: E402
 from kda.settings import Settings  # noqa: E402
 from kda.studies.evaluate import evaluate
@@ -25,7 +21,6 @@ from kda.reference.parity import assert_close, compare  # noqa: E402
 from kda.reference.recurrence import naive_recurrent_kda  # noqa: E402
 
 VERSIONS = ("v3", "v4")
-CHUNK, DK, DV = 64, 128, 128
 
 
 @pytest.fixture(scope="session")
@@ -63,10 +58,6 @@ def _parity(d: Path):
     o, ht = bridge.read_outputs(d / "out", m)
     ref_o, ref_s = naive_recurrent_kda(x.q, x.k, x.v, x.g, x.beta, m.scale, x.initial_state, True, dtype=torch.float64)
     return (ref_o, o), (ref_s, ht)
-
-
-def _errors(res: bridge.EmuRun) -> list[str]:
-    return [f"[{e['kind']}] {e['message']}" for e in (res.report or {}).get("errors", [])]
 
 
 def _assert_bytes_per_sync(res: bridge.EmuRun, graph, rides: int, extra: dict[int, int] | None = None):
@@ -131,7 +122,7 @@ def test_emulator_enforces_the_hardware_rules(emu, tmp_path, scenario):
 
 def test_fp32_matches_the_recurrence(version, fp32_run):
     d, res = fp32_run
-    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
+    assert res.returncode == 0 and not errors(res), errors(res) or res.stderr
     (ref_o, o), (ref_s, ht) = _parity(d)
     assert_close("o", ref_o, o)
     assert_close("final state", ref_s, ht)
@@ -144,7 +135,7 @@ def test_fp32_matches_the_recurrence(version, fp32_run):
 
 def test_one_core_one_slot_alpha_gates(version, one_core_run):
     d, res = one_core_run
-    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
+    assert res.returncode == 0 and not errors(res), errors(res) or res.stderr
     assert res.report["block_dim"] == 1 and res.report["slots"] == 1
     (ref_o, o), (ref_s, ht) = _parity(d)
     assert_close("o", ref_o, o)
@@ -156,7 +147,7 @@ def test_one_core_one_slot_alpha_gates(version, one_core_run):
 def test_bf16_matches_the_recurrence_as_closely_as_the_simulator(emu, tmp_path, version, gates):
     """bf16 hand-offs; v4 under its default policy, the state in fp32 between chunks (slow gates: it matters)."""
     x, res = _run(emu.runners[version], tmp_path, dtype="bf16", gates=gates)
-    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
+    assert res.returncode == 0 and not errors(res), errors(res) or res.stderr
     (ref_o, o), (ref_s, ht) = _parity(tmp_path)
     p_o, p_s = assert_close("o", ref_o, o), assert_close("final state", ref_s, ht)
     _assert_exp_factors_at_most_one(version, res)
@@ -176,7 +167,7 @@ def test_v4_passes_gates_that_overflow_v3_in_fp32(emu, tmp_path):
     """FLA's -5*sigmoid gates (~160 nats per chunk): v3's exp(-gc) overflows fp32 in Phase A, v4 takes no exp
     of a positive argument and matches the recurrence."""
     _, v4 = _run(emu.runners["v4"], tmp_path / "v4", gates="kimi")
-    assert v4.returncode == 0 and not _errors(v4), _errors(v4) or v4.stderr
+    assert v4.returncode == 0 and not errors(v4), errors(v4) or v4.stderr
     (ref_o, o), (ref_s, ht) = _parity(tmp_path / "v4")
     assert_close("o", ref_o, o)
     assert_close("final state", ref_s, ht)
@@ -190,14 +181,14 @@ def test_v4_passes_gates_that_overflow_v3_in_fp32(emu, tmp_path):
 def test_v4_state_in_two_bf16_parts_beats_one(emu, tmp_path):
     """With bf16 transfers the Cube reads the fp32 state as S_hi + S_lo (default) rather than bf16(S) alone
     (FLA's cast, --state-parts 1): the output keeps the accuracy the fp32 state buys in the simulator."""
-    errors = {}
+    rms = {}
     for parts in (1, 2):
         d = tmp_path / f"parts{parts}"
         _, res = _run(emu.runners["v4"], d, dtype="bf16", extra=("--state-parts", str(parts)))
-        assert res.returncode == 0 and not _errors(res) and res.report["state_parts"] == parts, _errors(res)
+        assert res.returncode == 0 and not errors(res) and res.report["state_parts"] == parts, errors(res)
         (ref_o, o), _ = _parity(d)
-        errors[parts] = compare(ref_o, o).rel_rms_err
-    assert errors[2] < errors[1]
+        rms[parts] = compare(ref_o, o).rel_rms_err
+    assert rms[2] < rms[1]
 
 
 # ---- flags and payloads against the simulator's graph ----
@@ -252,15 +243,14 @@ def test_a_removed_wait_is_reported_as_a_race(emu, tmp_path, version, sync):
     _, res = _run(emu.faults[version][f"KDA_DROP_WAIT={sync}"], tmp_path)
     assert res.returncode == 3, res.stderr
     assert res.report["drop_wait"] == sync
-    races = [e["message"] for e in res.report["errors"] if e["kind"] == "race"]
     payload = bridge.expected_payloads(graph, rides)[sync]
-    racing = {m.split(" (")[1].split(")")[0] for m in races if m.startswith("race on ")}
+    races = racing(res)
     # every tensor of that sync the phase right after the wait reads races; so may a resident tensor whose
     # overwrite by the next chunk the wait also orders (without ⑥, Phase A of chunk t+1 rewrites K_decay while
     # Phase F of chunk t reads it: the simulator's write-after-read edge on resident tensors)
     resident = {n for n, t in graph.tensors.items() if t.placement == "resident"}
     read_next = bridge.read_right_after(graph, sync, rides)
-    assert read_next and read_next <= racing and racing <= payload | resident, racing
+    assert read_next and read_next <= races and races <= payload | resident, races
     # the consumer never consumed the producer's sets: reported too
     assert any(e["kind"] == "flag" for e in res.report["errors"])
 
@@ -275,15 +265,8 @@ def test_a_removed_set_is_reported_as_a_hang(emu, tmp_path, version):
 
 # ---- the scripts for the NPU flow, and bad input ----
 
-def _load_script(name: str):
-    spec = importlib.util.spec_from_file_location(f"ascendc_{name}", ROOT / "ascendc_stubs" / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_gen_data_and_verify_scripts_round_trip(emu, tmp_path, capsys, version):
-    gen, verify = _load_script("gen_data"), _load_script("verify")
+    gen, verify = load_script("gen_data"), load_script("verify")
     assert gen.main(["--out", str(tmp_path / "in"), "--heads", "1", "--chunks", "2", "--dtype", "bf16",
                      "--initial-state"]) == 0
     res = bridge.run(emu.runners[version], tmp_path / "in", tmp_path / "out")
@@ -297,10 +280,11 @@ def test_gen_data_and_verify_scripts_round_trip(emu, tmp_path, capsys, version):
     assert verify.main(["--data", str(tmp_path / "in"), "--out", str(tmp_path / "out")]) == 1
 
 
-def test_runner_rejects_a_shape_it_does_not_support(emu, tmp_path, version):
+@pytest.mark.parametrize("kernel", ["v3", "v4", "v5", "v6"])
+def test_runner_rejects_a_shape_it_does_not_support(emu, tmp_path, kernel):
     x = make_inputs(1, 96, 1, DK, DV, "seed", 0)           # T = 96 is not a multiple of the chunk (64)
     bridge.write_inputs(tmp_path / "in", x, chunk_size=CHUNK)
-    res = bridge.run(emu.runners[version], tmp_path / "in", tmp_path / "out")
+    res = bridge.run(emu.runners[kernel], tmp_path / "in", tmp_path / "out")
     assert res.returncode == 2
     assert res.stderr.strip().count("\n") == 0 and "multiple of the chunk size" in res.stderr
 
@@ -317,7 +301,7 @@ def test_msprof_summary_becomes_calibration_rows(tmp_path, capsys):
     """op_summary_to_csv.py on an op_summary CSV in msprof's documented column layout (CANN profiling docs,
     op_summary: "Op Name", "OP Type", "Task Type", "Task Duration(us)", ...): one calibration row per launch of
     the kernel's operator type, nothing from other operators; bad input gets one line and exit status 2."""
-    conv = _load_script("op_summary_to_csv")
+    conv = load_script("op_summary_to_csv")
     x = make_inputs(1, 2 * CHUNK, 2, DK, DV, "seed", 0)
     bridge.write_inputs(tmp_path / "in", x, dtype="bf16", chunk_size=CHUNK)
     summary = tmp_path / "op_summary_0_1.csv"
@@ -359,7 +343,7 @@ def test_v3_phase_a_tiles_as_the_simulator_plans(emu, tmp_path, profile, dtype, 
     assert {k for k, p in plans.items() if p["tiles"] > 1} <= {"A", "G"}
     assert plans["A"]["tiles"] == tiles and plans["A"]["tile_shape"] == [1, 64, 128 // tiles]
     _, res = _run(emu.runners["v3"], tmp_path, dtype=dtype, aic=3, extra=bridge.tiles_option("kda_chunk_v3", plans))
-    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
+    assert res.returncode == 0 and not errors(res), errors(res) or res.stderr
     use = res.report["tiles"]["A"]
     assert use["runs"] == 2 * 4 and use["tiles"] == tiles * use["runs"], use
     assert [1, *use["shape"]] == plans["A"]["tile_shape"]
@@ -381,7 +365,7 @@ def test_v4_phase_a_tiles_as_the_simulator_plans(emu, tmp_path, dtype):
     assert plans["A"]["tiles"] == 8 and plans["A"]["tile_shape"] == [1, 4, 136, 16]
     assert bridge.sim_plans("v4", heads=2, chunks=4, dtype=dtype, profile=UNCAL)["A"]["tiles"] == 8
     _, res = _run(emu.runners["v4"], tmp_path, dtype=dtype, aic=3, extra=bridge.tiles_option("kda_chunk_v4", plans))
-    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
+    assert res.returncode == 0 and not errors(res), errors(res) or res.stderr
     use = res.report["tiles"]["A"]
     assert use["runs"] == 2 * 4 and use["tiles"] == 8 * use["runs"], use
     assert [1, *use["shape"]] == plans["A"]["tile_shape"]
@@ -409,7 +393,7 @@ def test_phase_g_tiles_as_the_simulator_plans(emu, tmp_path, version, profile, d
     w = 128 // tiles
     assert plans["G"]["tiles"] == tiles and plans["G"]["tile_shape"] == [1, 128, w]
     _, res = _run(emu.runners[version], tmp_path, dtype=dtype, aic=3, extra=bridge.tiles_option(bridge.KERNELS[version], plans))
-    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
+    assert res.returncode == 0 and not errors(res), errors(res) or res.stderr
     use = res.report["tiles"]["G"]
     assert use["runs"] == 2 * 4 and use["tiles"] == tiles * use["runs"], use
     assert [1, *use["shape"]] == plans["G"]["tile_shape"]
@@ -447,7 +431,7 @@ def test_the_operator_takes_the_plans_tiles_as_attributes(tmp_path, capsys, kern
     assert len(re.findall(rf"static_cast<uint32_t>\(\*\w+Tiles\)", src)) == len(tiled)   # all passed on
     # the plan's values, by gen_data.py --plan, as the runner's --tiles has them
     dtype = "bf16"
-    gen = _load_script("gen_data")
+    gen = load_script("gen_data")
     assert gen.main(["--out", str(tmp_path / "in"), "--heads", "1", "--chunks", "2", "--dtype", dtype,
                      "--plan", kernel_version]) == 0
     meta = dict(line.split() for line in (tmp_path / "in" / "meta.txt").read_text().splitlines())

@@ -5,62 +5,27 @@ simulator's timed templates, the bytes of every hand-off against the simulator's
 or barrier) reported as a race or a hang. The build is tests/conftest.py's, shared with tests/test_ascendc_*.py."""
 from __future__ import annotations
 
-import sys
 from functools import lru_cache
-from pathlib import Path
 
 import pytest
-import torch
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))   # ascendc_stubs/ is a folder of the repository, not an installed package
-
-from ascendc_stubs import bridge  # noqa: E402
-from kda.settings import Settings  # noqa: E402
+from tests.ascendc.kernel_runs import (CHUNK, DK, DV, FP32_AGREEMENT, against_the_recurrence,
+                                       assert_core_memories_bound, errors, racing, run_kernel, write_inputs)
+from ascendc_stubs import bridge
+from kda.settings import Settings
 from kda.studies.evaluate import evaluate
-from kda.driver.inputs import make_inputs  # noqa: E402
-from kda.reference.parity import assert_close  # noqa: E402
-from kda.programs import get_design  # noqa: E402
-from kda.reference.recurrence import naive_recurrent_kda  # noqa: E402
-from npusim import load_profile  # noqa: E402
-from npusim.model.multipass import templates  # noqa: E402
-from npusim.model.schedule import BARRIER, CHUNKS, SEQUENTIAL  # noqa: E402
+from kda.reference.parity import assert_close
+from kda.programs import get_design
+from npusim import load_profile
+from npusim.model.multipass import templates
+from npusim.model.schedule import BARRIER, CHUNKS, SEQUENTIAL
 
-CHUNK, DK, DV = 64, 128, 128
 PASSES = ("intra", "state")
-# The kernel and the design in fp32 compute the same sums in other orders (K <= 2 d_k + C = 320 terms): a few fp32
-# ulps (1.2e-7) apart, relative. 1e-5 is that with two orders of magnitude to spare, and 500x below the FLA ratio.
-FP32_AGREEMENT = 1e-5
 
 
 @pytest.fixture(scope="session")
 def emu(ascendc_build) -> bridge.Build:
     return ascendc_build
-
-
-def _write(d: Path, *, heads=2, chunks=4, dtype="fp32", gates="slow", gate_form="log", initial_state=True):
-    x = make_inputs(1, chunks * CHUNK, heads, DK, DV, gates, 0, initial_state)
-    bridge.write_inputs(d / "in", x, dtype=dtype, chunk_size=CHUNK, gate=gate_form)
-    return x
-
-
-def _run(exe: Path, d: Path, *, aic=3, timeout_ms=2000, **inputs):
-    x = _write(d, **inputs)
-    return x, bridge.run(exe, d / "in", d / "out", aic=aic, timeout_ms=timeout_ms)
-
-
-def _outputs(d: Path):
-    m, x = bridge.read_inputs(d / "in")
-    o, ht = bridge.read_outputs(d / "out", m)
-    return m, x, o, ht
-
-
-def _reference(m, x):
-    return naive_recurrent_kda(x.q, x.k, x.v, x.g, x.beta, m.scale, x.initial_state, True, dtype=torch.float64)
-
-
-def _errors(res: bridge.EmuRun) -> list[str]:
-    return [f"[{e['kind']}] {e['message']}" for e in (res.report or {}).get("errors", [])]
 
 
 def _workspace_plan(transfer_bytes: int, parts: int) -> int:
@@ -91,7 +56,7 @@ def fp32_run(emu, tmp_path_factory):
     """2 heads x 4 chunks (8 items over 3 AI cores: uneven; 2 sequences: one core idle in the state pass), fp32
     hand-offs, slow gates and an initial state."""
     d = tmp_path_factory.mktemp("v5_fp32")
-    x, res = _run(emu.runners["v5"], d)
+    x, res = run_kernel(emu.runners["v5"], d)
     return d, x, res
 
 
@@ -100,7 +65,7 @@ def one_core_run(emu, tmp_path_factory):
     """2 heads x 3 chunks back to back on one AI core (an odd count: the copies' parity runs on across the
     sequences), gates given as alpha (Phase A takes Ln), no initial state."""
     d = tmp_path_factory.mktemp("v5_one_core")
-    _, res = _run(emu.runners["v5"], d, aic=1, chunks=3, gate_form="alpha", initial_state=False)
+    _, res = run_kernel(emu.runners["v5"], d, aic=1, chunks=3, gate_form="alpha", initial_state=False)
     return d, res
 
 
@@ -117,11 +82,8 @@ def test_the_design_is_two_passes_with_a_barrier():
 
 def test_fp32_matches_the_recurrence_and_the_design(fp32_run):
     d, x, res = fp32_run
-    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
-    m, xs, o, ht = _outputs(d)
-    ref_o, ref_s = _reference(m, xs)
-    assert_close("o", ref_o, o)
-    assert_close("final state", ref_s, ht)
+    assert res.returncode == 0 and not errors(res), errors(res) or res.stderr
+    o, ht, _, _ = against_the_recurrence(d)
     sim = evaluate("v5", Settings(heads=2, chunks=4, dtype="fp32", gates="slow", initial_state=True), inputs=x,
                    timing=False)
     assert_close("o against the v5 design", sim.execution.o, o, FP32_AGREEMENT)
@@ -142,11 +104,9 @@ def test_fp32_matches_the_recurrence_and_the_design(fp32_run):
 def test_bf16_matches_the_recurrence_as_closely_as_the_design(emu, tmp_path, gates):
     """bf16 hand-offs, the state in fp32 between chunks and in two bf16 parts for the Cube. Kimi's gates (~160 nats
     per chunk overflow v3's exp(-gc) in fp32) pass: no exp has a positive argument."""
-    x, res = _run(emu.runners["v5"], tmp_path, dtype="bf16", gates=gates)
-    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
-    m, xs, o, ht = _outputs(tmp_path)
-    ref_o, ref_s = _reference(m, xs)
-    p_o, p_s = assert_close("o", ref_o, o), assert_close("final state", ref_s, ht)
+    x, res = run_kernel(emu.runners["v5"], tmp_path, dtype="bf16", gates=gates)
+    assert res.returncode == 0 and not errors(res), errors(res) or res.stderr
+    o, ht, p_o, p_s = against_the_recurrence(tmp_path)
     assert res.report["exp_max_arg"] <= 0.0
     sim = evaluate("v5", Settings(heads=2, chunks=4, dtype="bf16", gates=gates, initial_state=True), inputs=x,
                    timing=False)
@@ -167,12 +127,9 @@ def test_bf16_matches_the_recurrence_as_closely_as_the_design(emu, tmp_path, gat
 
 def test_one_core_odd_chunks_alpha_gates(one_core_run):
     d, res = one_core_run
-    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
+    assert res.returncode == 0 and not errors(res), errors(res) or res.stderr
     assert res.report["block_dim"] == 1
-    m, xs, o, ht = _outputs(d)
-    ref_o, ref_s = _reference(m, xs)
-    assert_close("o", ref_o, o)
-    assert_close("final state", ref_s, ht)
+    against_the_recurrence(d)
 
 
 # ---- where the work runs, and the flags and payloads of each pass ----
@@ -180,8 +137,8 @@ def test_one_core_odd_chunks_alpha_gates(one_core_run):
 def test_items_spread_over_all_cores_and_sequences_stay_on_one(emu, tmp_path):
     """One head of 4 chunks on 4 AI cores: the intra pass (CHUNKS) gives each core one item, the state pass
     (SEQUENTIAL) runs the one sequence on core 0; the other cores only meet the barrier."""
-    _, res = _run(emu.runners["v5"], tmp_path, heads=1, chunks=4, aic=4)
-    assert res.returncode == 0 and not _errors(res), _errors(res)
+    _, res = run_kernel(emu.runners["v5"], tmp_path, heads=1, chunks=4, aic=4)
+    assert res.returncode == 0 and not errors(res), errors(res)
     assert res.report["block_dim"] == 4
     expected = {p: bridge.expected_pass_flag_ops(t) for p, t in _design_templates().items()}
     for (block, unit, sub), per_pass in bridge.recorded_pass_flag_ops(res.report, PASSES).items():
@@ -247,10 +204,6 @@ def test_flag_ids_follow_the_rules(fp32_run):
 
 # ---- removed synchronisation is caught, not a silent wrong answer ----
 
-def _racing(res: bridge.EmuRun) -> set[str]:
-    races = [e["message"] for e in res.report["errors"] if e["kind"] == "race"]
-    return {m.split(" (")[1].split(")")[0] for m in races if m.startswith("race on ")}
-
 
 @pytest.mark.parametrize("fault, pass_name, sync", [("KDA_DROP_WAIT=13", "intra", 3),
                                                     ("KDA_DROP_WAIT=20", "state", bridge.STATE_HANDOFF)])
@@ -260,7 +213,7 @@ def test_a_removed_wait_is_reported_as_a_race(emu, tmp_path, fault, pass_name, s
     The passes reuse flag ids, so a set left unconsumed in one pass may be taken by the other pass's wait on the
     same id: the payload of that sync may race too (intra ③ and state ③ share id 6: V_pseudo). Reported, not
     silent."""
-    _, res = _run(emu.faults["v5"][fault], tmp_path)
+    _, res = run_kernel(emu.faults["v5"][fault], tmp_path)
     assert res.returncode == 3, res.stderr
     tpls = _design_templates()
     payload = bridge.expected_pass_payloads(tpls[pass_name])[sync]
@@ -268,13 +221,13 @@ def test_a_removed_wait_is_reported_as_a_race(emu, tmp_path, fault, pass_name, s
     same_id = set().union(*(bridge.expected_pass_payloads(tpls[p])[int(n)]
                             for p, flags in res.report["pass_flags"].items() if p != pass_name
                             for n, f in flags.items() if f == flag))
-    assert payload <= _racing(res) <= payload | same_id, _racing(res)
+    assert payload <= racing(res) <= payload | same_id, racing(res)
     assert any(e["kind"] == "flag" for e in res.report["errors"])   # its sets were never consumed
 
 
 def test_a_removed_set_is_reported_as_a_hang(emu, tmp_path):
     # 2 s: a shorter wait is reported as a hang where a loaded machine is merely slow (300 ms was, at load 20)
-    _, res = _run(emu.faults["v5"]["KDA_DROP_SET=24"], tmp_path, timeout_ms=2000)
+    _, res = run_kernel(emu.faults["v5"]["KDA_DROP_SET=24"], tmp_path, timeout_ms=2000)
     assert res.returncode == 4, res.stderr
     hangs = [e["message"] for e in res.report["errors"] if e["kind"] == "hang"]
     flag4 = res.report["pass_flags"]["state"]["4"]
@@ -283,40 +236,14 @@ def test_a_removed_set_is_reported_as_a_hang(emu, tmp_path):
 
 def test_a_removed_barrier_is_reported_as_a_race(emu, tmp_path):
     """Without the SyncAll, core 0's state pass reads the M and A_qk that core 1's intra pass writes, unordered."""
-    _, res = _run(emu.faults["v5"]["KDA_DROP_BARRIER=1"], tmp_path, heads=1, chunks=4, aic=2)
+    _, res = run_kernel(emu.faults["v5"]["KDA_DROP_BARRIER=1"], tmp_path, heads=1, chunks=4, aic=2)
     assert res.returncode == 3, res.stderr
     assert res.report["drop_barrier"] == 1
-    assert _racing(res) == {"M", "A_qk"}
+    assert racing(res) == {"M", "A_qk"}
 
 
 def test_the_profiles_core_memories_bound_the_kernel(emu, tmp_path):
-    """With the 910B2 profile's [core] capacities the runner plans UB with the profile's figure and the emulation
-    checks UB, L1 and L0 against them; a profile with less UB than the Vector tiles need is refused by the tiling in
-    one line (exit 2), one with less L1 than the two Matmul tilings take by REGIST_MATMUL_OBJ (exit 3)."""
-    profile = load_profile("ascend-910b2")
-    _write(tmp_path)
-    res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "ok", aic=3, profile=profile)
-    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
-    kib = 1024
-    assert res.report["capacities"] == {"ub": 192 * kib, "l1": 512 * kib, "l0a": 64 * kib, "l0b": 64 * kib,
-                                        "l0c": 128 * kib}   # the profile's, from CANN's A2 figures
-    assert res.report["ub_plan_bytes"] <= 192 * kib and max(res.report["l1_peak_bytes"].values()) <= 512 * kib
-    res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "ub",
-                     profile=profile.replace(core__ub_kib=128.0))
-    assert res.returncode == 2 and res.stderr.strip().count("\n") == 0 and "Unified Buffer" in res.stderr
-    res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "l1", aic=3,
-                     profile=profile.replace(core__l1_kib=256.0))
-    assert res.returncode == 3
-    refusals = [e["message"] for e in res.report["errors"] if e["kind"] == "api"]
-    assert refusals and "REGIST_MATMUL_OBJ" in refusals[0] and "262144" in refusals[0], refusals
-
-
-def test_runner_rejects_a_shape_it_does_not_support(emu, tmp_path):
-    x = make_inputs(1, 96, 1, DK, DV, "seed", 0)           # T = 96 is not a multiple of the chunk (64)
-    bridge.write_inputs(tmp_path / "in", x, chunk_size=CHUNK)
-    res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "out")
-    assert res.returncode == 2
-    assert res.stderr.strip().count("\n") == 0 and "multiple of the chunk size" in res.stderr
+    assert_core_memories_bound(emu.runners["v5"], tmp_path, dtype="fp32")
 
 
 # The plans of both 910B2 profiles (bf16, C = 64, d_k = d_v = 128): state.A's tiles and width, F2's calls and width.
@@ -339,10 +266,10 @@ def test_the_kernel_tiles_as_the_simulator_plans(emu, tmp_path, profile_name):
     assert plans["state.A"]["tiles"] == a_tiles and plans["state.A"]["tile_shape"] == [1, 64, a_width]
     assert plans["intra.A"]["tiles"] == 2                 # the micro-diagonal products, by key-channel halves
     assert {k for k, p in plans.items() if p["tiles"] > 1} - set(tiled) == set()
-    _write(tmp_path, dtype="bf16")
+    write_inputs(tmp_path, dtype="bf16")
     res = bridge.run(emu.runners["v5"], tmp_path / "in", tmp_path / "out", aic=3, profile=profile,
                      extra=bridge.tiles_option("kda_chunk_v5", plans))
-    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
+    assert res.returncode == 0 and not errors(res), errors(res) or res.stderr
     cap = res.report["capacities"]["ub"]
     assert cap == plans["state.A"]["capacity_bytes"] == 192 * 1024
     for key in tiled:
@@ -371,9 +298,7 @@ def test_the_kernel_tiles_as_the_simulator_plans(emu, tmp_path, profile_name):
     assert res.report["tiles"]["state.F2"]["l1_bytes"] == f2_l1
     assert set(res.report["l1_peak_bytes"].values()) == {f2_l1 + 2 * 5 * 128 * 64 * 2}
     assert res.report["ub_plan_bytes"] <= cap
-    m, xs, o, ht = _outputs(tmp_path)
-    ref_o, ref_s = _reference(m, xs)
-    assert_close("o", ref_o, o), assert_close("final state", ref_s, ht)
+    against_the_recurrence(tmp_path)
     if profile_name != "ascend-910b2-uncalibrated":
         return
     # F2 in one call instead of two: every column of O is the same sum, so o is the same to the bit

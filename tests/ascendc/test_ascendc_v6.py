@@ -5,62 +5,25 @@ simulator's timed template, the bytes of every hand-off against the simulator's,
 and faults (a removed wait or set) reported as a race or a hang. The build is tests/conftest.py's."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from functools import lru_cache
-from pathlib import Path
 
 import pytest
-import torch
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))   # ascendc_stubs/ is a folder of the repository, not an installed package
-
-from ascendc_stubs import bridge  # noqa: E402
-from kda.settings import Settings  # noqa: E402
+from tests.ascendc.kernel_runs import (CHUNK, DK, DV, FP32_AGREEMENT, against_the_recurrence,
+                                       assert_core_memories_bound, errors, load_script, racing, run_kernel, write_inputs)
+from ascendc_stubs import bridge
+from kda.settings import Settings
 from kda.studies.evaluate import evaluate
-from kda.driver.inputs import make_inputs  # noqa: E402
-from kda.reference.parity import assert_close  # noqa: E402
-from kda.programs import get_design  # noqa: E402
-from kda.reference.recurrence import naive_recurrent_kda  # noqa: E402
-from npusim import load_profile  # noqa: E402
-from npusim.model.multipass import templates  # noqa: E402
-
-CHUNK, DK, DV = 64, 128, 128
-# The kernel and the design in fp32 compute the same sums in other orders (K <= 2 d_k + C = 320 terms): a few fp32
-# ulps (1.2e-7) apart, relative. 1e-5 is that with two orders of magnitude to spare, and 500x below the FLA ratio.
-FP32_AGREEMENT = 1e-5
+from kda.reference.parity import assert_close
+from kda.programs import get_design
+from npusim import load_profile
+from npusim.model.multipass import templates
 
 
 @pytest.fixture(scope="session")
 def emu(ascendc_build) -> bridge.Build:
     return ascendc_build
-
-
-def _write(d: Path, *, heads=2, chunks=4, dtype="fp32", gates="slow", gate_form="log", initial_state=True):
-    x = make_inputs(1, chunks * CHUNK, heads, DK, DV, gates, 0, initial_state)
-    bridge.write_inputs(d / "in", x, dtype=dtype, chunk_size=CHUNK, gate=gate_form)
-    return x
-
-
-def _run(exe: Path, d: Path, *, aic=3, timeout_ms=2000, extra=(), **inputs):
-    x = _write(d, **inputs)
-    return x, bridge.run(exe, d / "in", d / "out", aic=aic, timeout_ms=timeout_ms, extra=extra)
-
-
-def _outputs(d: Path):
-    m, x = bridge.read_inputs(d / "in")
-    o, ht = bridge.read_outputs(d / "out", m)
-    return m, x, o, ht
-
-
-def _reference(m, x):
-    return naive_recurrent_kda(x.q, x.k, x.v, x.g, x.beta, m.scale, x.initial_state, True, dtype=torch.float64)
-
-
-def _errors(res: bridge.EmuRun) -> list[str]:
-    return [f"[{e['kind']}] {e['message']}" for e in (res.report or {}).get("errors", [])]
 
 
 def _workspace_plan(transfer_bytes: int, parts: int) -> int:
@@ -89,7 +52,7 @@ def _template():
 def fp32_run(emu, tmp_path_factory):
     """2 heads x 4 chunks on 3 AI cores (2 used), fp32 hand-offs, slow gates and an initial state."""
     d = tmp_path_factory.mktemp("v6_fp32")
-    x, res = _run(emu.runners["v6"], d)
+    x, res = run_kernel(emu.runners["v6"], d)
     return d, x, res
 
 
@@ -98,7 +61,7 @@ def one_core_run(emu, tmp_path_factory):
     """2 heads x 3 chunks back to back on one AI core (an odd count: the copies' parity runs on across the
     sequences), gates given as alpha (Phase A takes Ln), no initial state."""
     d = tmp_path_factory.mktemp("v6_one_core")
-    _, res = _run(emu.runners["v6"], d, aic=1, chunks=3, gate_form="alpha", initial_state=False)
+    _, res = run_kernel(emu.runners["v6"], d, aic=1, chunks=3, gate_form="alpha", initial_state=False)
     return d, None, res
 
 
@@ -113,11 +76,8 @@ def test_the_design_is_one_fused_pass_with_its_own_state_handoff():
 
 def test_fp32_matches_the_recurrence_and_the_design(fp32_run):
     d, x, res = fp32_run
-    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
-    m, xs, o, ht = _outputs(d)
-    ref_o, ref_s = _reference(m, xs)
-    assert_close("o", ref_o, o)
-    assert_close("final state", ref_s, ht)
+    assert res.returncode == 0 and not errors(res), errors(res) or res.stderr
+    o, ht, _, _ = against_the_recurrence(d)
     sim = evaluate("v6", Settings(heads=2, chunks=4, dtype="fp32", gates="slow", initial_state=True), inputs=x,
                    timing=False)
     assert_close("o against the v6 design", sim.execution.o, o, FP32_AGREEMENT)
@@ -139,11 +99,9 @@ def test_16bit_on_kimi_gates_matches_the_recurrence_as_closely_as_the_design(emu
     """2-byte hand-offs on FLA's -5*sigmoid gates (~160 nats per chunk overflow v3's exp(-gc) in fp32): no exp has a
     positive argument, and the kernel rounds where the design's hand-offs round. The state is fp32 between chunks
     and two 16-bit parts for the Cube."""
-    x, res = _run(emu.runners["v6"], tmp_path, dtype=dtype, gates="kimi")
-    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
-    m, xs, o, ht = _outputs(tmp_path)
-    ref_o, ref_s = _reference(m, xs)
-    p_o, p_s = assert_close("o", ref_o, o), assert_close("final state", ref_s, ht)
+    x, res = run_kernel(emu.runners["v6"], tmp_path, dtype=dtype, gates="kimi")
+    assert res.returncode == 0 and not errors(res), errors(res) or res.stderr
+    o, ht, p_o, p_s = against_the_recurrence(tmp_path)
     assert res.report["exp_max_arg"] <= 0.0
     sim = evaluate("v6", Settings(heads=2, chunks=4, dtype=dtype, gates="kimi", initial_state=True), inputs=x,
                    timing=False)
@@ -164,12 +122,9 @@ def test_16bit_on_kimi_gates_matches_the_recurrence_as_closely_as_the_design(emu
 
 def test_one_core_odd_chunks_alpha_gates(one_core_run):
     d, _, res = one_core_run
-    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
+    assert res.returncode == 0 and not errors(res), errors(res) or res.stderr
     assert res.report["block_dim"] == 1
-    m, xs, o, ht = _outputs(d)
-    ref_o, ref_s = _reference(m, xs)
-    assert_close("o", ref_o, o)
-    assert_close("final state", ref_s, ht)
+    against_the_recurrence(d)
 
 
 # ---- the flags and payloads ----
@@ -223,26 +178,22 @@ def test_flag_ids_follow_the_rules(fp32_run):
 
 # ---- removed synchronisation is caught, not a silent wrong answer ----
 
-def _racing(res: bridge.EmuRun) -> set[str]:
-    races = [e["message"] for e in res.report["errors"] if e["kind"] == "race"]
-    return {m.split(" (")[1].split(")")[0] for m in races if m.startswith("race on ")}
-
 
 @pytest.mark.parametrize("fault, sync", [("KDA_DROP_WAIT=13", 3), ("KDA_DROP_WAIT=10", bridge.STATE_HANDOFF)])
 def test_a_removed_wait_is_reported_as_a_race(emu, tmp_path, fault, sync):
     """Without ③'s wait, D1 reads Ai_diag, A_neg, D_beta and K_scaled unordered; without the state's own hand-off, D2
     reads S while G writes it (③ does not order it: the AIVs make chunk t+1's A and C before chunk t's state)."""
-    _, res = _run(emu.faults["v6"][fault], tmp_path)
+    _, res = run_kernel(emu.faults["v6"][fault], tmp_path)
     assert res.returncode == 3, res.stderr
     payload = bridge.expected_pass_payloads(_template())[sync]
     read_by_d1 = {"Ai_diag", "A_neg", "D_beta", "K_scaled"} if sync == 3 else {"S"}
-    assert read_by_d1 <= _racing(res) <= payload, _racing(res)
+    assert read_by_d1 <= racing(res) <= payload, racing(res)
     assert any(e["kind"] == "flag" for e in res.report["errors"])   # its sets were never consumed
 
 
 def test_a_removed_set_is_reported_as_a_hang(emu, tmp_path):
     # 2 s: a shorter wait is reported as a hang where a loaded machine is merely slow (300 ms was, at load 20)
-    _, res = _run(emu.faults["v6"]["KDA_DROP_SET=14"], tmp_path, timeout_ms=2000)
+    _, res = run_kernel(emu.faults["v6"]["KDA_DROP_SET=14"], tmp_path, timeout_ms=2000)
     assert res.returncode == 4, res.stderr
     hangs = [e["message"] for e in res.report["errors"] if e["kind"] == "hang"]
     flag4 = res.report["sync_flags"]["4"]
@@ -275,10 +226,10 @@ def test_the_kernel_tiles_as_the_calibrated_chip_plans(emu, tmp_path):
     plans = bridge.sim_plans("v6", heads=2, chunks=4, dtype="bf16")
     assert {k: plans[k]["tiles"] for k in bridge.KERNEL_TILED["kda_chunk_v6"]} == {"A": 3, "G": 1, "F2": 1}
     assert plans["A"]["tile_shape"] == [1, 4, 4, 10, 43]
-    _write(tmp_path, dtype="bf16", gates="kimi")
+    write_inputs(tmp_path, dtype="bf16", gates="kimi")
     res = bridge.run(emu.runners["v6"], tmp_path / "in", tmp_path / "out", aic=3, profile=profile,
                      extra=bridge.tiles_option("kda_chunk_v6", plans))
-    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
+    assert res.returncode == 0 and not errors(res), errors(res) or res.stderr
     tiles = res.report["tiles"]
     assert {k: (tiles[k]["runs"], tiles[k]["tiles"]) for k in ("A", "G", "F2")} == \
         {"A": (8, 3 * 8), "G": (8, 8), "F2": (8, 8)}               # 2 sequences x 4 chunks
@@ -291,50 +242,27 @@ def test_the_kernel_tiles_as_the_calibrated_chip_plans(emu, tmp_path):
     # F2: mmOut's L1, K = 2 d_k + C = 320 in 5 blocks of 64: A 5 x [128, 64], B 5 x [128, 64], bf16; with mm's the AIC's
     assert tiles["F2"]["l1_bytes"] == 2 * 5 * 128 * 64 * 2
     assert set(res.report["l1_peak_bytes"].values()) == {4 * 5 * 128 * 64 * 2} and 4 * 5 * 128 * 64 * 2 <= 512 * 1024
-    m, xs, o, ht = _outputs(tmp_path)
-    ref_o, ref_s = _reference(m, xs)
-    assert_close("o", ref_o, o), assert_close("final state", ref_s, ht)
+    against_the_recurrence(tmp_path)
     for bad, what in (("A=16", "A tiles"), ("G=3", "G tiles"), ("F2=3", "F2 tiles")):   # 16 x 8 channels: not 32 B
         r = bridge.run(emu.runners["v6"], tmp_path / "in", tmp_path / "bad", aic=3, extra=("--tiles", bad))
         assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and what in r.stderr, (bad, r.stderr)
 
 
 def test_the_profiles_core_memories_bound_the_kernel(emu, tmp_path):
-    """With the 910B2 profile's [core] capacities the kernel runs within them; with 128 KiB of UB the tiling
-    refuses in one line (exit 2), with 256 KiB of L1 REGIST_MATMUL_OBJ refuses the two Matmul tilings (exit 3)."""
-    profile = load_profile("ascend-910b2")
-    _write(tmp_path, dtype="bf16")
-    res = bridge.run(emu.runners["v6"], tmp_path / "in", tmp_path / "ok", aic=3, profile=profile)
-    assert res.returncode == 0 and not _errors(res), _errors(res) or res.stderr
-    assert res.report["ub_plan_bytes"] <= 192 * 1024 and max(res.report["l1_peak_bytes"].values()) <= 512 * 1024
-    res = bridge.run(emu.runners["v6"], tmp_path / "in", tmp_path / "ub", profile=profile.replace(core__ub_kib=128.0))
-    assert res.returncode == 2 and res.stderr.strip().count("\n") == 0 and "Unified Buffer" in res.stderr
-    res = bridge.run(emu.runners["v6"], tmp_path / "in", tmp_path / "l1", aic=3,
-                     profile=profile.replace(core__l1_kib=256.0))
-    assert res.returncode == 3
-    refusals = [e["message"] for e in res.report["errors"] if e["kind"] == "api"]
-    assert refusals and "REGIST_MATMUL_OBJ" in refusals[0], refusals
+    assert_core_memories_bound(emu.runners["v6"], tmp_path, dtype="bf16")
 
 
 def test_bad_input_gets_one_line(emu, tmp_path):
-    """T not a multiple of the chunk; fp16 transfers given to a kernel without them (v3, v4, v5)."""
-    x = make_inputs(1, 96, 1, DK, DV, "seed", 0)           # T = 96 is not a multiple of the chunk (64)
-    bridge.write_inputs(tmp_path / "in", x, chunk_size=CHUNK)
-    res = bridge.run(emu.runners["v6"], tmp_path / "in", tmp_path / "out")
-    assert res.returncode == 2 and res.stderr.strip().count("\n") == 0 and "multiple of the chunk size" in res.stderr
-    _write(tmp_path / "h", heads=1, chunks=1, dtype="fp16")
+    """fp16 transfers given to a kernel without them (v3, v4, v5); T not a multiple of the chunk:
+    tests/ascendc/test_ascendc_stubs.py, for every kernel."""
+    write_inputs(tmp_path / "h", heads=1, chunks=1, dtype="fp16")
     for v in ("v3", "v4", "v5"):
         res = bridge.run(emu.runners[v], tmp_path / "h" / "in", tmp_path / "h" / v)
         assert res.returncode == 2 and res.stderr.strip().count("\n") == 0 and "fp16" in res.stderr, (v, res.stderr)
 
 
 def test_gen_data_and_verify_round_trip_in_fp16(emu, tmp_path, capsys):
-    def script(name):
-        spec = importlib.util.spec_from_file_location(f"ascendc_{name}", ROOT / "ascendc_stubs" / "scripts" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    gen, verify = script("gen_data"), script("verify")
+    gen, verify = load_script("gen_data"), load_script("verify")
     assert gen.main(["--out", str(tmp_path / "in"), "--heads", "1", "--chunks", "2", "--dtype", "fp16",
                      "--gates", "kimi", "--initial-state", "--plan", "v6"]) == 0
     meta = dict(line.split() for line in (tmp_path / "in" / "meta.txt").read_text().splitlines())

@@ -78,16 +78,10 @@ inline const char* KdaChunkV3Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
                                                  (s.dk / phaseATiles) * s.transferBytes % 32 != 0)))
         return "A tiles must be 1 or even, divide d_k, and give 32-byte aligned rows";
     t = KdaChunkV3TilingData{};
-    t.batch = s.batch; t.seqLen = s.seqLen; t.heads = s.heads; t.dk = s.dk; t.dv = s.dv; t.chunk = s.chunk;
-    t.numChunks = s.seqLen / s.chunk;
-    t.sequences = s.batch * s.heads;
+    KdaCopyShape(s, t);
     t.blockDim = t.sequences < aicNum ? t.sequences : aicNum;
-    t.transferBytes = s.transferBytes;
-    t.hasInitialState = s.hasInitialState ? 1 : 0;
-    t.gateIsLog = s.gateIsLog ? 1 : 0;
     t.slots = s.slots;
     t.phaseATiles = phaseATiles;
-    t.scale = s.scale;
 
     // Vector tiles: every phase's working set per AIV fits calcElems fp32 values (see op_kernel).
     const uint32_t C = s.chunk, dh = s.dk / 2, dvh = s.dv / 2, ch = s.chunk / 2;
@@ -108,12 +102,9 @@ inline const char* KdaChunkV3Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     t.ubBytes = static_cast<uint32_t>(ub);
 
     // Workspace: resident tensors, then `slots` copies of the slot tensors; 512-byte aligned.
-    uint64_t off = 0;
-    auto bytesOf = [&](uint32_t i) { return KdaAlign(uint64_t(KdaWsRows(t, i)) * KdaWsCols(t, i) * s.transferBytes, 512); };
-    for (uint32_t i = 0; i < KDA_WS_FIRST_SLOT_TENSOR; ++i) { t.wsOffset[i] = off; off += bytesOf(i); }
-    const uint64_t slotBase = off;
-    for (uint32_t i = KDA_WS_FIRST_SLOT_TENSOR; i < KDA_WS_COUNT; ++i) { t.wsOffset[i] = off; off += bytesOf(i); }
-    t.wsSlotBytes = off - slotBase;
+    auto bytesOf = [&](uint32_t i) { return uint64_t(KdaWsRows(t, i)) * KdaWsCols(t, i) * s.transferBytes; };
+    const uint64_t slotBase = KdaLayOut(t, 0, KDA_WS_FIRST_SLOT_TENSOR, 0, bytesOf);
+    t.wsSlotBytes = KdaLayOut(t, KDA_WS_FIRST_SLOT_TENSOR, KDA_WS_COUNT, slotBase, bytesOf) - slotBase;
     t.wsCoreBytes = slotBase + t.wsSlotBytes * s.slots;
 
     // The Matmul tiling is made for the largest of the eight shapes (M, N, K <= max(C, d_k, d_v)).

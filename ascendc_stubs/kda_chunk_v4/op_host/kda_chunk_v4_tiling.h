@@ -106,15 +106,9 @@ inline const char* KdaChunkV4Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     if (diagTiles == 0 || s.dk % diagTiles != 0 || (s.dk / diagTiles) * s.transferBytes % 32 != 0)
         return "A tiles must divide d_k and give 32-byte aligned rows";
     t = KdaChunkV4TilingData{};
-    t.batch = s.batch; t.seqLen = s.seqLen; t.heads = s.heads; t.dk = s.dk; t.dv = s.dv; t.chunk = s.chunk;
-    t.numChunks = s.seqLen / s.chunk;
-    t.sequences = s.batch * s.heads;
+    KdaCopyShape(s, t);
     t.blockDim = t.sequences < aicNum ? t.sequences : aicNum;
-    t.transferBytes = s.transferBytes;
-    t.hasInitialState = s.hasInitialState ? 1 : 0;
-    t.gateIsLog = s.gateIsLog ? 1 : 0;
     t.slots = s.slots;
-    t.scale = s.scale;
     // C is a multiple of 32 (KdaCheckShape), so the n sub-chunks split evenly over the two AIVs.
     t.sub = KDA4_SUB;
     t.subChunks = s.chunk / KDA4_SUB;
@@ -146,12 +140,9 @@ inline const char* KdaChunkV4Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     t.ubBytes = static_cast<uint32_t>(ub);
 
     // Workspace: resident tensors, then `slots` copies of the slot tensors; 512-byte aligned.
-    uint64_t off = 0;
-    auto bytesOf = [&](uint32_t i) { return KdaAlign(KdaV4WsElems(t, i) * KdaV4WsElemBytes(t, i), 512); };
-    for (uint32_t i = 0; i < KDA4_WS_FIRST_SLOT_TENSOR; ++i) { t.wsOffset[i] = off; off += bytesOf(i); }
-    const uint64_t slotBase = off;
-    for (uint32_t i = KDA4_WS_FIRST_SLOT_TENSOR; i < KDA4_WS_COUNT; ++i) { t.wsOffset[i] = off; off += bytesOf(i); }
-    t.wsSlotBytes = off - slotBase;
+    auto bytesOf = [&](uint32_t i) { return KdaV4WsElems(t, i) * KdaV4WsElemBytes(t, i); };
+    const uint64_t slotBase = KdaLayOut(t, 0, KDA4_WS_FIRST_SLOT_TENSOR, 0, bytesOf);
+    t.wsSlotBytes = KdaLayOut(t, KDA4_WS_FIRST_SLOT_TENSOR, KDA4_WS_COUNT, slotBase, bytesOf) - slotBase;
     t.wsCoreBytes = slotBase + t.wsSlotBytes * s.slots;
 
     // One Matmul tiling for the largest shape: M, N, K <= max(C, parts * d_k, d_v).

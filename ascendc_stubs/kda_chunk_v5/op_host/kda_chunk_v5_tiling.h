@@ -8,10 +8,8 @@
 //   intra  over all items (sequence, chunk), item i on core i % blockDim: M and A_qk of every chunk
 //   state  over the sequences, sequence s on core s % blockDim, its chunks in order
 #pragma once
-#include "kda_tiling_common.h"
+#include "kda_subchunk_tiling.h"
 
-constexpr uint32_t KDA5_SUB = 16;     // sub-chunk width (v4.py's SUB)
-constexpr uint32_t KDA5_MICRO = 4;    // micro-chunk width inside a sub-chunk (v5.py's MICRO)
 
 // Per-core workspace, no slots: one copy of each tensor (the flags order every overwrite after the last read, see
 // the kernel), but two of K_decay and SV, which the state pass has in flight for two chunks at once.
@@ -34,6 +32,7 @@ enum KdaV5WsTensor : uint32_t {
     KDA5_K_SCALED, KDA5_K_DECAY, KDA5_W, KDA5_U, KDA5_WS, KDA5_SV, KDA5_S_DELTA, KDA5_S_FP32,
     KDA5_WS_COUNT
 };
+static_assert(uint32_t(KDA5_ACC) == uint32_t(KDA_INTRA_ACC), "the workspace begins with the intra tensors (kda_subchunk_tiling.h)");
 
 struct KdaChunkV5TilingData {
     uint32_t batch, seqLen, heads, dk, dv, chunk;
@@ -74,17 +73,9 @@ struct KdaChunkV5TilingData {
 #if !defined(__CCE_AICORE__)
 inline uint64_t KdaV5WsElems(const KdaChunkV5TilingData& t, uint32_t i)
 {
-    const uint64_t C = t.chunk, dk = t.dk, dv = t.dv, S = t.sub, s = t.micro, n = t.subChunks, parts = t.stateParts;
+    if (i < KDA_INTRA_WS_COUNT) return KdaIntraWsElems(t, i);
+    const uint64_t C = t.chunk, dk = t.dk, dv = t.dv, parts = t.stateParts;
     switch (i) {
-        case KDA5_K_LEFT: case KDA5_Q_LEFT: return (n - 1) * S * dk;
-        case KDA5_K_RIGHT: return t.pairs * S * dk;
-        case KDA5_K_LEFT4: case KDA5_Q_LEFT4: return n * (t.micros - 1) * s * dk;
-        case KDA5_K_RIGHT4: return n * t.pairs4 * s * dk;
-        case KDA5_A_KK_OFF: case KDA5_A_QK_OFF: return t.pairs * S * S;
-        case KDA5_A_KK_OFF4: case KDA5_A_QK_OFF4: return n * t.pairs4 * s * s;
-        case KDA5_A_NEG: case KDA5_D_BETA: return C * C;
-        case KDA5_AINV: return n * (n + 1) / 2 * S * S;
-        case KDA5_ACC: return S * S;
         case KDA5_K_SCALED: return C * dk;
         case KDA5_K_DECAY: return 2 * C * dk;   // two copies: A(t+1) writes one while F1(t) reads the other
         case KDA5_W: return C * parts * dk;
@@ -106,24 +97,11 @@ inline const char* KdaChunkV5Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
 {
     if (const char* why = KdaCheckShape(s, aicNum)) return why;
     t = KdaChunkV5TilingData{};
-    t.batch = s.batch; t.seqLen = s.seqLen; t.heads = s.heads; t.dk = s.dk; t.dv = s.dv; t.chunk = s.chunk;
-    t.numChunks = s.seqLen / s.chunk;
-    t.sequences = s.batch * s.heads;
+    KdaCopyShape(s, t);
     t.items = t.sequences * t.numChunks;
     t.blockDim = t.items < aicNum ? t.items : aicNum;
-    t.transferBytes = s.transferBytes;
-    t.hasInitialState = s.hasInitialState ? 1 : 0;
-    t.gateIsLog = s.gateIsLog ? 1 : 0;
-    t.scale = s.scale;
     t.slots = 1;
-    t.sub = KDA5_SUB;
-    t.subChunks = s.chunk / KDA5_SUB;               // even: C is a multiple of 32 (KdaCheckShape)
-    t.pairs = t.subChunks * (t.subChunks - 1) / 2;
-    t.micro = KDA5_MICRO;
-    t.micros = KDA5_SUB / KDA5_MICRO;
-    t.pairs4 = t.micros * (t.micros - 1) / 2;
-    t.stateParts = s.transferBytes == 4 ? 1 : 2;
-    t.qaCols = t.stateParts * s.dk + s.chunk;
+    KdaSubChunks(s, t);
     // State Phase A along the key channels (the last axis, as the simulator tiles): one tile (each AIV its half) or
     // an even count (each AIV its half of them), every tile's rows 32-byte aligned in the transfer type.
     if (stateATiles == 0 || (stateATiles > 1 && (stateATiles % 2 != 0 || s.dk % stateATiles != 0 ||
@@ -139,13 +117,8 @@ inline const char* KdaChunkV5Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
         return "state.F2 tiles must divide d_v into multiples of 16 columns";
     t.f2Tiles = f2Tiles;
 
-    // Vector tiles (fp32): Phase A of either pass on this AIV's key channels [C, d_k / 2]; the rows of A of one
-    // sub-chunk [16, C]; the micro-diagonal tiles [16, d_k]; E and G [C / 2, d_v]; the off-diagonal blocks.
-    const uint32_t C = s.chunk, S = t.sub, dh = s.dk / 2;
-    uint32_t calc = C * dh;
-    const uint32_t needs[] = {S * C, S * s.dk, C / 2 * s.dv, C * (s.dv / 2), t.pairs * S * S,
-                              t.subChunks * t.pairs4 * KDA5_MICRO * KDA5_MICRO};
-    for (uint32_t n : needs) calc = n > calc ? n : calc;
+    const uint32_t C = s.chunk, dh = s.dk / 2;
+    const uint32_t calc = KdaSubChunkCalcElems(s, t);   // Vector work tiles (fp32)
     t.calcElems = calc;
     t.stateTileRows = calc / s.dv < dh ? calc / s.dv : dh;
     // G's pieces [d_k / 2, d_v / gTiles] take two neighbouring work tiles each (S, S_delta; S_hi in a fifth)
@@ -155,30 +128,20 @@ inline const char* KdaChunkV5Tiling(const KdaShape& s, uint32_t aicNum, uint32_t
     // 2 VECIN + 2 VECOUT buffers + 5 work tiles + gamma_C (two chunks: A of chunk t+1 runs before G of chunk t) + beta + the micro-diagonal sums (kk and qk, one per
     // (i, j <= i) of a 4 x 4 block, 32 bytes apart, for this AIV's micro-chunks, over every key-channel tile, and
     // one sub-chunk's part of one tile) + the ReduceSum work buffer
-    const uint64_t microsPerAiv = uint64_t(t.subChunks / 2) * t.micros;
-    const uint64_t sums = 2 * (microsPerAiv + t.micros) * (KDA5_MICRO * (KDA5_MICRO + 1) / 2) * 8;
+    const uint64_t sums = KdaMicroSums(t);
     const uint64_t ub = 9ull * calc * 4 + 2 * KdaAlign(dh * 4ull, 32) + KdaAlign(C * 4ull, 32) + sums * 4 +
                         KdaAlign(((s.dk + 63) / 64 + 7) / 8 * 8 * 4, 32);
     if (ub > ubCapacity) return "Vector work tiles do not fit the Unified Buffer: reduce d_k, d_v or the chunk";
     t.ubBytes = static_cast<uint32_t>(ub);
 
     t.svBytes = KdaAlign(uint64_t(t.stateParts * s.dk + C) * s.dv * s.transferBytes, 512);
-    uint64_t off = 0;
-    for (uint32_t i = 0; i < KDA5_WS_COUNT; ++i) {
-        t.wsOffset[i] = off;
-        off += KdaAlign(KdaV5WsElems(t, i) * KdaV5WsElemBytes(t, i), 512);
-    }
-    t.wsCoreBytes = off;
+    t.wsCoreBytes = KdaLayOut(t, 0, KDA5_WS_COUNT, 0,
+                              [&t](uint32_t i) { return KdaV5WsElems(t, i) * KdaV5WsElemBytes(t, i); });
     t.itemBase = t.wsCoreBytes * t.blockDim;
     t.qaOffset = KdaAlign(uint64_t(C) * C * s.transferBytes, 512);
     t.itemBytes = t.qaOffset + KdaAlign(uint64_t(C) * t.qaCols * s.transferBytes, 512);
 
-    // Largest matmul: O's K = parts d_k + C; the others are at most max(C, parts d_k, d_v) in every dimension.
-    uint32_t big = t.qaCols;
-    if (s.dv > big) big = s.dv;
-    KdaFillMatmulTiling(t.mmTiling, big, s.transferBytes);
-    KdaFillMatmulTiling(t.mmTilingOut, big, s.transferBytes);
-    KdaCutMatmulTilingN(t.mmTilingOut, s.dv / f2Tiles);   // F2: one call per d_v / f2Tiles columns of O
+    KdaSubChunkMatmuls(s, t, f2Tiles);
     return nullptr;
 }
 

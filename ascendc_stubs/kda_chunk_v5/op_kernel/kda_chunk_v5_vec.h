@@ -13,6 +13,8 @@ using namespace kda;
 // Phase G's name.
 struct V5Names {
     static constexpr uint32_t U = KDA5_U, WS = KDA5_WS, S_DELTA = KDA5_S_DELTA, S_FP32 = KDA5_S_FP32;
+    static constexpr uint32_t K_LEFT = KDA5_K_LEFT, Q_LEFT = KDA5_Q_LEFT, K_RIGHT = KDA5_K_RIGHT,
+                              K_LEFT4 = KDA5_K_LEFT4, Q_LEFT4 = KDA5_Q_LEFT4, K_RIGHT4 = KDA5_K_RIGHT4;
     static constexpr uint32_t A_KK_OFF = KDA5_A_KK_OFF, A_KK_OFF4 = KDA5_A_KK_OFF4, A_QK_OFF = KDA5_A_QK_OFF,
                               A_QK_OFF4 = KDA5_A_QK_OFF4, A_NEG = KDA5_A_NEG, D_BETA = KDA5_D_BETA;
     static constexpr const char* PHASE_G = "state.G";
@@ -65,7 +67,7 @@ public:
         const uint32_t core = static_cast<uint32_t>(GetBlockIdx() / GetSubBlockNum());
         for (uint32_t item = core; item < td.items; item += GetBlockNum()) {
             const uint32_t seq = item / td.numChunks, t = item % td.numChunks;
-            IntraFactors(seq, t);
+            this->Factors(seq, t, calc_[0], calc_[2]);   // Phase A, factors (common/kda_diagonal_blocks.h)
             IntraMicroDiagonal(seq, t);
             Set<1, 1, PIPE_MTE3>();    // ① K_left, Q_left, K_right, K_left4, Q_left4, K_right4
             Wait<1, 2>();              // ② the off-diagonal blocks
@@ -112,55 +114,6 @@ private:
     }
 
     // ---- intra pass ----
-    // Phase A, factors, this AIV's key channels c0..c0+d_k/2 of every row (gc decreases: every exponent <= 0).
-    // 16-wide: K_left, Q_left = K, scale Q of sub-chunks 1..n-1 times exp(gc - r_I); K_right per pair (I, J):
-    // K_J exp(r_I - gc_J) (for one I, rows 0..16 I). 4-wide, inside each sub-chunk I: K_left4, Q_left4 of micro-
-    // chunks 1..3 times exp(gc - r_{I,a}); K_right4 per pair (a, b): K_{I,b} exp(r_{I,a} - gc_{I,b}).
-    __aicore__ inline void IntraFactors(uint32_t seq, uint32_t t)
-    {
-        const KdaChunkV5TilingData& td = *td_;
-        const uint32_t C = td.chunk, S = td.sub, s = td.micro, dk = td.dk, dh = dk / 2, c0 = sub_ * dh;
-        const uint32_t m1 = td.micros - 1, P4 = td.pairs4;
-        LocalTensor<float> gc = calc_[0], kf = calc_[1], qf = calc_[2], fac = calc_[3], x = calc_[4];
-        Cumsum(gc, seq, t, c0, dh, 0, C);
-        io_.Load(kf, kGm_[Tok(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
-        io_.Load(qf, qGm_[Tok(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
-        Muls(qf, qf, td.scale, C * dh);
-        for (uint32_t i = S; i < C; ++i) Sub(fac[(i - S) * dh], gc[i * dh], gc[(i / S) * S * dh], dh);
-        Exp(fac, fac, (C - S) * dh);
-        Mul(x, kf[S * dh], fac, (C - S) * dh);
-        io_.Store(ws_.Get(KDA5_K_LEFT)[c0], x, C - S, dh, dk);
-        Mul(x, qf[S * dh], fac, (C - S) * dh);
-        io_.Store(ws_.Get(KDA5_Q_LEFT)[c0], x, C - S, dh, dk);
-        for (uint32_t I = 1; I < td.subChunks; ++I) {
-            for (uint32_t j = 0; j < I * S; ++j) Sub(fac[j * dh], gc[I * S * dh], gc[j * dh], dh);
-            Exp(fac, fac, I * S * dh);
-            Mul(x, kf, fac, I * S * dh);
-            io_.Store(ws_.Get(KDA5_K_RIGHT)[PairStart(I) * S * dk + c0], x, I * S, dh, dk);
-        }
-        // 4-wide left operands: rows I*16 + 4..16 of each sub-chunk, in order (I, a = 1..3, row)
-        for (uint32_t I = 0; I < td.subChunks; ++I)
-            for (uint32_t r = s; r < S; ++r)
-                Sub(fac[(I * m1 * s + r - s) * dh], gc[(I * S + r) * dh], gc[(I * S + r / s * s) * dh], dh);
-        Exp(fac, fac, td.subChunks * m1 * s * dh);
-        for (uint32_t I = 0; I < td.subChunks; ++I)
-            Mul(x[I * m1 * s * dh], kf[(I * S + s) * dh], fac[I * m1 * s * dh], m1 * s * dh);
-        io_.Store(ws_.Get(KDA5_K_LEFT4)[c0], x, td.subChunks * m1 * s, dh, dk);
-        for (uint32_t I = 0; I < td.subChunks; ++I)
-            Mul(x[I * m1 * s * dh], qf[(I * S + s) * dh], fac[I * m1 * s * dh], m1 * s * dh);
-        io_.Store(ws_.Get(KDA5_Q_LEFT4)[c0], x, td.subChunks * m1 * s, dh, dk);
-        // 4-wide right operands, per sub-chunk I: for a = 1..3 the pairs (a, 0..a-1) take rows 0..4a of I
-        for (uint32_t I = 0; I < td.subChunks; ++I) {
-            for (uint32_t a = 1; a < td.micros; ++a)
-                for (uint32_t j = 0; j < a * s; ++j)
-                    Sub(fac[(PairStart(a) * s + j) * dh], gc[(I * S + a * s) * dh], gc[(I * S + j) * dh], dh);
-            Exp(fac, fac, P4 * s * dh);
-            for (uint32_t a = 1; a < td.micros; ++a)
-                Mul(x[PairStart(a) * s * dh], kf[I * S * dh], fac[PairStart(a) * s * dh], a * s * dh);
-            io_.Store(ws_.Get(KDA5_K_RIGHT4)[I * P4 * s * dk + c0], x, P4 * s, dh, dk);
-        }
-    }
-
     // Phase A, the 4 x 4 micro-diagonal blocks of this AIV's sub-chunks, pair by pair (FLA's diagonal path):
     // kk[i, j] = sum_d K_i K_j exp(gc_i - gc_j), qk[i, j] = sum_d scale Q_i K_j exp(..), j <= i. The simulator's
     // tiles: td.intraATiles key-channel slices of width w, each the products of every sub-chunk's m micro-chunks

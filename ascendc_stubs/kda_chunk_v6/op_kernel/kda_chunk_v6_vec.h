@@ -13,6 +13,8 @@ using namespace kda;
 // Phase G's name.
 struct V6Names {
     static constexpr uint32_t U = KDA6_U, WS = KDA6_WS, S_DELTA = KDA6_S_DELTA, S_FP32 = KDA6_S_FP32;
+    static constexpr uint32_t K_LEFT = KDA6_K_LEFT, Q_LEFT = KDA6_Q_LEFT, K_RIGHT = KDA6_K_RIGHT,
+                              K_LEFT4 = KDA6_K_LEFT4, Q_LEFT4 = KDA6_Q_LEFT4, K_RIGHT4 = KDA6_K_RIGHT4;
     static constexpr uint32_t A_KK_OFF = KDA6_A_KK_OFF, A_KK_OFF4 = KDA6_A_KK_OFF4, A_QK_OFF = KDA6_A_QK_OFF,
                               A_QK_OFF4 = KDA6_A_QK_OFF4, A_NEG = KDA6_A_NEG, D_BETA = KDA6_D_BETA;
     static constexpr const char* PHASE_G = "G";
@@ -96,7 +98,7 @@ private:
     // A set① wait② C set③ of chunk t; C's gamma_C into copy `buf`.
     __aicore__ inline void Intra(uint32_t seq, uint32_t t, uint32_t buf)
     {
-        Factors(seq, t);
+        this->Factors(seq, t, gc_, qs_);   // Phase A, factors; gc and scale Q stay in UB for C (v6.py keeps them)
         MicroDiagonal(seq, t);
         Set<1, PIPE_MTE3>();      // ① K_left, Q_left, K_right, K_left4, Q_left4, K_right4
         Wait<2>();                // ② the off-diagonal blocks
@@ -112,56 +114,6 @@ private:
         io_.Load(gc, gGm_[Tok(seq, t, row0, td.dk) + c0], rows, width, td.heads * td.dk);
         if (!td.gateIsLog) Ln(gc, gc, rows * width);
         for (uint32_t i = 1; i < rows; ++i) Add(gc[i * width], gc[i * width], gc[(i - 1) * width], width);
-    }
-
-    // Phase A, factors, this AIV's key channels c0..c0+d_k/2 of every row (gc decreases: every exponent <= 0); gc and
-    // scale Q stay in UB for Phase C (v6.py keeps them). 16-wide: K_left, Q_left = K, scale Q of sub-chunks 1..n-1
-    // times exp(gc - r_I); K_right per pair (I, J): K_J exp(r_I - gc_J) (for one I, rows 0..16 I). 4-wide, inside each
-    // sub-chunk I: K_left4, Q_left4 of micro-chunks 1..3 times exp(gc - r_{I,a}); K_right4 per pair (a, b):
-    // K_{I,b} exp(r_{I,a} - gc_{I,b}).
-    __aicore__ inline void Factors(uint32_t seq, uint32_t t)
-    {
-        const KdaChunkV6TilingData& td = *td_;
-        const uint32_t C = td.chunk, S = td.sub, s = td.micro, dk = td.dk, dh = dk / 2, c0 = sub_ * dh;
-        const uint32_t m1 = td.micros - 1, P4 = td.pairs4;
-        LocalTensor<float> kf = calc_[1], fac = calc_[3], x = calc_[4];
-        Cumsum(gc_, seq, t, c0, dh, 0, C);
-        io_.Load(kf, kGm_[Tok(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
-        io_.Load(qs_, qGm_[Tok(seq, t, 0, dk) + c0], C, dh, td.heads * dk);
-        Muls(qs_, qs_, td.scale, C * dh);
-        for (uint32_t i = S; i < C; ++i) Sub(fac[(i - S) * dh], gc_[i * dh], gc_[(i / S) * S * dh], dh);
-        Exp(fac, fac, (C - S) * dh);
-        Mul(x, kf[S * dh], fac, (C - S) * dh);
-        io_.Store(ws_.Get(KDA6_K_LEFT)[c0], x, C - S, dh, dk);
-        Mul(x, qs_[S * dh], fac, (C - S) * dh);
-        io_.Store(ws_.Get(KDA6_Q_LEFT)[c0], x, C - S, dh, dk);
-        for (uint32_t I = 1; I < td.subChunks; ++I) {
-            for (uint32_t j = 0; j < I * S; ++j) Sub(fac[j * dh], gc_[I * S * dh], gc_[j * dh], dh);
-            Exp(fac, fac, I * S * dh);
-            Mul(x, kf, fac, I * S * dh);
-            io_.Store(ws_.Get(KDA6_K_RIGHT)[PairStart(I) * S * dk + c0], x, I * S, dh, dk);
-        }
-        // 4-wide left operands: rows I*16 + 4..16 of each sub-chunk, in order (I, a = 1..3, row)
-        for (uint32_t I = 0; I < td.subChunks; ++I)
-            for (uint32_t r = s; r < S; ++r)
-                Sub(fac[(I * m1 * s + r - s) * dh], gc_[(I * S + r) * dh], gc_[(I * S + r / s * s) * dh], dh);
-        Exp(fac, fac, td.subChunks * m1 * s * dh);
-        for (uint32_t I = 0; I < td.subChunks; ++I)
-            Mul(x[I * m1 * s * dh], kf[(I * S + s) * dh], fac[I * m1 * s * dh], m1 * s * dh);
-        io_.Store(ws_.Get(KDA6_K_LEFT4)[c0], x, td.subChunks * m1 * s, dh, dk);
-        for (uint32_t I = 0; I < td.subChunks; ++I)
-            Mul(x[I * m1 * s * dh], qs_[(I * S + s) * dh], fac[I * m1 * s * dh], m1 * s * dh);
-        io_.Store(ws_.Get(KDA6_Q_LEFT4)[c0], x, td.subChunks * m1 * s, dh, dk);
-        // 4-wide right operands, per sub-chunk I: for a = 1..3 the pairs (a, 0..a-1) take rows 0..4a of I
-        for (uint32_t I = 0; I < td.subChunks; ++I) {
-            for (uint32_t a = 1; a < td.micros; ++a)
-                for (uint32_t j = 0; j < a * s; ++j)
-                    Sub(fac[(PairStart(a) * s + j) * dh], gc_[(I * S + a * s) * dh], gc_[(I * S + j) * dh], dh);
-            Exp(fac, fac, P4 * s * dh);
-            for (uint32_t a = 1; a < td.micros; ++a)
-                Mul(x[PairStart(a) * s * dh], kf[I * S * dh], fac[PairStart(a) * s * dh], a * s * dh);
-            io_.Store(ws_.Get(KDA6_K_RIGHT4)[I * P4 * s * dk + c0], x, P4 * s, dh, dk);
-        }
     }
 
     // Phase A, the 4 x 4 micro-diagonal blocks of this AIV's sub-chunks, pair by pair (FLA's diagonal path):
