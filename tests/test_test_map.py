@@ -21,7 +21,7 @@ UNTESTED = (
     "kda.api.simulate", "kda.cli.trace_out", "kda.decode.api",
     "kda.driver.autograd", "kda.driver.multipass",
    
-    "kda.settings.settings", "kda.studies.claims", "kda.sweep.point", "kda.views.figure",
+    "kda.settings.settings",
     "kda.views.plot_decode", "kda.views.plot_training", "kda.views.plot_validate", "kda.views.render",
     "kda.views.render_decode", "kda.views.render_pass",
    
