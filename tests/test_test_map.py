@@ -22,8 +22,8 @@ UNTESTED = (
     "kda.driver.autograd", "kda.driver.multipass",
    
     "kda.settings.settings",
-    "kda.views.plot_decode", "kda.views.plot_training", "kda.views.plot_validate", "kda.views.render",
-    "kda.views.render_decode", "kda.views.render_pass",
+    "kda.views.plot_decode", "kda.views.plot_training", "kda.views.plot_validate",
+    "kda.views.render_decode",
     "npusim.command",
     "npusim.model.whatif.compiled", "npusim.model.whatif.heaps", "npusim.model.whatif.maxplus",
     "npusim.model.whatif.threads", "npusim.model.whatif.timer",
