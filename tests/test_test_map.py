@@ -20,14 +20,12 @@ STRUCTURE = ("test_test_map.py", "test_layering.py")      # they name modules wi
 UNTESTED = (
     "kda.cli.trace_out",
     "kda.driver.autograd", "kda.driver.multipass",
-   
-    "kda.studies.claims", "kda.sweep.point", "kda.views.figure",
     "kda.views.plot_decode", "kda.views.plot_training", "kda.views.plot_validate", "kda.views.render",
     "kda.views.render_decode", "kda.views.render_pass",
-    "npusim.command", "npusim.model.trace",
+    "npusim.command",
     "npusim.model.whatif.compiled", "npusim.model.whatif.heaps", "npusim.model.whatif.maxplus",
-    "npusim.model.whatif.threads", "npusim.model.whatif.timer", "npusim.output.chain",
-    "npusim.output.report", "npusim.output.trace_flows",
+    "npusim.model.whatif.threads", "npusim.model.whatif.timer",
+    "npusim.output.trace_flows",
     "npusim.record.dataflow", "npusim.record.handoffs",
     "npusim.record.records",
 )
