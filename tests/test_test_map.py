@@ -22,10 +22,8 @@ UNTESTED = (
     "kda.driver.autograd", "kda.driver.multipass",
     "kda.views.plot_decode", "kda.views.plot_training", "kda.views.plot_validate", "kda.views.render",
     "kda.views.render_decode", "kda.views.render_pass",
-   
     "npusim.model.whatif.compiled", "npusim.model.whatif.maxplus",
     "npusim.model.whatif.timer",
-   
     "npusim.record.dataflow", "npusim.record.handoffs",
     "npusim.record.records",
 )
