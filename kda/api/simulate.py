@@ -87,6 +87,7 @@ def simulate(q, k, v, g, beta, scale=None, initial_state=None, output_final_stat
                                                                    ("gate", use_gate_in_kernel),
                                                                    ("beta_sigmoid", use_beta_sigmoid_in_kernel)) if on),
                              lower_bound=lower_bound, options=options)
+    _check_shapes(q, k, v, g, beta)
     try:
         chip = checked_profile(settings)
         check_interleave(settings, chip.chip.ai_cores)      # as kda.run: no more than a core holds
@@ -132,6 +133,19 @@ def call_settings(q, v, *, cu_seqlens, version: str, profile: str, chunk_size: i
                         in_kernel=in_kernel, gate_lower_bound=lower_bound, keep_trace=keep, **options)
     except (TypeError, ValueError) as err:
         raise KdaInputError(str(err).splitlines()[0]) from None
+
+
+def _check_shapes(q, k, v, g, beta) -> None:
+    """k, g and beta shaped as chunk_kda takes them beside q [B, T, H, K] and v [B, T, HV, V] (shapes only:
+    meta tensors time as well as real ones); KdaInputError naming the tensor."""
+    B, T, H, K = q.shape
+    HV = v.shape[2]
+    expect = {"k": (k, [[B, T, H, K]]), "g": (g, [[B, T, HV, K], [B, T, HV, 1]]), "beta": (beta, [[B, T, HV]])}
+    for name, (x, shapes) in expect.items():
+        shape = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        if shape not in shapes:
+            raise KdaInputError(f"{name} must have shape {shapes[0]} to match q {list(q.shape)} and v "
+                                f"{list(v.shape)}, got {shape}")
 
 
 def _transfer(q, transfer_dtype) -> str:
