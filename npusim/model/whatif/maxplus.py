@@ -324,6 +324,6 @@ def _previous_greater(keys, order, group):
 
 
 def previous_greater(keys: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """For each position, the last earlier position of the same group with a larger key (-1 if none):
-    the younger event a unit started before this one."""
+    """For each position, the last earlier position of the same group with a key at least as large (-1 if
+    none; equal keys count): the younger event a unit started before this one."""
     return _previous_greater(keys, np.argsort(group, kind="stable"), group)
