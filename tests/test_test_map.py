@@ -20,7 +20,7 @@ STRUCTURE = ("test_test_map.py", "test_layering.py")      # they name modules wi
 UNTESTED = (
     "kda.cli.trace_out",
     "kda.driver.multipass",
-    "kda.views.plot_decode", "kda.views.plot_training", "kda.views.plot_validate",
+    "kda.views.plot_decode",
     "kda.views.render_decode",
     "npusim.model.whatif.compiled", "npusim.model.whatif.maxplus",
     "npusim.model.whatif.timer",
