@@ -22,8 +22,6 @@ UNTESTED = (
     "kda.driver.multipass",
     "kda.views.plot_decode",
     "kda.views.render_decode",
-    "npusim.model.whatif.compiled", "npusim.model.whatif.maxplus",
-    "npusim.model.whatif.timer",
     "npusim.record.dataflow", "npusim.record.handoffs",
 )
 
