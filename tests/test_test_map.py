@@ -20,8 +20,6 @@ STRUCTURE = ("test_test_map.py", "test_layering.py")      # they name modules wi
 UNTESTED = (
     "kda.cli.trace_out",
     "kda.driver.multipass",
-    "kda.views.plot_decode",
-    "kda.views.render_decode",
     "npusim.record.dataflow", "npusim.record.handoffs",
 )
 
