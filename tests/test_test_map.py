@@ -18,7 +18,6 @@ REGISTRIES = {          # folders whose modules are entries of a registry the na
 }
 STRUCTURE = ("test_test_map.py", "test_layering.py")      # they name modules without testing them
 UNTESTED = (
-    "kda.cli.trace_out",
     "kda.driver.multipass",
     "npusim.record.dataflow", "npusim.record.handoffs",
 )
