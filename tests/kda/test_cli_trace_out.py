@@ -56,6 +56,7 @@ def test_a_window_over_the_limit_warns_and_is_kept(v3, tmp_path, capsys):
 
 
 def test_a_pftrace_file_is_perfettos_protobuf(v3, tmp_path, capsys):
+    pytest.importorskip("perfetto")                          # the optional extra that writes it
     path = tmp_path / "t.pftrace"
     write_trace(args(path), [v3], ["v3"], design_axis=False)
     assert "Perfetto protobuf trace" in capsys.readouterr().err
