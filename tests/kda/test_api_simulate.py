@@ -1,19 +1,14 @@
 """kda.api.simulate: the simulated report of one chunk_kda call, from the call's own tensors."""
 import pytest
-import torch
-import torch.nn.functional as F
 
 from kda.api.simulate import Simulated, simulate
 from kda.driver.checks import KdaInputError
+from kda.driver.inputs import make_inputs
 
 
-def _inputs(B=1, T=128, H=2, K=64, V=64):
-    gen = torch.Generator().manual_seed(0)
-    q, k = (F.normalize(torch.randn(B, T, H, K, generator=gen), dim=-1) for _ in range(2))
-    v = torch.randn(B, T, H, V, generator=gen)
-    g = F.logsigmoid(torch.randn(B, T, H, K, generator=gen)) / 16
-    beta = torch.sigmoid(torch.randn(B, T, H, generator=gen))
-    return q, k, v, g, beta
+def _inputs():
+    x = make_inputs(tokens=128, heads=2, d_k=64, d_v=64)
+    return x.q, x.k, x.v, x.g, x.beta
 
 
 def test_the_report_is_the_call_s_shape_on_the_chip():

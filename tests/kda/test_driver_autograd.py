@@ -1,20 +1,16 @@
 """KDA's differentiable call on the simulated NPU against autograd through the fp64 token-by-token recurrence."""
 import pytest
 import torch
-import torch.nn.functional as F
 
 from kda.driver.autograd import differentiable_kda, forward_kda
 from kda.driver.checks import KdaInputError
+from kda.driver.inputs import make_inputs
 from kda.reference.recurrence import naive_recurrent_kda
 
 
-def _inputs(B=1, T=80, H=1, K=32, V=16):
-    gen = torch.Generator().manual_seed(3)
-    q, k = (F.normalize(torch.randn(B, T, H, K, generator=gen), dim=-1) for _ in range(2))
-    v = torch.randn(B, T, H, V, generator=gen)
-    g = F.logsigmoid(torch.randn(B, T, H, K, generator=gen)) / 8
-    beta = torch.sigmoid(torch.randn(B, T, H, generator=gen))
-    return [x.double().requires_grad_(True) for x in (q, k, v, g, beta)]
+def _inputs(T=80):
+    x = make_inputs(tokens=T, d_k=32, d_v=16, gates="slow", seed=3)
+    return [t.double().requires_grad_(True) for t in (x.q, x.k, x.v, x.g, x.beta)]
 
 
 def test_gradients_match_autograd_through_the_fp64_recurrence():
