@@ -1,6 +1,7 @@
 """Shared helpers: a toy profile with round numbers, and recording of small phase programs."""
 from __future__ import annotations
 
+import os
 import textwrap
 
 import pytest
@@ -87,7 +88,6 @@ ASCENDC_FAULTS_V6 = ("KDA_DROP_WAIT=13", "KDA_DROP_WAIT=10", "KDA_DROP_SET=14")
 
 @pytest.fixture(scope="session")
 def ascendc_build(tmp_path_factory):
-    import os
     import shutil
     import sys
     from pathlib import Path
@@ -104,3 +104,37 @@ def ascendc_build(tmp_path_factory):
     where = Path(os.environ["KDA_ASCENDC_BUILD"]) if os.environ.get("KDA_ASCENDC_BUILD") else \
         tmp_path_factory.mktemp("ascendc_build")
     return bridge.build(where, ASCENDC_FAULTS, kernel_faults={"v5": ASCENDC_FAULTS_V5, "v6": ASCENDC_FAULTS_V6})
+
+
+@pytest.fixture(autouse=True)
+def _tables_at_their_natural_width(monkeypatch):
+    """No COLUMNS: the commands' tables print at their natural width, as in a pipe, whatever started pytest (an
+    xdist worker starts with COLUMNS=80; a shell may export its own). A test of COLUMNS sets it itself."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
+def pytest_configure(config):
+    """Under pytest-xdist each worker takes its share of the cores for torch's threads, and so do the processes
+    its tests start (command lines, notebook kernels): two workers of two threads each on two cores spin in
+    each other's way (OpenMP waits by spinning) and run slower than one process alone."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        share = max(1, cores // int(workers))
+        torch.set_num_threads(share)
+        os.environ.setdefault("OMP_NUM_THREADS", str(share))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` (pyproject.toml) sends each test file whole to one worker, and tests/ascendc/ whole to
+    one worker: its files share the AscendC emulation's build (`ascendc_build`, cmake and g++, the costliest
+    fixture), which each worker would otherwise build again."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ByFileAscendcTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid):
+            return "tests/ascendc/" if nodeid.startswith("tests/ascendc/") else super()._split_scope(nodeid)
+    return ByFileAscendcTogether(config, log)
