@@ -75,13 +75,14 @@ def interrupts(fx: Path, quick: bool, log, only: str | None = None) -> list[dict
             argv = [a.replace("{out}", out) for a in argv]
             t0 = time.monotonic()
             p = _popen(argv, Path(out))
+            collect = _reading(p)        # from the start: when stdout's last byte came, before or after the signal
             time.sleep(delay)
             finished_first = p.poll() is not None
             if not finished_first:
                 os.killpg(p.pid, signal.SIGINT)
             signalled = time.monotonic()
             try:
-                stdout, last_out, stderr = _collect(p, timeout=120)
+                stdout, last_out, stderr = collect(timeout=120)
                 finished_first = finished_first or (p.returncode == 0 and last_out < signalled)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
@@ -95,10 +96,12 @@ def interrupts(fx: Path, quick: bool, log, only: str | None = None) -> list[dict
     return results
 
 
-def _collect(p: subprocess.Popen, timeout: float) -> tuple[bytes, float, bytes]:
-    """The process's stdout, when its last byte came (monotonic clock; -inf if none) and its stderr. A process
-    that exits 0 after a Ctrl-C but had written all of its stdout before the signal was ending, not dropping
-    it (a command that has said all it will ignores a late Ctrl-C while Python shuts down: npusim/command.py).
+def _reading(p: subprocess.Popen):
+    """Read the process's stdout and stderr from now on; collect(timeout) waits for it and returns its stdout,
+    when its last byte came (monotonic clock; -inf if none) and its stderr. A process that exits 0 after a
+    Ctrl-C but had written all of its stdout before the signal was ending, not dropping it (a command that has
+    said all it will ignores a late Ctrl-C while Python shuts down: npusim/command.py). The readers start
+    with the process, or output written before the signal would be read, and timed, after it.
     subprocess.TimeoutExpired past `timeout`."""
     import threading
     got: dict[str, list] = {"out": [], "err": []}
@@ -116,10 +119,13 @@ def _collect(p: subprocess.Popen, timeout: float) -> tuple[bytes, float, bytes]:
                for stream, key in ((p.stdout, "out"), (p.stderr, "err"))]
     for r in readers:
         r.start()
-    p.wait(timeout=timeout)
-    for r in readers:
-        r.join(timeout=10)
-    return b"".join(got["out"]), when[0], b"".join(got["err"])
+
+    def collect(timeout: float) -> tuple[bytes, float, bytes]:
+        p.wait(timeout=timeout)
+        for r in readers:
+            r.join(timeout=10)
+        return b"".join(got["out"]), when[0], b"".join(got["err"])
+    return collect
 
 
 def _interrupt_verdict(rc, out, err, keep, finished_first, where: Path) -> tuple[str, str]:
@@ -140,7 +146,7 @@ def _interrupt_verdict(rc, out, err, keep, finished_first, where: Path) -> tuple
             json.loads(out)
         except ValueError:
             return "lost", "the JSON on stdout is cut short"
-    says_none = any(w in lines[0] for w in ("none", "no design", "nothing had finished"))
+    says_none = any(w in lines[0] for w in ("none", "no design", "no backward design", "nothing had finished"))
     if keep in ("stdout", "json") and not out.strip() and not says_none:
         return "lost", f"nothing on stdout and the line does not say none finished: {lines[0]}"
     if keep == "cache":

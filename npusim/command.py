@@ -2,7 +2,8 @@
 a reader of stdout that goes away, and signals held while something must finish whole.
 
     quiet_while_starting()   Ctrl-C during the imports: one line, exit status 130 (this project's commands only)
-    @as_command              main(argv) -> status as the process runs it (KeyboardInterrupt, BrokenPipeError)
+    @as_command              main(argv) -> status as the process runs it (KeyboardInterrupt, BrokenPipeError);
+                             its first Ctrl-C raises KeyboardInterrupt, any later one is dropped
     sigint_held()            a Ctrl-C waits until the block ends (a report or a table written whole)
     sigint_ignored()         a Ctrl-C is dropped while the block runs (an orderly shutdown)
     workers_starting()       worker processes that never see Ctrl-C; this process gets it as the block ends
@@ -17,6 +18,7 @@ import threading
 from contextlib import contextmanager
 
 COMMANDS = ("kda-run", "kda-sweep")     # console scripts; and `python -m kda.X` / `python -m npusim.X`
+_stopping = False                        # a command's process has had its Ctrl-C: a later one is dropped
 
 
 def _starting_a_command() -> bool:
@@ -47,10 +49,25 @@ def _stop_while_starting(signum, frame):
 
 
 def command_started() -> None:
-    """Ctrl-C raises KeyboardInterrupt again (each command then stops in order, keeping what it finished)."""
+    """Ctrl-C raises KeyboardInterrupt again, once (`_ctrl_c`): each command then stops in order, keeping
+    what it finished."""
+    global _stopping
     if threading.current_thread() is threading.main_thread() and \
             signal.getsignal(signal.SIGINT) is _stop_while_starting:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _stopping = False
+        signal.signal(signal.SIGINT, _ctrl_c)
+
+
+def _ctrl_c(signum, frame):
+    """A command's Ctrl-C: the first raises KeyboardInterrupt; from that moment on, before the command has
+    caught it or printed anything, every later one is dropped. A second Ctrl-C (an impatient user, a
+    harness that signals twice) then cuts neither the one line nor what the command keeps as it stops (a
+    cache closed, a report written whole), and cannot escape as a traceback."""
+    global _stopping
+    if _stopping:
+        return
+    _stopping = True
+    raise KeyboardInterrupt
 
 
 def as_command(main):
@@ -61,24 +78,43 @@ def as_command(main):
     def run(argv=None):
         command_started()
         try:
-            code = main(argv)
-            sys.stdout.flush()
-            return code
-        except BrokenPipeError:
-            return closed_stdout()
+            try:
+                code = main(argv)
+                sys.stdout.flush()
+            except BrokenPipeError:
+                code = closed_stdout()
         except KeyboardInterrupt:
             print("interrupted: nothing had finished, nothing was printed", file=sys.stderr)
-            return 130
+            code = 130
         finally:
-            _exiting()
+            try:
+                _exiting()
+            except KeyboardInterrupt:    # the first Ctrl-C came as main returned: it had said all it will
+                _exiting()
+        return code
     return run
 
 
 def _exiting() -> None:
-    """A command's process has said all it will: a late Ctrl-C (one a library's thread held) no longer
-    kills it by the signal while Python shuts down. Never for a program that imports the library."""
+    """A command's process has said all it will: from now on a Ctrl-C is dropped (one a library's thread
+    held, one that comes while Python shuts down, after the interpreter's own handlers are gone), and the
+    process ends with the status the command returned (`_forget_caught_ctrl_c`). Never for a program that
+    imports the library."""
+    global _stopping
     if _starting_a_command() and threading.current_thread() is threading.main_thread():
+        _stopping = True
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _forget_caught_ctrl_c()
+
+
+def _forget_caught_ctrl_c() -> None:
+    """CPython marks a KeyboardInterrupt that leaves an exec() or eval() of source text as one nothing
+    handled, even when a caller catches it, and under `python -m` then ends the process by SIGINT as it
+    exits (status -2 to the parent), whatever status the command returned. dataclasses, namedtuple, numba
+    and numpy.f2py run such text as they import, and the commands import some of them on first use: a
+    Ctrl-C there is caught and reported like any other. An exec of source text that runs to its end clears
+    the mark; no Ctrl-C can set it again once SIGINT is ignored."""
+    exec("pass")
 
 
 def closed_stdout() -> int:
@@ -107,7 +143,9 @@ def sigint_held():
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-    if came:
+    if came and previous is _ctrl_c:
+        _ctrl_c(signal.SIGINT, None)     # a command's first Ctrl-C raises; a later one is dropped
+    elif came and previous is not signal.SIG_IGN:
         raise KeyboardInterrupt
 
 

@@ -49,9 +49,36 @@ def test_only_this_projects_commands_are_quiet_while_starting(monkeypatch):
         quiet_while_starting()
         assert signal.getsignal(signal.SIGINT) is command._stop_while_starting
         command_started()
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGINT) is command._ctrl_c
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def test_a_command_s_first_ctrl_c_raises_and_every_later_one_is_dropped(monkeypatch):
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "npusim.calibrate"], raising=False)
+    came = []
+    try:
+        quiet_while_starting()
+        command_started()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            came.append("the first did not stop the block")
+        os.kill(os.getpid(), signal.SIGINT)              # while the command stops in order: nothing raised
+        os.kill(os.getpid(), signal.SIGINT)
+        with sigint_held():                              # held, then dropped as the block ends
+            os.kill(os.getpid(), signal.SIGINT)
+        with sigint_ignored():
+            os.kill(os.getpid(), signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    assert came == []
+
+
+def test_a_ctrl_c_held_where_it_is_ignored_stays_dropped():
+    with sigint_ignored():
+        with sigint_held():
+            os.kill(os.getpid(), signal.SIGINT)          # held, then dropped: where it came, Ctrl-C is ignored
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
 def test_a_reader_that_goes_away_ends_the_command_quietly():
