@@ -3,7 +3,7 @@ decided (Log), when a replay is recorded for re-timing."""
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from npusim.model.template import Template
 
@@ -67,14 +67,26 @@ class Trace:
         return self._rows
 
     def _make_rows(self) -> list[TraceEvent]:
-        nodes = self.template.nodes
-        rows = [TraceEvent(n, nodes[n].kind, nodes[n].name, nodes[n].label, nodes[n].resource, c, s, t, b, be, e,
-                           nb, sl, x)
-                for n, c, s, t, b, be, e, nb, sl, x in zip(self.node, self.core, self.seq, self.chunk, self.start,
-                                                           self.busy_end, self.end, self.nbytes, self.slot,
-                                                           self.stretch)]
-        rows.sort(key=lambda r: (r.start, r.core, r.seq, r.chunk, r.index))
+        heads = [(n.kind, n.name, n.label, n.resource) for n in self.template.nodes]
+        cols = list(zip(self.node, self.core, self.seq, self.chunk, self.start, self.busy_end, self.end,
+                        self.nbytes, self.slot, self.stretch))
+        keys = list(zip(self.start, self.core, self.seq, self.chunk, self.node))
+        rows = []
+        for i in sorted(range(len(keys)), key=keys.__getitem__):   # stable: as sorting the rows by that key
+            n, c, s, t, b, be, e, nb, sl, x = cols[i]
+            rows.append(_event(dict(zip(_FIELDS, (n, *heads[n], c, s, t, b, be, e, nb, sl, x)))))
         return rows
+
+
+_FIELDS = tuple(f.name for f in fields(TraceEvent))
+
+
+def _event(values: dict) -> TraceEvent:
+    """A TraceEvent from its fields by name, as its constructor makes it, without the frozen dataclass's
+    per-field checks (a trace makes one per node run)."""
+    row = object.__new__(TraceEvent)
+    object.__setattr__(row, "__dict__", values)
+    return row
 
 
 @dataclass

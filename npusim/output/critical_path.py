@@ -4,6 +4,7 @@ what it is made of says what to shorten (sync time on it is the hand-off cost th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from npusim.model.engine import PHASE, Run, core_order
 
@@ -68,10 +69,10 @@ class _Waits:
     def __init__(self, run: Run, events: list) -> None:
         tpl = run.template
         self.run, self.tpl, self.n = run, tpl, tpl.n
-        self.at = {(e.seq, e.chunk, e.index): e for e in events}
+        self.at = dict(zip(map(attrgetter("seq", "chunk", "index"), events), events))
         on_core: dict[int, set[tuple[int, int]]] = {}
-        for e in events:
-            on_core.setdefault(e.core, set()).add((e.seq, e.chunk))
+        for c, s, t in set(map(attrgetter("core", "seq", "chunk"), events)):
+            on_core.setdefault(c, set()).add((s, t))
         orders = {c: _engine_order(v, run.interleave) for c, v in on_core.items()}
         # per core: (seq, chunk) in the engine's order
         self.insts = {c: o for c, (o, _) in orders.items()}
@@ -93,10 +94,10 @@ class _Waits:
         by_unit: dict[tuple[int, str], list] = {}
         for e in events:
             by_unit.setdefault((e.core, e.unit), []).append(e)
+        by_time = attrgetter("start", "busy_end")
         for lst in by_unit.values():
-            lst.sort(key=lambda e: (e.start, e.busy_end))
-            for a, b in zip(lst, lst[1:]):
-                prev[id(b)] = a
+            lst.sort(key=by_time)
+            prev.update(zip(map(id, lst[1:]), lst))
         return prev
 
     def _slot_grants(self) -> dict:
@@ -161,7 +162,7 @@ _RANK = {"data": 0, "state": 1, "war": 2, "slot": 3, "order": 4, "unit": 5}
 def _walk_back(events: list, waits: _Waits) -> list[Step]:
     """From the event that ends last, each time through the wait that freed the event last (ties: data
     first), with a wait step where nothing on the path ran."""
-    cur = max(events, key=lambda e: (e.end, e.start))
+    cur = max(events, key=attrgetter("end", "start"))
     until, via = cur.end, "end"
     steps = []
     while True:
@@ -194,7 +195,7 @@ def _tally(steps: list[Step], at: dict, events: list) -> CriticalPath:
             _add(by_kind, "sync latency", s.until - s.start - transfer)
             sync_us += s.until - s.start
             syncs += 1
-    first = min(e.start for e in events)
+    first = min(map(attrgetter("start"), events))
     if steps[0].start > first:
         _add(by_kind, "wait", steps[0].start - first)
     return CriticalPath(sum(by_kind.values()), by_kind, sync_us, syncs, tuple(steps))

@@ -13,9 +13,10 @@ Generic: any program, any profile, serial or pipelined. Times in microseconds.
 """
 from __future__ import annotations
 
-import math
 import weakref
 from dataclasses import asdict, dataclass, replace
+
+import numpy as np
 
 from npusim.model.engine import PHASE, Run
 from npusim.output.critical_path import CriticalPath, critical_path
@@ -28,14 +29,42 @@ CUBE_UNIT, VEC_UNIT = "cube", "vec"
 
 def merge(intervals) -> list[Interval]:
     """Union of intervals as a sorted list of disjoint ones (touching intervals join; empty ones vanish)."""
-    out: list[list[float]] = []
-    for a, b in sorted((a, b) for a, b in intervals if b > a):
-        if out and a <= out[-1][1]:
-            if b > out[-1][1]:
-                out[-1][1] = b
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
+    ivs = sorted([(a, b) for a, b in intervals if b > a])
+    if not ivs:
+        return []
+    out: list[Interval] = []
+    lo, hi = ivs[0]
+    for a, b in ivs:
+        if a > hi:
+            out.append((lo, hi))
+            lo, hi = a, b
+        elif b > hi:
+            hi = b
+    out.append((lo, hi))
+    return out
+
+
+def _merge_sorted(a: np.ndarray, b: np.ndarray) -> list[Interval]:
+    """merge() of intervals already sorted by (start, end), none empty: the same union, vectorised."""
+    if not len(a):
+        return []
+    reach = np.maximum.accumulate(b)                  # each run's end: the largest end so far
+    first = np.flatnonzero(np.r_[True, a[1:] > reach[:-1]])
+    last = np.r_[first[1:] - 1, len(a) - 1]
+    return list(zip(a[first].tolist(), reach[last].tolist()))
+
+
+def _merge_groups(key: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict[int, list[Interval]]:
+    """merge() of each group's intervals, by group key (a key whose intervals are all empty maps to [])."""
+    out: dict[int, list[Interval]] = {k: [] for k in np.unique(key).tolist()}
+    keep = b > a
+    order = np.lexsort((b[keep], a[keep], key[keep]))
+    key, a, b = key[keep][order], a[keep][order], b[keep][order]
+    cuts = np.flatnonzero(key[1:] != key[:-1]) + 1
+    for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(key)].tolist()):
+        if hi > lo:
+            out[int(key[lo])] = _merge_sorted(a[lo:hi], b[lo:hi])
+    return out
 
 
 def total(merged: list[Interval]) -> float:
@@ -44,12 +73,14 @@ def total(merged: list[Interval]) -> float:
 
 def intersect(x: list[Interval], y: list[Interval]) -> list[Interval]:
     """Intersection of two merged lists."""
-    out, i, j = [], 0, 0
-    while i < len(x) and j < len(y):
-        a, b = max(x[i][0], y[j][0]), min(x[i][1], y[j][1])
+    out, i, j, nx, ny = [], 0, 0, len(x), len(y)
+    while i < nx and j < ny:
+        (xa, xb), (ya, yb) = x[i], y[j]
+        a = ya if ya > xa else xa                 # max(xa, ya), min(xb, yb): the same one on ties
+        b = yb if yb < xb else xb
         if b > a:
             out.append((a, b))
-        if x[i][1] < y[j][1]:
+        if xb < yb:
             i += 1
         else:
             j += 1
@@ -58,15 +89,17 @@ def intersect(x: list[Interval], y: list[Interval]) -> list[Interval]:
 
 def subtract(x: list[Interval], y: list[Interval]) -> list[Interval]:
     """x minus y, both merged."""
-    out, j = [], 0
+    out, j, ny = [], 0, len(y)
     for a, b in x:
-        while j < len(y) and y[j][1] <= a:
+        while j < ny and y[j][1] <= a:
             j += 1
         k, cur = j, a
-        while k < len(y) and y[k][0] < b:
-            if y[k][0] > cur:
-                out.append((cur, y[k][0]))
-            cur = max(cur, y[k][1])
+        while k < ny and y[k][0] < b:
+            ya, yb = y[k]
+            if ya > cur:
+                out.append((cur, ya))
+            if yb > cur:
+                cur = yb
             k += 1
         if cur < b:
             out.append((cur, b))
@@ -132,22 +165,70 @@ class Overlap:
         return d
 
 
-def busy_intervals(run: Run, events=None) -> dict[tuple[int, str], list[Interval]]:
+class _Columns:
+    """A run's events as arrays, in the trace's order (nothing computed from them depends on it); `unit` indexes
+    `units`."""
+
+    def __init__(self, run: Run) -> None:
+        self.trace = tr = run.timed()
+        nodes = tr.template.nodes
+        self.units = sorted({n.resource for n in nodes})
+        self.node = node = np.asarray(tr.node, dtype=np.int64)
+        self.unit = np.array([self.units.index(n.resource) for n in nodes], dtype=np.int64)[node]
+        self.phase = np.array([n.kind == PHASE for n in nodes], dtype=bool)[node]
+        self.core, self.seq, self.chunk = (np.asarray(v, dtype=np.int64) for v in (tr.core, tr.seq, tr.chunk))
+        self.start, self.busy_end, self.end = (np.asarray(v, dtype=np.float64)
+                                               for v in (tr.start, tr.busy_end, tr.end))
+        # merged ends are those floats; an int among the ends (a hand-made trace) takes the events' path
+        self.float_ends = all(type(v) is float for col in (tr.end, tr.busy_end) for v in col)
+
+
+def busy_intervals(run: Run, cols: _Columns | None = None) -> dict[tuple[int, str], list[Interval]]:
     """Merged busy intervals per (core, unit or link): phases hold their unit to `end`, syncs their link to
     `busy_end` (the fixed latency after it holds nothing)."""
-    raw: dict[tuple[int, str], list[Interval]] = {}
-    for e in events or _events(run):
-        raw.setdefault((e.core, e.unit), []).append((e.start, e.end if e.kind == PHASE else e.busy_end))
-    return {k: merge(v) for k, v in raw.items()}
+    cols = cols or _Columns(run)
+    if not cols.float_ends:
+        return _merged_by(_events(run), lambda e: (e.core, e.unit), lambda e: e.end if e.kind == PHASE else e.busy_end)
+    n = len(cols.units)
+    merged = _merge_groups(cols.core * n + cols.unit, cols.start, np.where(cols.phase, cols.end, cols.busy_end))
+    return {(k // n, cols.units[k % n]): v for k, v in merged.items()}
 
 
-def inflight_intervals(run: Run, events=None) -> dict[int, list[Interval]]:
+def inflight_intervals(run: Run, cols: _Columns | None = None) -> dict[int, list[Interval]]:
     """Merged intervals per core during which some hand-off is under way (transfer or fixed latency)."""
-    raw: dict[int, list[Interval]] = {}
-    for e in events or _events(run):
-        if e.kind != PHASE:
-            raw.setdefault(e.core, []).append((e.start, e.end))
+    cols = cols or _Columns(run)
+    if not cols.float_ends:
+        return _merged_by([e for e in _events(run) if e.kind != PHASE], lambda e: e.core, lambda e: e.end)
+    sync = ~cols.phase
+    return _merge_groups(cols.core[sync], cols.start[sync], cols.end[sync])
+
+
+def _merged_by(events: list, key, end) -> dict:
+    """merge() of the events' intervals from their start to end(e), by key(e)."""
+    raw: dict = {}
+    for e in events:
+        raw.setdefault(key(e), []).append((e.start, end(e)))
     return {k: merge(v) for k, v in raw.items()}
+
+
+def _spans(cols: _Columns) -> dict[int, tuple[float, float]]:
+    """Each core's first start and last end (each the trace's own value from the first event in time order
+    that has it), the cores in the order they first start (ties: by core)."""
+    out = {}
+    tr, pos = cols.trace, np.arange(len(cols.core))
+    for c in np.unique(cols.core).tolist():
+        on = cols.core == c
+        first = on & (cols.start == cols.start[on].min())
+        last = on & (cols.end == cols.end[on].max())
+        i = _earliest(cols, pos, first, by_start=False)
+        out[c] = (tr.start[i], tr.end[_earliest(cols, pos, last, by_start=True)])
+    return dict(sorted(out.items(), key=lambda kv: (kv[1][0], kv[0])))
+
+
+def _earliest(cols: _Columns, pos: np.ndarray, among: np.ndarray, by_start: bool) -> int:
+    """The first of the events `among` in the events' order: by (start), sequence, chunk, node, then position."""
+    keys = (pos[among], cols.node[among], cols.chunk[among], cols.seq[among])
+    return int(pos[among][np.lexsort(keys + ((cols.start[among],) if by_start else ()))[0]])
 
 
 _cache: dict[int, tuple] = {}        # id(run) -> (weak reference, events seen, metrics)
@@ -169,14 +250,11 @@ def analyse(run: Run) -> Overlap:
 
 
 def _analyse(run: Run) -> Overlap:
-    events = _events(run)
-    busy = busy_intervals(run, events)
-    inflight = inflight_intervals(run, events)
-    cores = sorted({e.core for e in events})
-    spans: dict[int, tuple[float, float]] = {}
-    for e in events:                      # each core's first start and last end, in one pass
-        lo, hi = spans.get(e.core, (e.start, e.end))
-        spans[e.core] = (min(lo, e.start), max(hi, e.end))
+    cols = _Columns(run)
+    busy = busy_intervals(run, cols)
+    inflight = inflight_intervals(run, cols)
+    spans = _spans(cols)
+    cores = sorted(spans)
     units = sorted({u for _, u in busy}, key=_unit_order)
     concurrent = exposed = 0.0
     for c in cores:
@@ -192,23 +270,19 @@ def _analyse(run: Run) -> Overlap:
         longest = max(all_gaps, key=lambda g: g[1] - g[0], default=(0.0, 0.0))
         idle[u] = UnitIdle(u, sum(total(busy.get((c, u), [])) for c in cores), sum(lengths), len(lengths),
                            longest[1] - longest[0], longest[0], lengths[len(lengths) // 2] if lengths else 0.0)
-    period, period_chunks = steady_period(run, events)
+    period, period_chunks = steady_period(run, cols)
     bound, bound_by = period_bound(run)
     return Overlap(run.serial, len(cores), sum(b - a for a, b in spans.values()),
                    idle[CUBE_UNIT].busy_us if CUBE_UNIT in idle else 0.0,
                    idle[VEC_UNIT].busy_us if VEC_UNIT in idle else 0.0,
-                   concurrent, exposed, idle, critical_path(run, events), period, period_chunks, bound, bound_by)
+                   concurrent, exposed, idle, critical_path(run, _events(run)), period, period_chunks, bound, bound_by)
 
 
-def steady_period(run: Run, events=None) -> tuple[float | None, tuple[int, int] | None]:
+def steady_period(run: Run, cols: _Columns | None = None) -> tuple[float | None, tuple[int, int] | None]:
     """Time per chunk over the last half of the chunks: (end of the last chunk - end of the middle one) /
     chunks between, averaged over the sequences of at least two chunks (each over its own chunks in a
     variable-length batch). None when no sequence has two; the chunks are those of the longest sequence."""
-    ends: dict[tuple[int, int], float] = {}
-    for e in events or _events(run):
-        key = (e.seq, e.chunk)
-        if e.end > ends.get(key, -math.inf):
-            ends[key] = e.end
+    ends = _chunk_ends(cols or _Columns(run))
     count: dict[int, int] = {}
     for s, t in ends:
         count[s] = max(count.get(s, 0), t + 1)
@@ -218,6 +292,18 @@ def steady_period(run: Run, events=None) -> tuple[float | None, tuple[int, int] 
     if not periods:
         return None, None
     return sum(periods) / len(periods), ((longest - 1) // 2, longest - 1)
+
+
+def _chunk_ends(cols: _Columns) -> dict[tuple[int, int], float]:
+    """Each (sequence, chunk)'s last end."""
+    if not len(cols.end):
+        return {}
+    width = int(cols.chunk.max()) + 1
+    key = cols.seq * width + cols.chunk
+    order = np.lexsort((cols.end, key))                 # by (sequence, chunk), then end: each key's last is its max
+    key, end = key[order], cols.end[order]
+    last = np.r_[np.flatnonzero(key[1:] != key[:-1]), len(key) - 1]
+    return {(k // width, k % width): e for k, e in zip(key[last].tolist(), end[last].tolist())}
 
 
 def period_bound(run: Run) -> tuple[float, str]:
