@@ -1,11 +1,13 @@
-"""What the event model ran: every node with its unit, core, sequence, chunk, times and bytes; and what it
-decided (Log), when a replay is recorded for re-timing."""
+"""What the event model ran: every node with its unit, core, sequence, chunk, times and bytes (as rows, or as
+arrays: Columns); and what it decided (Log), when a replay is recorded for re-timing."""
 from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field, fields
 
-from npusim.model.template import Template
+import numpy as np
+
+from npusim.model.template import PHASE, Template
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,34 @@ def _event(values: dict) -> TraceEvent:
     row = object.__new__(TraceEvent)
     object.__setattr__(row, "__dict__", values)
     return row
+
+
+class Columns:
+    """A trace's events as arrays in its order (no per-event object made); `unit` indexes `units`; `trace`
+    keeps the values as the trace holds them (its lists), for figures reported as they are."""
+
+    def __init__(self, tr: Trace) -> None:
+        self.trace = tr
+        nodes = tr.template.nodes
+        self.units = sorted({n.resource for n in nodes})
+        self.node = node = np.asarray(tr.node, dtype=np.int64)
+        self.unit = np.array([self.units.index(n.resource) for n in nodes], dtype=np.int64)[node]
+        self.phase = np.array([n.kind == PHASE for n in nodes], dtype=bool)[node]
+        self.core, self.seq, self.chunk = (np.asarray(v, dtype=np.int64) for v in (tr.core, tr.seq, tr.chunk))
+        self.start, self.busy_end, self.end = (np.asarray(v, dtype=np.float64)
+                                               for v in (tr.start, tr.busy_end, tr.end))
+        self.pos = np.arange(len(node))
+        # merged ends are those floats; an int among the ends (a hand-made trace) takes the events' path
+        self.float_ends = set(map(type, tr.end)) | set(map(type, tr.busy_end)) <= {float}
+
+    def __len__(self) -> int:
+        return len(self.node)
+
+    def first(self, among: np.ndarray, by_start: bool = True) -> int:
+        """The first of the events `among` (a mask) in the order of Trace.events(): by start, core, sequence,
+        chunk, node, then position in the trace."""
+        keys = (self.pos[among], self.node[among], self.chunk[among], self.seq[among], self.core[among])
+        return int(self.pos[among][np.lexsort(keys + ((self.start[among],) if by_start else ()))[0]])
 
 
 @dataclass

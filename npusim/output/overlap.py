@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from npusim.model.engine import PHASE, Run
+from npusim.model.trace import Columns
 from npusim.output.critical_path import CriticalPath, critical_path
 
 Interval = tuple[float, float]
@@ -44,26 +45,26 @@ def merge(intervals) -> list[Interval]:
     return out
 
 
-def _merge_sorted(a: np.ndarray, b: np.ndarray) -> list[Interval]:
-    """merge() of intervals already sorted by (start, end), none empty: the same union, vectorised."""
-    if not len(a):
-        return []
+def _merge_sorted(a: np.ndarray, b: np.ndarray, at: np.ndarray, starts: list) -> list[Interval]:
+    """merge() of intervals already sorted by (start, end), none empty: the same union, vectorised; each
+    start is `starts[at]`, the value as given."""
     reach = np.maximum.accumulate(b)                  # each run's end: the largest end so far
     first = np.flatnonzero(np.r_[True, a[1:] > reach[:-1]])
     last = np.r_[first[1:] - 1, len(a) - 1]
-    return list(zip(a[first].tolist(), reach[last].tolist()))
+    return list(zip([starts[i] for i in at[first].tolist()], reach[last].tolist()))
 
 
-def _merge_groups(key: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict[int, list[Interval]]:
-    """merge() of each group's intervals, by group key (a key whose intervals are all empty maps to [])."""
+def _merge_groups(key: np.ndarray, a: np.ndarray, b: np.ndarray, starts: list) -> dict[int, list[Interval]]:
+    """merge() of each group's intervals, by group key (a key whose intervals are all empty maps to []);
+    `starts` are the starts as given (a, as floats)."""
     out: dict[int, list[Interval]] = {k: [] for k in np.unique(key).tolist()}
-    keep = b > a
-    order = np.lexsort((b[keep], a[keep], key[keep]))
-    key, a, b = key[keep][order], a[keep][order], b[keep][order]
+    at = np.flatnonzero(b > a)
+    at = at[np.lexsort((b[at], a[at], key[at]))]
+    key, a, b = key[at], a[at], b[at]
     cuts = np.flatnonzero(key[1:] != key[:-1]) + 1
     for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(key)].tolist()):
         if hi > lo:
-            out[int(key[lo])] = _merge_sorted(a[lo:hi], b[lo:hi])
+            out[int(key[lo])] = _merge_sorted(a[lo:hi], b[lo:hi], at[lo:hi], starts)
     return out
 
 
@@ -165,42 +166,26 @@ class Overlap:
         return d
 
 
-class _Columns:
-    """A run's events as arrays, in the trace's order (nothing computed from them depends on it); `unit` indexes
-    `units`."""
-
-    def __init__(self, run: Run) -> None:
-        self.trace = tr = run.timed()
-        nodes = tr.template.nodes
-        self.units = sorted({n.resource for n in nodes})
-        self.node = node = np.asarray(tr.node, dtype=np.int64)
-        self.unit = np.array([self.units.index(n.resource) for n in nodes], dtype=np.int64)[node]
-        self.phase = np.array([n.kind == PHASE for n in nodes], dtype=bool)[node]
-        self.core, self.seq, self.chunk = (np.asarray(v, dtype=np.int64) for v in (tr.core, tr.seq, tr.chunk))
-        self.start, self.busy_end, self.end = (np.asarray(v, dtype=np.float64)
-                                               for v in (tr.start, tr.busy_end, tr.end))
-        # merged ends are those floats; an int among the ends (a hand-made trace) takes the events' path
-        self.float_ends = all(type(v) is float for col in (tr.end, tr.busy_end) for v in col)
-
-
-def busy_intervals(run: Run, cols: _Columns | None = None) -> dict[tuple[int, str], list[Interval]]:
+def busy_intervals(run: Run, cols: Columns | None = None) -> dict[tuple[int, str], list[Interval]]:
     """Merged busy intervals per (core, unit or link): phases hold their unit to `end`, syncs their link to
     `busy_end` (the fixed latency after it holds nothing)."""
-    cols = cols or _Columns(run)
+    cols = cols if cols is not None else Columns(run.timed())
     if not cols.float_ends:
         return _merged_by(_events(run), lambda e: (e.core, e.unit), lambda e: e.end if e.kind == PHASE else e.busy_end)
     n = len(cols.units)
-    merged = _merge_groups(cols.core * n + cols.unit, cols.start, np.where(cols.phase, cols.end, cols.busy_end))
+    merged = _merge_groups(cols.core * n + cols.unit, cols.start, np.where(cols.phase, cols.end, cols.busy_end),
+                           cols.trace.start)
     return {(k // n, cols.units[k % n]): v for k, v in merged.items()}
 
 
-def inflight_intervals(run: Run, cols: _Columns | None = None) -> dict[int, list[Interval]]:
+def inflight_intervals(run: Run, cols: Columns | None = None) -> dict[int, list[Interval]]:
     """Merged intervals per core during which some hand-off is under way (transfer or fixed latency)."""
-    cols = cols or _Columns(run)
+    cols = cols if cols is not None else Columns(run.timed())
     if not cols.float_ends:
         return _merged_by([e for e in _events(run) if e.kind != PHASE], lambda e: e.core, lambda e: e.end)
-    sync = ~cols.phase
-    return _merge_groups(cols.core[sync], cols.start[sync], cols.end[sync])
+    sync = np.flatnonzero(~cols.phase)
+    starts = cols.trace.start
+    return _merge_groups(cols.core[sync], cols.start[sync], cols.end[sync], [starts[i] for i in sync.tolist()])
 
 
 def _merged_by(events: list, key, end) -> dict:
@@ -211,24 +196,16 @@ def _merged_by(events: list, key, end) -> dict:
     return {k: merge(v) for k, v in raw.items()}
 
 
-def _spans(cols: _Columns) -> dict[int, tuple[float, float]]:
+def _spans(cols: Columns) -> dict[int, tuple[float, float]]:
     """Each core's first start and last end (each the trace's own value from the first event in time order
     that has it), the cores in the order they first start (ties: by core)."""
     out = {}
-    tr, pos = cols.trace, np.arange(len(cols.core))
+    tr = cols.trace
     for c in np.unique(cols.core).tolist():
         on = cols.core == c
-        first = on & (cols.start == cols.start[on].min())
-        last = on & (cols.end == cols.end[on].max())
-        i = _earliest(cols, pos, first, by_start=False)
-        out[c] = (tr.start[i], tr.end[_earliest(cols, pos, last, by_start=True)])
+        first = cols.first(on & (cols.start == cols.start[on].min()))
+        out[c] = (tr.start[first], tr.end[cols.first(on & (cols.end == cols.end[on].max()))])
     return dict(sorted(out.items(), key=lambda kv: (kv[1][0], kv[0])))
-
-
-def _earliest(cols: _Columns, pos: np.ndarray, among: np.ndarray, by_start: bool) -> int:
-    """The first of the events `among` in the events' order: by (start), sequence, chunk, node, then position."""
-    keys = (pos[among], cols.node[among], cols.chunk[among], cols.seq[among])
-    return int(pos[among][np.lexsort(keys + ((cols.start[among],) if by_start else ()))[0]])
 
 
 _cache: dict[int, tuple] = {}        # id(run) -> (weak reference, events seen, metrics)
@@ -250,7 +227,7 @@ def analyse(run: Run) -> Overlap:
 
 
 def _analyse(run: Run) -> Overlap:
-    cols = _Columns(run)
+    cols = Columns(run.timed())
     busy = busy_intervals(run, cols)
     inflight = inflight_intervals(run, cols)
     spans = _spans(cols)
@@ -275,14 +252,14 @@ def _analyse(run: Run) -> Overlap:
     return Overlap(run.serial, len(cores), sum(b - a for a, b in spans.values()),
                    idle[CUBE_UNIT].busy_us if CUBE_UNIT in idle else 0.0,
                    idle[VEC_UNIT].busy_us if VEC_UNIT in idle else 0.0,
-                   concurrent, exposed, idle, critical_path(run, _events(run)), period, period_chunks, bound, bound_by)
+                   concurrent, exposed, idle, critical_path(run, cols), period, period_chunks, bound, bound_by)
 
 
-def steady_period(run: Run, cols: _Columns | None = None) -> tuple[float | None, tuple[int, int] | None]:
+def steady_period(run: Run, cols: Columns | None = None) -> tuple[float | None, tuple[int, int] | None]:
     """Time per chunk over the last half of the chunks: (end of the last chunk - end of the middle one) /
     chunks between, averaged over the sequences of at least two chunks (each over its own chunks in a
     variable-length batch). None when no sequence has two; the chunks are those of the longest sequence."""
-    ends = _chunk_ends(cols or _Columns(run))
+    ends = _chunk_ends(cols if cols is not None else Columns(run.timed()))
     count: dict[int, int] = {}
     for s, t in ends:
         count[s] = max(count.get(s, 0), t + 1)
@@ -294,7 +271,7 @@ def steady_period(run: Run, cols: _Columns | None = None) -> tuple[float | None,
     return sum(periods) / len(periods), ((longest - 1) // 2, longest - 1)
 
 
-def _chunk_ends(cols: _Columns) -> dict[tuple[int, int], float]:
+def _chunk_ends(cols: Columns) -> dict[tuple[int, int], float]:
     """Each (sequence, chunk)'s last end."""
     if not len(cols.end):
         return {}
