@@ -1,46 +1,16 @@
 """npusim.record.dataflow's Checker driven by hand, event by event as the Npu's op recorder sends them: where
 each tensor lives, the bytes each phase loads and stores, and the errors that name the tensor and the phase."""
 import re
-from contextlib import contextmanager
 
 import pytest
 import torch
 
 from npusim.errors import DataflowError
-from npusim.record.dataflow import Checker
 from npusim.record.graph import CUBE, VEC
 from npusim.record.ops import ELEMENTWISE, MATMUL
 from npusim.record.precision import Precision
 
-
-class Chunk:
-    """One chunk recorded by hand: inputs, phases (their tensors named as the program binds them), ops."""
-
-    def __init__(self, precision=Precision("fp32"), resident=()):
-        self.checker = Checker("toy", precision, resident)
-
-    def input(self, name, tensor, storage="fp32", state=False):
-        self.checker.register_input(name, tensor, storage, is_state=state)
-        return tensor
-
-    @contextmanager
-    def phase(self, name, unit):
-        self.checker.begin_phase(name, unit)
-        names: dict = {}
-        yield names
-        self.checker.end_phase({id(t): n for n, t in names.items()})
-
-    def op(self, kind, name, fn, *inputs):
-        self.checker.before_op(kind, name, list(inputs), fn)
-        out = fn(*inputs)
-        self.checker.after_op(kind, name, list(inputs), [out])
-        return out
-
-    def mul(self, x, by=2.0):
-        return self.op(ELEMENTWISE, "mul", lambda a: a * by, x)
-
-    def matmul(self, a, b):
-        return self.op(MATMUL, "matmul", torch.matmul, a, b)
+from tests.npusim.record.hand_checker import Chunk
 
 
 def _two_phases(precision=Precision("fp32"), x_storage="fp32"):

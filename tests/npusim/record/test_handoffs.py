@@ -2,51 +2,21 @@
 phase, from an earlier one, into the next item), kept and spilled tensors, parts of GM tensors, and a
 Cube-only state through GM; each error names the sync or call, the tensor and the phase."""
 import re
-from contextlib import contextmanager
 
 import pytest
 import torch
 
 from npusim.errors import DataflowError
-from npusim.record.dataflow import Checker
 from npusim.record.graph import CUBE, VEC
 from npusim.record.handoffs import HandOffs
-from npusim.record.ops import ELEMENTWISE, MATMUL
+from npusim.record.ops import ELEMENTWISE
 from npusim.record.precision import Precision
 
+from tests.npusim.record.hand_checker import Chunk
 
-class Chunk:
-    """One chunk recorded by hand, as the Npu's op recorder drives the checker."""
 
-    def __init__(self, precision=Precision("fp32"), head_major=False):
-        self.checker = Checker("toy", precision, gm_layout="head-major" if head_major else "")
-        assert isinstance(self.checker, HandOffs)
-
-    def input(self, name, tensor, storage="fp32", state=False):
-        self.checker.register_input(name, tensor, storage, is_state=state)
-        return tensor
-
-    @contextmanager
-    def phase(self, name, unit):
-        self.checker.begin_phase(name, unit)
-        names: dict = {}
-        yield names
-        self.checker.end_phase({id(t): n for n, t in names.items()})
-
-    def op(self, kind, name, fn, *inputs):
-        self.checker.before_op(kind, name, list(inputs), fn)
-        out = fn(*inputs)
-        self.checker.after_op(kind, name, list(inputs), [out])
-        return out
-
-    def mul(self, x, by=2.0):
-        return self.op(ELEMENTWISE, "mul", lambda a: a * by, x)
-
-    def matmul(self, a, b):
-        return self.op(MATMUL, "matmul", torch.matmul, a, b)
-
-    def finish(self, state=None, **returns):
-        return self.checker.finish(returns, state, {})
+def test_the_checker_takes_its_hand_offs_from_the_mixin():
+    assert isinstance(Chunk().checker, HandOffs)
 
 
 def _vec_then_cube(c, x, w):
