@@ -5,6 +5,7 @@ from contextlib import contextmanager
 import torch
 
 from npusim.record.dataflow import Checker
+from npusim.record.graph import CUBE, VEC
 from npusim.record.ops import ELEMENTWISE, MATMUL
 from npusim.record.precision import Precision
 
@@ -40,3 +41,12 @@ class Chunk:
 
     def finish(self, state=None, **returns):
         return self.checker.finish(returns, state, {})
+
+    def vec_then_cube(self, x, w):
+        """Phase P (Vec): y = 2 x; a sync carrying y; Phase Q (Cube): z = y @ w. Returns (y, z)."""
+        with self.phase("P", VEC) as names:
+            names["y"] = y = self.mul(x)
+        self.checker.sync((y,))
+        with self.phase("Q", CUBE) as names:
+            names["z"] = z = self.matmul(y, w)
+        return y, z

@@ -18,11 +18,7 @@ def _two_phases(precision=Precision("fp32"), x_storage="fp32"):
     c = Chunk(precision)
     x = c.input("x", torch.ones(16, 8), x_storage)
     w = c.input("w", torch.ones(8, 8))
-    with c.phase("P", VEC) as names:
-        names["y"] = y = c.mul(x)
-    c.checker.sync((y,))
-    with c.phase("Q", CUBE) as names:
-        names["z"] = z = c.matmul(y, w)
+    y, z = c.vec_then_cube(x, w)
     return c, c.checker.finish({"z": z}, None, {"chunk_size": 16})
 
 
@@ -61,11 +57,7 @@ def test_what_each_phase_holds_on_its_unit():
 def test_a_resident_payload_and_an_unknown_resident_name():
     c = Chunk(resident=("y",))
     x, w = c.input("x", torch.ones(4, 4)), c.input("w", torch.ones(4, 4))
-    with c.phase("P", VEC) as names:
-        names["y"] = y = c.mul(x)
-    c.checker.sync((y,))
-    with c.phase("Q", CUBE) as names:
-        names["z"] = z = c.matmul(y, w)
+    y, z = c.vec_then_cube(x, w)
     g = c.checker.finish({"z": z}, None, {})
     assert g.tensors["y"].placement == "resident" and g.syncs[0].payload[0].placement == "resident"
     c = Chunk(resident=("nothing",))
@@ -209,11 +201,7 @@ def test_the_state_is_read_from_the_workspace_and_made_by_its_last_phase():
 def test_a_payload_is_held_and_multiplied_at_its_own_type():
     c = Chunk(Precision("fp32", {"y": "bf16"}))
     x, w = c.input("x", torch.ones(16, 8)), c.input("w", torch.ones(8, 8), "bf16")
-    with c.phase("P", VEC) as names:
-        names["y"] = y = c.mul(x)
-    c.checker.sync((y,))
-    with c.phase("Q", CUBE) as names:
-        names["z"] = z = c.matmul(y, w)
+    y, z = c.vec_then_cube(x, w)
     g = c.checker.finish({"z": z}, None, {})
     assert g.syncs[0].nbytes == 16 * 8 * 2
     assert [(loc.name, loc.nbytes) for loc in g.phase("Q").locals if loc.source == "workspace"] == [("y", 16 * 8 * 2)]
